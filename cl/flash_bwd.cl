@@ -1,0 +1,242 @@
+/* flash_bwd.cl - FlashAttention-2 backward, by recomputation.
+ *
+ * With S = scale * Q K^T, P = exp(S - LSE) (rebuilt tile by tile from the
+ * forward's LSE, never stored whole), delta_i = rowsum(dO_i * O_i):
+ *     dV = P^T dO,   dP = dO V^T,   dS = P * (dP - delta),
+ *     dQ = scale * dS K,   dK = scale * dS^T Q.
+ * Three kernels, none with atomics, so results are bitwise reproducible:
+ *   fcl_backward_delta  one work-item per query row: delta
+ *   fcl_backward_dq     one work-group per (Q block, head, batch), streaming
+ *                       K/V blocks; dQ accumulates in registers
+ *   fcl_backward_dkdv   one work-group per (K/V block, kv head, batch),
+ *                       streaming the Q blocks of every query head that shares
+ *                       the K/V head; dK, dV accumulate in registers (the GQA
+ *                       sum happens there, in a fixed order)
+ * Each program is built with one of FCL_KERNEL_DQ / FCL_KERNEL_DKDV, so the
+ * two tile plans stay independent.
+ */
+
+#if defined(FCL_KERNEL_DQ)
+
+__kernel void fcl_backward_delta(__global const fcl_storage *O, __global const fcl_storage *dO,
+                                 __global float *delta, long o_off, long o_sb, long o_sh,
+                                 long o_ss, long do_off, long do_sb, long do_sh, long do_ss,
+                                 int seqlen_q, int head_dim, int heads_q, int total_rows)
+{
+    const int gid = (int)get_global_id(0);
+    if (gid >= total_rows) return;
+    const int row = gid % seqlen_q, bh = gid / seqlen_q;
+    const int h = bh % heads_q, b = bh / heads_q;
+    const long o = o_off + b * o_sb + h * o_sh + (long)row * o_ss;
+    const long g = do_off + b * do_sb + h * do_sh + (long)row * do_ss;
+    float sum = 0.0f;
+    for (int k = 0; k < head_dim; ++k) sum = mad(fcl_load(O, o + k), fcl_load(dO, g + k), sum);
+    delta[gid] = sum;
+}
+
+#define RM (BR / TY)
+#define RN (BC / TX)
+#define DN (D_PAD / TX)
+#define QT_LD (BR + 4)
+#define KS_LD (D_PAD + 1)
+#define ST_LD (BR + 4)
+
+/* __local: Qt, dOt [D_PAD][QT_LD] (transposed), Ks, Vs [BC][KS_LD], dSt [BC][ST_LD] */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *K,
+                     __global const fcl_storage *V, __global const fcl_storage *dO,
+                     __global const float *LSE, __global const float *delta,
+                     __global fcl_storage *dQ,
+                     long q_off, long q_sb, long q_sh, long q_ss,
+                     long k_off, long k_sb, long k_sh, long k_ss,
+                     long v_off, long v_sb, long v_sh, long v_ss,
+                     long do_off, long do_sb, long do_sh, long do_ss,
+                     long dq_off, long dq_sb, long dq_sh, long dq_ss,
+                     long lse_off, int seqlen_q, int seqlen_k, int head_dim, int heads_q,
+                     int q_per_kv, int num_bh, float scale,
+                     int window_left, int window_right)
+{
+    __local float Qt[D_PAD * QT_LD];
+    __local float dOt[D_PAD * QT_LD];
+    __local float Ks[BC * KS_LD];
+    __local float Vs[BC * KS_LD];
+    __local float dSt[BC * ST_LD];
+
+    const int lid = (int)get_local_id(0);
+    const int ty = lid / TX, tx = lid - (lid / TX) * TX;
+    const int g = (int)get_group_id(0);
+    const int num_qb = (int)get_num_groups(0) / num_bh;
+    const int qb = num_qb - 1 - g / num_bh; /* longest causal blocks first */
+    const int bh = g - (g / num_bh) * num_bh;
+    const int h = bh % heads_q, b = bh / heads_q;
+    const int hk = h / q_per_kv;
+    const int r0 = qb * BR;
+    const int rows = min(BR, seqlen_q - r0);
+    const fcl_mask mask = {seqlen_k, seqlen_k - seqlen_q, window_left, window_right};
+
+    fcl_load_tile_t(Qt, QT_LD, BR, Q, q_off + b * q_sb + h * q_sh + (long)r0 * q_ss, q_ss, rows,
+                    head_dim, lid);
+    fcl_load_tile_t(dOt, QT_LD, BR, dO, do_off + b * do_sb + h * do_sh + (long)r0 * do_ss, do_ss,
+                    rows, head_dim, lid);
+
+    /* This work-item's rows: LSE (+inf for padding rows, so their P is 0)
+     * and delta. */
+    float lse[RM], dlt[RM], acc[RM][DN];
+    for (int i = 0; i < RM; ++i) {
+        const int row = r0 + ty * RM + i;
+        const long at = (long)bh * seqlen_q + row;
+        lse[i] = row < seqlen_q ? LSE[lse_off + at] : INFINITY;
+        dlt[i] = row < seqlen_q ? delta[at] : 0.0f;
+        for (int n = 0; n < DN; ++n) acc[i][n] = 0.0f;
+    }
+
+    const long k_head = k_off + b * k_sb + hk * k_sh;
+    const long v_head = v_off + b * v_sb + hk * v_sh;
+    const int key_begin = fcl_key_begin(mask, r0);
+    const int key_end = fcl_key_end(mask, r0 + rows);
+    for (int c0 = (key_begin / BC) * BC; c0 < key_end; c0 += BC) {
+        const int cols = min(BC, seqlen_k - c0);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        fcl_load_tile(Ks, KS_LD, BC, K, k_head + (long)c0 * k_ss, k_ss, cols, head_dim, lid);
+        fcl_load_tile(Vs, KS_LD, BC, V, v_head + (long)c0 * v_ss, v_ss, cols, head_dim, lid);
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        float s[RM][RN], dp[RM][RN];
+        for (int i = 0; i < RM; ++i)
+            for (int j = 0; j < RN; ++j) s[i][j] = dp[i][j] = 0.0f;
+        FCL_TILE_PRODUCT(s, RM, RN, D_PAD, Qt + ty * RM, QT_LD, Ks + tx * KS_LD, TX * KS_LD, 1);
+        FCL_TILE_PRODUCT(dp, RM, RN, D_PAD, dOt + ty * RM, QT_LD, Vs + tx * KS_LD, TX * KS_LD, 1);
+        for (int i = 0; i < RM; ++i) {
+            for (int j = 0; j < RN; ++j) {
+                const bool vis = fcl_visible(mask, r0 + ty * RM + i, c0 + tx + TX * j);
+                const float p = vis ? exp(s[i][j] * scale - lse[i]) : 0.0f;
+                dSt[(tx + TX * j) * ST_LD + ty * RM + i] = p * (dp[i][j] - dlt[i]);
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        FCL_TILE_PRODUCT(acc, RM, DN, BC, dSt + ty * RM, ST_LD, Ks + tx, TX, KS_LD);
+    }
+
+    const long dq_base = dq_off + b * dq_sb + h * dq_sh;
+    for (int i = 0; i < RM; ++i) {
+        const int row = r0 + ty * RM + i;
+        if (row >= seqlen_q) continue;
+        for (int n = 0; n < DN; ++n) {
+            const int col = tx + TX * n;
+            if (col < head_dim) fcl_store(dQ, dq_base + (long)row * dq_ss + col, acc[i][n] * scale);
+        }
+    }
+}
+
+#elif defined(FCL_KERNEL_DKDV)
+
+/* Here the S tile is transposed: rows are keys (BC = TY*RM), columns are
+ * query rows (BR = TX*RN). */
+#define RM (BC / TY)
+#define RN (BR / TX)
+#define DN (D_PAD / TX)
+#define KT_LD (BC + 4)
+#define QS_LD (D_PAD + 1)
+#define PS_LD (BC + 4)
+
+/* __local: Kt, Vt [D_PAD][KT_LD] (transposed), Qs, dOs [BR][QS_LD],
+ * Ps, dSs [BR][PS_LD], lse_s, dlt_s [BR] */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage *K,
+                       __global const fcl_storage *V, __global const fcl_storage *dO,
+                       __global const float *LSE, __global const float *delta,
+                       __global fcl_storage *dK, __global fcl_storage *dV,
+                       long q_off, long q_sb, long q_sh, long q_ss,
+                       long k_off, long k_sb, long k_sh, long k_ss,
+                       long v_off, long v_sb, long v_sh, long v_ss,
+                       long do_off, long do_sb, long do_sh, long do_ss,
+                       long dk_off, long dk_sb, long dk_sh, long dk_ss,
+                       long dv_off, long dv_sb, long dv_sh, long dv_ss,
+                       long lse_off, int seqlen_q, int seqlen_k, int head_dim, int heads_q,
+                       int q_per_kv, int num_bhk, float scale,
+                       int window_left, int window_right)
+{
+    __local float Kt[D_PAD * KT_LD];
+    __local float Vt[D_PAD * KT_LD];
+    __local float Qs[BR * QS_LD];
+    __local float dOs[BR * QS_LD];
+    __local float Ps[BR * PS_LD];
+    __local float dSs[BR * PS_LD];
+    __local float lse_s[BR];
+    __local float dlt_s[BR];
+
+    const int lid = (int)get_local_id(0);
+    const int ty = lid / TX, tx = lid - (lid / TX) * TX;
+    const int g = (int)get_group_id(0);
+    const int kb = g / num_bhk; /* under a causal mask the first K blocks see the most rows */
+    const int bhk = g - kb * num_bhk;
+    const int heads_kv = heads_q / q_per_kv;
+    const int hk = bhk % heads_kv, b = bhk / heads_kv;
+    const int c0 = kb * BC;
+    const int cols = min(BC, seqlen_k - c0);
+    const fcl_mask mask = {seqlen_k, seqlen_k - seqlen_q, window_left, window_right};
+
+    fcl_load_tile_t(Kt, KT_LD, BC, K, k_off + b * k_sb + hk * k_sh + (long)c0 * k_ss, k_ss, cols,
+                    head_dim, lid);
+    fcl_load_tile_t(Vt, KT_LD, BC, V, v_off + b * v_sb + hk * v_sh + (long)c0 * v_ss, v_ss, cols,
+                    head_dim, lid);
+
+    float dk[RM][DN], dv[RM][DN];
+    for (int i = 0; i < RM; ++i)
+        for (int n = 0; n < DN; ++n) dk[i][n] = dv[i][n] = 0.0f;
+
+    const int row_begin = fcl_row_begin(mask, c0);
+    const int row_end = fcl_row_end(mask, c0 + cols, seqlen_q);
+    for (int h = hk * q_per_kv; h < (hk + 1) * q_per_kv; ++h) {
+        const int bh = b * heads_q + h;
+        const long q_head = q_off + b * q_sb + h * q_sh;
+        const long do_head = do_off + b * do_sb + h * do_sh;
+        for (int r0 = (row_begin / BR) * BR; r0 < row_end; r0 += BR) {
+            const int rows = min(BR, seqlen_q - r0);
+            barrier(CLK_LOCAL_MEM_FENCE);
+            fcl_load_tile(Qs, QS_LD, BR, Q, q_head + (long)r0 * q_ss, q_ss, rows, head_dim, lid);
+            fcl_load_tile(dOs, QS_LD, BR, dO, do_head + (long)r0 * do_ss, do_ss, rows, head_dim,
+                          lid);
+            for (int r = lid; r < BR; r += WG) {
+                const long at = (long)bh * seqlen_q + r0 + r;
+                lse_s[r] = r < rows ? LSE[lse_off + at] : INFINITY;
+                dlt_s[r] = r < rows ? delta[at] : 0.0f;
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+
+            float st[RM][RN], dpt[RM][RN];
+            for (int i = 0; i < RM; ++i)
+                for (int j = 0; j < RN; ++j) st[i][j] = dpt[i][j] = 0.0f;
+            FCL_TILE_PRODUCT(st, RM, RN, D_PAD, Kt + ty * RM, KT_LD, Qs + tx * QS_LD, TX * QS_LD, 1);
+            FCL_TILE_PRODUCT(dpt, RM, RN, D_PAD, Vt + ty * RM, KT_LD, dOs + tx * QS_LD, TX * QS_LD,
+                             1);
+            for (int i = 0; i < RM; ++i) {
+                for (int j = 0; j < RN; ++j) {
+                    const int r = tx + TX * j;
+                    const bool vis = fcl_visible(mask, r0 + r, c0 + ty * RM + i);
+                    const float p = vis ? exp(st[i][j] * scale - lse_s[r]) : 0.0f;
+                    Ps[r * PS_LD + ty * RM + i] = p;
+                    dSs[r * PS_LD + ty * RM + i] = p * (dpt[i][j] - dlt_s[r]);
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            FCL_TILE_PRODUCT(dv, RM, DN, BR, Ps + ty * RM, PS_LD, dOs + tx, TX, QS_LD);
+            FCL_TILE_PRODUCT(dk, RM, DN, BR, dSs + ty * RM, PS_LD, Qs + tx, TX, QS_LD);
+        }
+    }
+
+    const long dk_base = dk_off + b * dk_sb + hk * dk_sh;
+    const long dv_base = dv_off + b * dv_sb + hk * dv_sh;
+    for (int i = 0; i < RM; ++i) {
+        const int key = c0 + ty * RM + i;
+        if (key >= seqlen_k) continue;
+        for (int n = 0; n < DN; ++n) {
+            const int col = tx + TX * n;
+            if (col >= head_dim) continue;
+            fcl_store(dK, dk_base + (long)key * dk_ss + col, dk[i][n] * scale);
+            fcl_store(dV, dv_base + (long)key * dv_ss + col, dv[i][n]);
+        }
+    }
+}
+
+#endif

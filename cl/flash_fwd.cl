@@ -1,0 +1,135 @@
+/* flash_fwd.cl - FlashAttention-2 forward.
+ *
+ * One work-group per (Q block of BR rows, query head, batch).  The Q block
+ * stays in __local memory while K/V blocks of BC keys stream through; each
+ * work-item keeps its rows' running max m, partial sum l and output
+ * accumulator in registers (online softmax).  Scores exist only as one
+ * BR x BC tile in __local memory.
+ *
+ * __local tiles (fp32):
+ *   Qt [D_PAD][QT_LD]  Q block transposed: a row group reads its RM rows of
+ *                      one dimension as one contiguous run (broadcast)
+ *   Ks [BC][KS_LD]     K block, odd row stride: work-items read different
+ *                      keys of one dimension without bank conflicts
+ *   Vs [BC][D_PAD]     V block
+ *   Pt [BC][PT_LD]     probabilities, transposed like Qt
+ *   red[BR][TX]        row reductions
+ */
+
+#define RM (BR / TY)
+#define RN (BC / TX)
+#define DN (D_PAD / TX)
+#define QT_LD (BR + 4)
+#define KS_LD (D_PAD + 1)
+#define VS_LD (D_PAD)
+#define PT_LD (BR + 4)
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
+                 __global const fcl_storage *V, __global fcl_storage *O, __global float *LSE,
+                 long q_off, long q_sb, long q_sh, long q_ss,
+                 long k_off, long k_sb, long k_sh, long k_ss,
+                 long v_off, long v_sb, long v_sh, long v_ss,
+                 long o_off, long o_sb, long o_sh, long o_ss,
+                 long lse_off, int write_lse,
+                 int seqlen_q, int seqlen_k, int head_dim, int heads_q, int q_per_kv,
+                 int num_bh, float scale, int window_left, int window_right)
+{
+    __local float Qt[D_PAD * QT_LD];
+    __local float Ks[BC * KS_LD];
+    __local float Vs[BC * VS_LD];
+    __local float Pt[BC * PT_LD];
+    __local float red[BR * TX];
+
+    const int lid = (int)get_local_id(0);
+    const int ty = lid / TX, tx = lid - (lid / TX) * TX;
+    /* One dimension of work-groups: (Q block, batch*head), batch*head fastest.
+     * Q blocks go in reverse: under a causal mask the last ones see the most
+     * keys, so they start first and the tail of the launch is short. */
+    const int g = (int)get_group_id(0);
+    const int num_qb = (int)get_num_groups(0) / num_bh;
+    const int qb = num_qb - 1 - g / num_bh;
+    const int bh = g - (g / num_bh) * num_bh;
+    const int h = bh % heads_q, b = bh / heads_q;
+    const int hk = h / q_per_kv;
+    const int r0 = qb * BR;
+    const int rows = min(BR, seqlen_q - r0);
+    const fcl_mask mask = {seqlen_k, seqlen_k - seqlen_q, window_left, window_right};
+
+    const long q_base = q_off + b * q_sb + h * q_sh + (long)r0 * q_ss;
+    const long k_head = k_off + b * k_sb + hk * k_sh;
+    const long v_head = v_off + b * v_sb + hk * v_sh;
+
+    fcl_load_tile_t(Qt, QT_LD, BR, Q, q_base, q_ss, rows, head_dim, lid);
+
+    float m[RM], l[RM], acc[RM][DN];
+    for (int i = 0; i < RM; ++i) {
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+        for (int n = 0; n < DN; ++n) acc[i][n] = 0.0f;
+    }
+
+    const int key_begin = fcl_key_begin(mask, r0);
+    const int key_end = fcl_key_end(mask, r0 + rows);
+    for (int c0 = (key_begin / BC) * BC; c0 < key_end; c0 += BC) {
+        const int cols = min(BC, seqlen_k - c0);
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is consumed */
+        fcl_load_tile(Ks, KS_LD, BC, K, k_head + (long)c0 * k_ss, k_ss, cols, head_dim, lid);
+        fcl_load_tile(Vs, VS_LD, BC, V, v_head + (long)c0 * v_ss, v_ss, cols, head_dim, lid);
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        float s[RM][RN];
+        for (int i = 0; i < RM; ++i)
+            for (int j = 0; j < RN; ++j) s[i][j] = 0.0f;
+        FCL_TILE_PRODUCT(s, RM, RN, D_PAD, Qt + ty * RM, QT_LD, Ks + tx * KS_LD, TX * KS_LD, 1);
+
+        float mt[RM];
+        for (int i = 0; i < RM; ++i) {
+            mt[i] = -INFINITY;
+            for (int j = 0; j < RN; ++j) {
+                const bool vis = fcl_visible(mask, r0 + ty * RM + i, c0 + tx + TX * j);
+                s[i][j] = vis ? s[i][j] * scale : -INFINITY;
+                mt[i] = fmax(mt[i], s[i][j]);
+            }
+        }
+        fcl_rows_max(mt, RM, red, ty, tx);
+
+        for (int i = 0; i < RM; ++i) {
+            const float m_new = fmax(m[i], mt[i]);
+            /* A row with no visible key so far keeps m = -inf; subtracting 0
+             * instead keeps exp at exactly 0 rather than NaN.  Natural units
+             * (exp, not exp2 with log2(e) folded into the scale) cost one
+             * more instruction per score and keep the fp32 rounding to that
+             * of a plain softmax. */
+            const float m_use = (m_new == -INFINITY) ? 0.0f : m_new;
+            const float alpha = exp(m[i] - m_use);
+            m[i] = m_new;
+            l[i] *= alpha;
+            for (int n = 0; n < DN; ++n) acc[i][n] *= alpha;
+            for (int j = 0; j < RN; ++j) {
+                const float p = exp(s[i][j] - m_use);
+                l[i] += p;
+                Pt[(tx + TX * j) * PT_LD + ty * RM + i] = p;
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        FCL_TILE_PRODUCT(acc, RM, DN, BC, Pt + ty * RM, PT_LD, Vs + tx, TX, VS_LD);
+    }
+
+    fcl_rows_sum(l, RM, red, ty, tx);
+
+    const long o_base = o_off + b * o_sb + h * o_sh;
+    for (int i = 0; i < RM; ++i) {
+        const int row = r0 + ty * RM + i;
+        if (row >= seqlen_q) continue;
+        const float inv = (l[i] > 0.0f) ? 1.0f / l[i] : 0.0f;
+        for (int n = 0; n < DN; ++n) {
+            const int col = tx + TX * n;
+            if (col < head_dim) fcl_store(O, o_base + (long)row * o_ss + col, acc[i][n] * inv);
+        }
+        if (write_lse && tx == 0)
+            LSE[lse_off + (long)bh * seqlen_q + row] =
+                (l[i] > 0.0f) ? m[i] + log(l[i]) : INFINITY;
+    }
+}

@@ -1,0 +1,91 @@
+/* tile_portable.cl - the portable inner pieces: tile products with plain
+ * multiply-adds on __local tiles, and row reductions through __local memory.
+ * Every kernel of the family is written against these; a vendor fast path
+ * replaces this file's pieces, not the kernels.
+ *
+ * Thread layout (all kernels): work-item lid is (ty, tx) = (lid / TX, lid % TX).
+ * A work-item owns RM consecutive tile rows, ty*RM + i, and the columns
+ * tx + TX*j: consecutive work-items read consecutive columns, so the operand
+ * that differs per work-item is read without bank conflicts, and the one
+ * shared by a row group (TX work-items) is a broadcast.
+ */
+
+#define WG (TY * TX)
+
+/* acc[i][j] += sum_{k < KLEN} A[k*AK + i] * B[j*BJ + k*BK]
+ * A: the row operand, already offset to this work-item's first row;
+ * B: the column operand, already offset to this work-item's first column. */
+#define FCL_TILE_PRODUCT(acc, ROWS, COLS, KLEN, A, AK, B, BJ, BK)                  \
+    do {                                                                           \
+        __local const float *a_ = (A);                                             \
+        __local const float *b_ = (B);                                             \
+        _Pragma("unroll 4")                                                        \
+        for (int k_ = 0; k_ < (KLEN); ++k_) {                                      \
+            float av_[ROWS], bv_[COLS];                                            \
+            _Pragma("unroll")                                                      \
+            for (int i_ = 0; i_ < (ROWS); ++i_) av_[i_] = a_[k_ * (AK) + i_];      \
+            _Pragma("unroll")                                                      \
+            for (int j_ = 0; j_ < (COLS); ++j_) bv_[j_] = b_[j_ * (BJ) + k_ * (BK)]; \
+            _Pragma("unroll")                                                      \
+            for (int i_ = 0; i_ < (ROWS); ++i_) {                                  \
+                _Pragma("unroll")                                                  \
+                for (int j_ = 0; j_ < (COLS); ++j_)                                \
+                    acc[i_][j_] = mad(av_[i_], bv_[j_], acc[i_][j_]);              \
+            }                                                                      \
+        }                                                                          \
+    } while (0)
+
+/* Row reductions across the TX work-items that share rows ty*RM .. ty*RM+RM-1.
+ * `red` holds RROWS*TX floats.  Every work-item reduces in the same order, so
+ * all of a row group get bitwise the same result.  Contains one barrier; the
+ * caller must put a barrier between two uses of `red`. */
+inline void fcl_rows_max(float v[], int nrows, __local float *red, int ty, int tx)
+{
+    for (int i = 0; i < nrows; ++i) red[(ty * nrows + i) * TX + tx] = v[i];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int i = 0; i < nrows; ++i) {
+        __local const float *r = red + (ty * nrows + i) * TX;
+        float x = r[0];
+        for (int t = 1; t < TX; ++t) x = fmax(x, r[t]);
+        v[i] = x;
+    }
+}
+
+inline void fcl_rows_sum(float v[], int nrows, __local float *red, int ty, int tx)
+{
+    for (int i = 0; i < nrows; ++i) red[(ty * nrows + i) * TX + tx] = v[i];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int i = 0; i < nrows; ++i) {
+        __local const float *r = red + (ty * nrows + i) * TX;
+        float x = r[0];
+        for (int t = 1; t < TX; ++t) x += r[t];
+        v[i] = x;
+    }
+}
+
+/* Copy rows [0, nvalid) of a (rows x head_dim) block starting at element
+ * `base` (row stride `ss`) into a __local tile, zero-filling rows >= nvalid and
+ * columns >= head_dim up to D_PAD.  Natural layout: dst[r*ld + k].
+ * Consecutive work-items read consecutive elements of a row (coalesced). */
+inline void fcl_load_tile(__local float *dst, int ld, int nrows, __global const fcl_storage *src,
+                          long base, long ss, int nvalid, int head_dim, int lid)
+{
+    for (int e = lid; e < nrows * D_PAD; e += WG) {
+        int r = e / D_PAD, k = e - r * D_PAD;
+        float x = 0.0f;
+        if (r < nvalid && k < head_dim) x = fcl_load(src, base + (long)r * ss + k);
+        dst[r * ld + k] = x;
+    }
+}
+
+/* The same, stored transposed: dst[k*ld + r]. */
+inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global const fcl_storage *src,
+                            long base, long ss, int nvalid, int head_dim, int lid)
+{
+    for (int e = lid; e < nrows * D_PAD; e += WG) {
+        int r = e / D_PAD, k = e - r * D_PAD;
+        float x = 0.0f;
+        if (r < nvalid && k < head_dim) x = fcl_load(src, base + (long)r * ss + k);
+        dst[k * ld + r] = x;
+    }
+}

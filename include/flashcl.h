@@ -1,0 +1,458 @@
+/*
+ * flashcl.h - portable FlashAttention on OpenCL.
+ *
+ * flashcl computes exact attention
+ *
+ *     O = softmax(scale * Q K^T + mask) V
+ *
+ * on any OpenCL 1.2+ device (GPUs of any vendor, or a CPU through PoCL) with
+ * tiled, online-softmax kernels: tiles of Q, K and V live in the device's
+ * on-chip memory (OpenCL `__local`), and the N x N score matrix is never
+ * stored.  It also computes the exact gradients dQ, dK, dV by recomputation.
+ *
+ * Everything public is in this one header.  Conventions:
+ *   - Every name starts with `fcl_` / `FCL_`.
+ *   - Every function that can fail returns an `fcl_status`: FCL_OK (0) on
+ *     success, a positive FCL_ERROR_* code for a flashcl-level failure, or a
+ *     negative OpenCL error code (CL_OUT_OF_RESOURCES, ...) passed through when
+ *     OpenCL itself was the cause.  `fcl_status_string()` names any of them.
+ *   - The library never prints, never exits or aborts, and keeps no global
+ *     mutable state: two contexts in two threads never interfere.  One context
+ *     must not be used by two threads at the same time.
+ *   - On any error, nothing has been written to any output buffer.
+ *
+ * Minimal use (host pointers; see fcl_attention_forward for cl_mem buffers):
+ *
+ *     fcl_context *ctx = NULL;
+ *     fcl_status st = fcl_context_create(NULL, &ctx);   // default device
+ *     fcl_attention_desc desc;
+ *     fcl_attention_desc_init(&desc, batch, heads, heads, seq, seq, 64,
+ *                             FCL_DTYPE_FP32, FCL_LAYOUT_BSHD);
+ *     desc.causal = 1;
+ *     if (st == FCL_OK)
+ *         st = fcl_attention_forward_host(ctx, &desc, q, k, v, o, NULL);
+ *     if (st != FCL_OK) fprintf(stderr, "%s\n", fcl_status_string(st));
+ *     fcl_context_destroy(ctx);
+ */
+#ifndef FLASHCL_H
+#define FLASHCL_H
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#include <CL/cl.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/*  Export macro and version                                                */
+/* ------------------------------------------------------------------------ */
+
+#if defined(_WIN32) && defined(FCL_BUILDING_SHARED)
+#define FCL_API __declspec(dllexport)
+#elif defined(_WIN32) && defined(FCL_USING_SHARED)
+#define FCL_API __declspec(dllimport)
+#elif defined(__GNUC__) && __GNUC__ >= 4
+#define FCL_API __attribute__((visibility("default")))
+#else
+#define FCL_API
+#endif
+
+#define FCL_VERSION_MAJOR 0
+#define FCL_VERSION_MINOR 1
+#define FCL_VERSION_PATCH 0
+#define FCL_VERSION_NUMBER \
+    (FCL_VERSION_MAJOR * 10000 + FCL_VERSION_MINOR * 100 + FCL_VERSION_PATCH)
+
+/*! fcl_version_number() :
+ * @return the library's FCL_VERSION_NUMBER (may differ from the header's
+ *         when linking against another build). */
+FCL_API unsigned fcl_version_number(void);
+
+/*! fcl_version_string() :
+ * @return the version as "MAJOR.MINOR.PATCH"; a static string. */
+FCL_API const char *fcl_version_string(void);
+
+/* ------------------------------------------------------------------------ */
+/*  Status codes                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* One list generates the enum below and the strings of fcl_status_string().
+ * Values are stable: new codes are only ever appended. */
+#define FCL_STATUS_MAP(X)                                                              \
+    X(OK, 0, "success")                                                                \
+    X(ERROR_NULL_ARGUMENT, 1, "a required pointer argument is NULL")                   \
+    X(ERROR_INVALID_SHAPE, 2, "a size is zero or larger than the library supports")    \
+    X(ERROR_HEAD_DIM_UNSUPPORTED, 3, "head_dim is outside 1..256")                     \
+    X(ERROR_HEADS_NOT_DIVISIBLE, 4, "heads_q is not a multiple of heads_kv")           \
+    X(ERROR_OVERLAPPING_STRIDES, 5, "a tensor's strides make two of its elements overlap") \
+    X(ERROR_BUFFER_TOO_SMALL, 6, "a buffer is smaller than the tensor it must hold")   \
+    X(ERROR_BUFFER_ALIASING, 7, "an output buffer overlaps another tensor of the call") \
+    X(ERROR_DTYPE_UNSUPPORTED, 8, "the storage type is unknown or the device cannot do it") \
+    X(ERROR_INVALID_VALUE, 9, "an option has an invalid value (scale, flag, index ...)") \
+    X(ERROR_BUILD_FAILED, 10, "an OpenCL kernel failed to compile: see fcl_context_build_log()") \
+    X(ERROR_NO_DEVICE, 11, "no OpenCL platform or device was found")                   \
+    X(ERROR_DEVICE_NOT_FOUND, 12, "the requested platform/device index does not exist") \
+    X(ERROR_BAD_DEVICE_SPEC, 13, "FLASHCL_DEVICE must look like \"P:D\" (platform:device indices)") \
+    X(ERROR_OUT_OF_HOST_MEMORY, 14, "a host memory allocation failed")                 \
+    X(ERROR_NO_PLAN, 15, "no tile plan fits this device's local memory and work-group limits") \
+    X(ERROR_UNKNOWN_PROFILE, 16, "no emulated device profile has that name")           \
+    X(ERROR_PROFILE_NOT_RUNNABLE, 17, "the emulated profile's plan cannot run on the real device") \
+    X(ERROR_MISSING_LSE, 18, "the backward pass needs the forward's LSE buffer")        \
+    X(ERROR_WRONG_CONTEXT, 19, "a cl_mem belongs to another OpenCL context than the fcl_context")
+
+#define FCL_STATUS_ENUM_ITEM_(name, value, text) FCL_##name = value,
+/* Positive: flashcl errors.  Negative: OpenCL error codes passed through. */
+enum fcl_status_code { FCL_STATUS_MAP(FCL_STATUS_ENUM_ITEM_) FCL_STATUS_COUNT_ };
+#undef FCL_STATUS_ENUM_ITEM_
+typedef int fcl_status;
+
+/*! fcl_status_string() :
+ * @return a static, human-readable description of `status`: flashcl codes,
+ *         OpenCL error codes (e.g. "CL_OUT_OF_RESOURCES") or "unknown status". */
+FCL_API const char *fcl_status_string(fcl_status status);
+
+/* ------------------------------------------------------------------------ */
+/*  Tensors                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Storage type of Q, K, V, O and the gradients.  Arithmetic is always fp32.
+ * FP16 is IEEE binary16 read with vload_half (no cl_khr_fp16 needed); BF16 is
+ * bfloat16 held as 16-bit words.  Outputs are rounded to nearest even. */
+typedef enum fcl_dtype { FCL_DTYPE_FP32 = 0, FCL_DTYPE_FP16 = 1, FCL_DTYPE_BF16 = 2 } fcl_dtype;
+
+/*! fcl_dtype_size() : @return bytes per element of `dtype`, 0 if unknown. */
+FCL_API size_t fcl_dtype_size(fcl_dtype dtype);
+
+/*! fcl_dtype_name() : @return "fp32", "fp16", "bf16", or "unknown". */
+FCL_API const char *fcl_dtype_name(fcl_dtype dtype);
+
+/* Where the elements of one 4-D tensor (batch, head, seq, dim) lie in its
+ * buffer, in elements (not bytes).  Element (b, h, s, d) is at
+ *     offset + b * stride_batch + h * stride_head + s * stride_seq + d
+ * i.e. the head_dim axis is always contiguous.  Strides must not make two
+ * elements of one tensor meet (FCL_ERROR_OVERLAPPING_STRIDES). */
+typedef struct fcl_layout {
+    size_t offset;
+    size_t stride_batch;
+    size_t stride_head;
+    size_t stride_seq;
+} fcl_layout;
+
+/* The two usual contiguous layouts, for fcl_attention_desc_init(). */
+typedef enum fcl_layout_kind {
+    FCL_LAYOUT_BSHD = 0, /* (batch, seq, heads, dim): PyTorch's (B, N, H, d) */
+    FCL_LAYOUT_BHSD = 1  /* (batch, heads, seq, dim) */
+} fcl_layout_kind;
+
+/* One attention problem.  Fill it with fcl_attention_desc_init(), then
+ * change what differs.
+ *
+ * Shapes: Q, O, dO, dQ are (batch, heads_q, seqlen_q, head_dim);
+ *         K, V, dK, dV are (batch, heads_kv, seqlen_k, head_dim).
+ * heads_q must be a multiple of heads_kv: query head h reads K/V head
+ * h / (heads_q / heads_kv) (MQA when heads_kv == 1, GQA otherwise).
+ *
+ * LSE (optional forward output, required backward input) is fp32 and always
+ * contiguous: element (b, h, s) at lse_offset + (b * heads_q + h) * seqlen_q + s.
+ * LSE[row] = log(sum_j exp(scale * q.k_j)) over the keys the row can see.
+ *
+ * Masking: with `causal`, query i sees key j iff j <= i + seqlen_k - seqlen_q
+ * (aligned bottom-right, as FlashAttention-2).  A row that sees no key (only
+ * possible when causal and seqlen_q > seqlen_k) gets O = 0, LSE = +INFINITY
+ * and zero gradients; never NaN. */
+typedef struct fcl_attention_desc {
+    size_t batch;
+    size_t heads_q;
+    size_t heads_kv;
+    size_t seqlen_q;
+    size_t seqlen_k;
+    size_t head_dim;      /* 1..256, any value */
+    fcl_dtype dtype;
+    float softmax_scale;  /* 0 means 1/sqrt(head_dim); must be finite */
+    int causal;           /* 0 or 1 */
+    fcl_layout q, k, v, o;         /* forward tensors */
+    fcl_layout dout, dq, dk, dv;   /* backward tensors (dout is dL/dO) */
+    size_t lse_offset;             /* in floats */
+} fcl_attention_desc;
+
+/*! fcl_attention_desc_init() :
+ * Sets every field: the sizes given, scale 0 (default), no causal mask, all
+ * eight tensors contiguous in `layout`, lse_offset 0.  Does nothing if desc is
+ * NULL. */
+FCL_API void fcl_attention_desc_init(fcl_attention_desc *desc, size_t batch, size_t heads_q,
+                                     size_t heads_kv, size_t seqlen_q, size_t seqlen_k,
+                                     size_t head_dim, fcl_dtype dtype, fcl_layout_kind layout);
+
+/*! fcl_layout_contiguous() :
+ * @return the contiguous layout of a (batch, heads, seqlen, head_dim) tensor
+ *         in `kind`, offset 0. */
+FCL_API fcl_layout fcl_layout_contiguous(fcl_layout_kind kind, size_t heads, size_t seqlen,
+                                         size_t head_dim);
+
+/* ------------------------------------------------------------------------ */
+/*  Devices                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* An OpenCL device as listed by fcl_list_devices(). */
+typedef struct fcl_device_ref {
+    int platform_index;
+    int device_index;
+    cl_device_type type;
+    char platform_name[128];
+    char device_name[128];
+} fcl_device_ref;
+
+/*! fcl_list_devices() :
+ * Lists every device of every OpenCL platform, in platform order.
+ * Writes at most `capacity` entries to `out` (which may be NULL when capacity
+ * is 0) and the total number of devices to `*count`.
+ * @return FCL_OK (also when no platform exists: *count is then 0), or an
+ *         OpenCL error. */
+FCL_API fcl_status fcl_list_devices(fcl_device_ref *out, size_t capacity, size_t *count);
+
+/* Vendors flashcl tells apart, from CL_DEVICE_VENDOR_ID. */
+#define FCL_VENDOR_ID_NVIDIA 0x10DEu
+#define FCL_VENDOR_ID_AMD 0x1002u
+#define FCL_VENDOR_ID_INTEL 0x8086u
+
+/* What one probe of a device found.  Strings are truncated to fit. */
+typedef struct fcl_device_info {
+    char name[256];
+    char vendor[128];
+    char driver_version[128];
+    char device_version[128];     /* "OpenCL 3.0 CUDA ..." */
+    char platform_name[128];
+    cl_device_type type;
+    uint32_t vendor_id;
+    uint32_t compute_units;
+    size_t max_work_group_size;
+    size_t max_work_item_sizes[3];
+    uint64_t global_mem_bytes;
+    uint64_t max_alloc_bytes;
+    /* On-chip memory ("SRAM"): what CL_DEVICE_LOCAL_MEM_SIZE reports, and
+     * what a work-group can really use with compile-time sized __local arrays
+     * (probed on GPUs; equal to the reported value where no probe ran). */
+    uint64_t local_mem_reported;
+    uint64_t local_mem_usable;
+    int local_mem_probed;          /* 1 if local_mem_usable comes from a probe */
+    int local_mem_is_dedicated;    /* CL_LOCAL (on-chip) rather than CL_GLOBAL */
+    uint32_t simd_width;           /* warp / wavefront / sub-group width, 0 if unknown */
+    int nv_compute_capability;     /* e.g. 90 for sm_90, 0 if not NVIDIA */
+    int has_fp64;
+    int has_fp16_arith;            /* cl_khr_fp16 (not needed for FP16 storage) */
+    int has_subgroups;
+    const char *extensions;        /* owned by the context, valid until destroy */
+    const char *profile_name;      /* emulated profile in use, or NULL */
+} fcl_device_info;
+
+/* ------------------------------------------------------------------------ */
+/*  Contexts                                                                */
+/* ------------------------------------------------------------------------ */
+
+typedef struct fcl_context fcl_context;
+
+typedef struct fcl_context_options {
+    /* Which device.  -1/-1 (the default) means: the FLASHCL_DEVICE environment
+     * variable ("P:D", platform and device indices as in fcl_list_devices) if
+     * set, else the first GPU of any platform, else the first device of any
+     * platform (a CPU under PoCL).  Explicit indices beat the variable. */
+    int platform_index;
+    int device_index;
+    /* Plan as if the device were this emulated profile (see
+     * fcl_profile_name()), while still running on the real device.  For
+     * checking other vendors' tilings on a CPU.  NULL: plan for the real one. */
+    const char *profile;
+    /* Folder for compiled kernels (opt-in; created if missing, written
+     * atomically).  NULL: in-memory cache only. */
+    const char *cache_dir;
+    /* 1: create the queue with CL_QUEUE_PROFILING_ENABLE (for benchmarks). */
+    int enable_profiling;
+    /* 1: trust CL_DEVICE_LOCAL_MEM_SIZE and skip the on-chip memory probe. */
+    int skip_local_mem_probe;
+} fcl_context_options;
+
+/*! fcl_context_options_init() : sets the defaults described above. */
+FCL_API void fcl_context_options_init(fcl_context_options *opts);
+
+/*! fcl_context_create() :
+ * Picks a device (see fcl_context_options), creates an OpenCL context and an
+ * in-order queue on it, and probes the device once (fcl_device_info).
+ * `opts` may be NULL (defaults).
+ * @return FCL_OK and a new context in *out; otherwise *out is NULL and the
+ *         status says why (FCL_ERROR_NO_DEVICE, FCL_ERROR_DEVICE_NOT_FOUND,
+ *         FCL_ERROR_BAD_DEVICE_SPEC, FCL_ERROR_UNKNOWN_PROFILE, an OpenCL error). */
+FCL_API fcl_status fcl_context_create(const fcl_context_options *opts, fcl_context **out);
+
+/*! fcl_context_create_from_cl() :
+ * Wraps a caller's own OpenCL objects: the queue must belong to `cl_ctx` and
+ * `device`.  They are retained (clRetain*) and released on destroy; the
+ * caller keeps its own references.  No data is ever copied: the caller passes
+ * its own cl_mem buffers to the calls below.  `opts` may be NULL; its device
+ * indices are ignored.
+ * @return FCL_OK and *out, or an error (*out is then NULL). */
+FCL_API fcl_status fcl_context_create_from_cl(cl_context cl_ctx, cl_command_queue queue,
+                                              cl_device_id device,
+                                              const fcl_context_options *opts,
+                                              fcl_context **out);
+
+/*! fcl_context_destroy() : releases everything the context owns.  NULL is a no-op. */
+FCL_API void fcl_context_destroy(fcl_context *ctx);
+
+/*! fcl_context_device_info() :
+ * @return FCL_OK and a copy of the device probe in *info (with the emulated
+ *         profile's limits if one is in use), or FCL_ERROR_NULL_ARGUMENT. */
+FCL_API fcl_status fcl_context_device_info(const fcl_context *ctx, fcl_device_info *info);
+
+/*! fcl_context_cl_context(), fcl_context_cl_queue(), fcl_context_cl_device() :
+ * @return the OpenCL objects the context uses (not retained for the caller),
+ *         or NULL if ctx is NULL.  Create buffers for fcl_attention_forward()
+ *         in this cl_context; work is enqueued on this queue. */
+FCL_API cl_context fcl_context_cl_context(const fcl_context *ctx);
+FCL_API cl_command_queue fcl_context_cl_queue(const fcl_context *ctx);
+FCL_API cl_device_id fcl_context_cl_device(const fcl_context *ctx);
+
+/*! fcl_context_build_log() :
+ * @return the OpenCL build log of the last kernel that failed to compile in
+ *         this context ("" if none).  Valid until the next call on ctx. */
+FCL_API const char *fcl_context_build_log(const fcl_context *ctx);
+
+/* ------------------------------------------------------------------------ */
+/*  Emulated device profiles                                                */
+/* ------------------------------------------------------------------------ */
+
+/*! fcl_profile_count() : @return how many emulated device profiles exist. */
+FCL_API size_t fcl_profile_count(void);
+
+/*! fcl_profile_name() / fcl_profile_description() :
+ * @return the name (e.g. "nvidia-h100") / a one-line description of profile
+ *         `index`, or NULL if index >= fcl_profile_count(). */
+FCL_API const char *fcl_profile_name(size_t index);
+FCL_API const char *fcl_profile_description(size_t index);
+
+/* ------------------------------------------------------------------------ */
+/*  Tile plans                                                              */
+/* ------------------------------------------------------------------------ */
+
+typedef enum fcl_kernel_kind {
+    FCL_KERNEL_FORWARD = 0,        /* one work-group per (Q block, head, batch) */
+    FCL_KERNEL_BACKWARD_DKDV = 1,  /* one work-group per (K/V block, kv head, batch) */
+    FCL_KERNEL_BACKWARD_DQ = 2     /* one work-group per (Q block, head, batch) */
+} fcl_kernel_kind;
+
+/* The tiling of one kernel for one problem on this context's device. */
+typedef struct fcl_plan {
+    fcl_kernel_kind kernel;
+    fcl_dtype dtype;
+    size_t head_dim;
+    size_t head_dim_padded;        /* head_dim rounded up for the thread layout */
+    /* (a), (b): the device's on-chip memory, reported and usable */
+    uint64_t local_mem_reported;
+    uint64_t local_mem_usable;
+    /* (c): the FlashAttention paper's rule (Algorithm 1), with M the usable
+     * on-chip memory counted in fp32 elements (the on-chip tile type):
+     * Bc = ceil(M / 4d), Br = min(Bc, d). */
+    uint64_t paper_m_elements;
+    size_t paper_bc;
+    size_t paper_br;
+    /* (d): what is launched */
+    size_t br;                     /* query rows per tile */
+    size_t bc;                     /* key columns per tile */
+    size_t work_group_size;
+    size_t threads_row;            /* work-group = threads_row x threads_col */
+    size_t threads_col;
+    uint64_t local_bytes;          /* __local bytes of the kernel */
+    char variant[32];              /* kernel variant, e.g. "portable-fma" */
+    char source[64];               /* "analytic", "tuned: <entry>", ... */
+    char reason[384];              /* why (d) differs from (c) */
+} fcl_plan;
+
+/*! fcl_plan_query() :
+ * Plans `kernel` for `desc` on the context's device (or its emulated
+ * profile), builds the kernel and checks it against CL_KERNEL_WORK_GROUP_SIZE
+ * and CL_KERNEL_LOCAL_MEM_SIZE, falling back to smaller plans as a launch
+ * would.  The result is exactly what fcl_attention_forward/backward launch.
+ * @return FCL_OK and *plan, or the error a launch would return. */
+FCL_API fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *desc,
+                                  fcl_kernel_kind kernel, fcl_plan *plan);
+
+/* ------------------------------------------------------------------------ */
+/*  Attention                                                               */
+/* ------------------------------------------------------------------------ */
+
+/*! fcl_attention_forward() :
+ * Enqueues O = softmax(scale * Q K^T [causal]) V on the context's queue.
+ * q, k, v, o are cl_mem buffers of the context's cl_context laid out as
+ * desc->q/k/v/o say; lse may be NULL (not written) or a buffer of
+ * lse_offset + batch*heads_q*seqlen_q floats.  The call returns once the work
+ * is enqueued; it waits for `num_wait` events first, and if `event` is not
+ * NULL returns an event for its completion (release it with clReleaseEvent).
+ * @return FCL_OK, or an error; on error nothing was enqueued or written. */
+FCL_API fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *desc,
+                                         cl_mem q, cl_mem k, cl_mem v, cl_mem o, cl_mem lse,
+                                         cl_uint num_wait, const cl_event *wait_list,
+                                         cl_event *event);
+
+/*! fcl_attention_backward() :
+ * Enqueues the gradients of O = softmax(scale * Q K^T [causal]) V:
+ * given q, k, v, the forward's o and lse, and dout = dL/dO, writes dq, dk,
+ * dv (in the storage type, laid out as desc->dq/dk/dv).  dk and dv are summed
+ * over the query heads that share a K/V head.  The N x N matrices are never
+ * stored: P is recomputed tile by tile from Q, K and LSE.  Extra device
+ * memory: one fp32 value per query row (batch*heads_q*seqlen_q floats).
+ * Deterministic: the same inputs give bitwise the same gradients.
+ * @return FCL_OK, or an error (FCL_ERROR_MISSING_LSE if lse is NULL); on
+ *         error nothing was written. */
+FCL_API fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *desc,
+                                          cl_mem q, cl_mem k, cl_mem v, cl_mem o, cl_mem lse,
+                                          cl_mem dout, cl_mem dq, cl_mem dk, cl_mem dv,
+                                          cl_uint num_wait, const cl_event *wait_list,
+                                          cl_event *event);
+
+/*! fcl_attention_forward_host() :
+ * The same as fcl_attention_forward() on host arrays laid out as desc says
+ * (elements of desc->dtype; FP16/BF16 as uint16_t bit patterns).  Copies in,
+ * runs, copies out, and waits.  lse may be NULL.
+ * @return FCL_OK, or an error; on error the outputs are untouched. */
+FCL_API fcl_status fcl_attention_forward_host(fcl_context *ctx, const fcl_attention_desc *desc,
+                                              const void *q, const void *k, const void *v,
+                                              void *o, float *lse);
+
+/*! fcl_attention_backward_host() :
+ * The same as fcl_attention_backward() on host arrays.
+ * @return FCL_OK, or an error; on error the outputs are untouched. */
+FCL_API fcl_status fcl_attention_backward_host(fcl_context *ctx, const fcl_attention_desc *desc,
+                                               const void *q, const void *k, const void *v,
+                                               const void *o, const float *lse,
+                                               const void *dout, void *dq, void *dk, void *dv);
+
+/* ------------------------------------------------------------------------ */
+/*  Device memory accounting                                                */
+/* ------------------------------------------------------------------------ */
+
+/* Every device buffer flashcl allocates for itself goes through one path
+ * that keeps these counts (the caller's own buffers are not counted). */
+typedef struct fcl_memory_stats {
+    uint64_t allocations;          /* buffers created */
+    uint64_t current_bytes;        /* live now */
+    uint64_t peak_bytes;           /* most live at once */
+    uint64_t largest_bytes;        /* the largest single buffer */
+} fcl_memory_stats;
+
+/*! fcl_context_memory_stats() :
+ * @return FCL_OK and the counts since creation (or the last reset), or
+ *         FCL_ERROR_NULL_ARGUMENT. */
+FCL_API fcl_status fcl_context_memory_stats(const fcl_context *ctx, fcl_memory_stats *stats);
+
+/*! fcl_context_reset_memory_stats() : zeroes allocations/peak/largest
+ * (current_bytes stays).  NULL is a no-op. */
+FCL_API void fcl_context_reset_memory_stats(fcl_context *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FLASHCL_H */

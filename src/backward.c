@@ -1,0 +1,164 @@
+/* backward.c - validate, plan, bind and launch the three backward kernels:
+ * delta = rowsum(dO * O), then dQ and dK/dV, which both only need delta. */
+#include "internal.h"
+
+#include <stddef.h>
+
+typedef struct backward_call {
+    const fcl_attention_desc *desc;
+    cl_mem q, k, v, o, lse, dout, dq, dk, dv, delta;
+} backward_call;
+
+/* Arguments every tiled backward kernel shares, after its tensors. */
+static void common_tail(fcl_args *a, const fcl_attention_desc *d, int num_groups_bh)
+{
+    const float scale = fcl_effective_scale(d);
+    fcl_arg_long(a, (int64_t)d->lse_offset);
+    fcl_arg_int(a, (int)d->seqlen_q);
+    fcl_arg_int(a, (int)d->seqlen_k);
+    fcl_arg_int(a, (int)d->head_dim);
+    fcl_arg_int(a, (int)d->heads_q);
+    fcl_arg_int(a, (int)(d->heads_q / d->heads_kv));
+    fcl_arg_int(a, num_groups_bh);
+    fcl_arg_float(a, scale);
+    fcl_arg_int(a, -1);
+    fcl_arg_int(a, d->causal ? 0 : -1);
+}
+
+static fcl_status set_dq_args(const fcl_resolved *r, cl_kernel kernel, const void *user,
+                              size_t *groups)
+{
+    const backward_call *c = user;
+    const fcl_attention_desc *d = c->desc;
+    const size_t num_bh = d->batch * d->heads_q;
+    fcl_args a = {kernel, 0, CL_SUCCESS};
+    fcl_arg_mem(&a, c->q);
+    fcl_arg_mem(&a, c->k);
+    fcl_arg_mem(&a, c->v);
+    fcl_arg_mem(&a, c->dout);
+    fcl_arg_mem(&a, c->lse);
+    fcl_arg_mem(&a, c->delta);
+    fcl_arg_mem(&a, c->dq);
+    fcl_arg_layout(&a, &d->q);
+    fcl_arg_layout(&a, &d->k);
+    fcl_arg_layout(&a, &d->v);
+    fcl_arg_layout(&a, &d->dout);
+    fcl_arg_layout(&a, &d->dq);
+    common_tail(&a, d, (int)num_bh);
+    *groups = (d->seqlen_q + r->plan.pub.br - 1) / r->plan.pub.br * num_bh;
+    return a.err;
+}
+
+static fcl_status set_dkdv_args(const fcl_resolved *r, cl_kernel kernel, const void *user,
+                                size_t *groups)
+{
+    const backward_call *c = user;
+    const fcl_attention_desc *d = c->desc;
+    const size_t num_bhk = d->batch * d->heads_kv;
+    fcl_args a = {kernel, 0, CL_SUCCESS};
+    fcl_arg_mem(&a, c->q);
+    fcl_arg_mem(&a, c->k);
+    fcl_arg_mem(&a, c->v);
+    fcl_arg_mem(&a, c->dout);
+    fcl_arg_mem(&a, c->lse);
+    fcl_arg_mem(&a, c->delta);
+    fcl_arg_mem(&a, c->dk);
+    fcl_arg_mem(&a, c->dv);
+    fcl_arg_layout(&a, &d->q);
+    fcl_arg_layout(&a, &d->k);
+    fcl_arg_layout(&a, &d->v);
+    fcl_arg_layout(&a, &d->dout);
+    fcl_arg_layout(&a, &d->dk);
+    fcl_arg_layout(&a, &d->dv);
+    common_tail(&a, d, (int)num_bhk);
+    *groups = (d->seqlen_k + r->plan.pub.bc - 1) / r->plan.pub.bc * num_bhk;
+    return a.err;
+}
+
+/* delta lives in the dQ kernel's program (it is always needed with it). */
+static fcl_status enqueue_delta(fcl_context *ctx, const fcl_resolved *dq, const backward_call *c,
+                                cl_uint num_wait, const cl_event *wait_list, cl_event *done)
+{
+    const fcl_attention_desc *d = c->desc;
+    cl_program prog = NULL;
+    cl_int err = clGetKernelInfo(dq->kernel, CL_KERNEL_PROGRAM, sizeof prog, &prog, NULL);
+    if (err != CL_SUCCESS)
+        return err;
+    cl_kernel kernel = clCreateKernel(prog, "fcl_backward_delta", &err);
+    if (err != CL_SUCCESS)
+        return err;
+    const size_t rows = d->batch * d->heads_q * d->seqlen_q;
+    fcl_args a = {kernel, 0, CL_SUCCESS};
+    fcl_arg_mem(&a, c->o);
+    fcl_arg_mem(&a, c->dout);
+    fcl_arg_mem(&a, c->delta);
+    fcl_arg_layout(&a, &d->o);
+    fcl_arg_layout(&a, &d->dout);
+    fcl_arg_int(&a, (int)d->seqlen_q);
+    fcl_arg_int(&a, (int)d->head_dim);
+    fcl_arg_int(&a, (int)d->heads_q);
+    fcl_arg_int(&a, (int)rows);
+    err = a.err;
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &rows, NULL, num_wait, wait_list,
+                                     done);
+    clReleaseKernel(kernel);
+    return err;
+}
+
+fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *desc, cl_mem q,
+                                  cl_mem k, cl_mem v, cl_mem o, cl_mem lse, cl_mem dout,
+                                  cl_mem dq, cl_mem dk, cl_mem dv, cl_uint num_wait,
+                                  const cl_event *wait_list, cl_event *event)
+{
+    if (ctx == NULL || desc == NULL || q == NULL || k == NULL || v == NULL || o == NULL ||
+        dout == NULL || dq == NULL || dk == NULL || dv == NULL ||
+        (num_wait > 0 && wait_list == NULL))
+        return FCL_ERROR_NULL_ARGUMENT;
+    if (lse == NULL)
+        return FCL_ERROR_MISSING_LSE;
+    FCL_TRY(fcl_validate_desc(desc));
+    const fcl_attention_desc *d = desc;
+    const size_t es = fcl_dtype_size(d->dtype);
+    const size_t B = d->batch, Hq = d->heads_q, Hk = d->heads_kv, D = d->head_dim;
+    const size_t Sq = d->seqlen_q, Sk = d->seqlen_k;
+    fcl_tensor_ref t[10] = {
+        fcl_tensor_ref_make("q", q, d->q, B, Hq, Sq, D, es, 0),
+        fcl_tensor_ref_make("k", k, d->k, B, Hk, Sk, D, es, 0),
+        fcl_tensor_ref_make("v", v, d->v, B, Hk, Sk, D, es, 0),
+        fcl_tensor_ref_make("o", o, d->o, B, Hq, Sq, D, es, 0),
+        fcl_lse_ref(d, lse, 0),
+        fcl_tensor_ref_make("dout", dout, d->dout, B, Hq, Sq, D, es, 0),
+        fcl_tensor_ref_make("dq", dq, d->dq, B, Hq, Sq, D, es, 1),
+        fcl_tensor_ref_make("dk", dk, d->dk, B, Hk, Sk, D, es, 1),
+        fcl_tensor_ref_make("dv", dv, d->dv, B, Hk, Sk, D, es, 1),
+    };
+    FCL_TRY(fcl_validate_tensors(ctx, t, 9));
+
+    /* Build and check every kernel before anything is enqueued. */
+    fcl_resolved *r_dq = NULL, *r_dkdv = NULL;
+    FCL_TRY(fcl_resolve(ctx, FCL_KERNEL_BACKWARD_DQ, D, d->dtype, &r_dq));
+    FCL_TRY(fcl_resolve(ctx, FCL_KERNEL_BACKWARD_DKDV, D, d->dtype, &r_dkdv));
+
+    fcl_status st = FCL_OK;
+    cl_mem delta = fcl_buffer_create(ctx, CL_MEM_READ_WRITE, B * Hq * Sq * sizeof(float), NULL, &st);
+    FCL_TRY(st);
+    backward_call call = {desc, q, k, v, o, lse, dout, dq, dk, dv, delta};
+    /* Events chain the kernels, so a caller's out-of-order queue works too. */
+    cl_event ev_delta = NULL, ev_parts[2] = {NULL, NULL};
+    st = enqueue_delta(ctx, r_dq, &call, num_wait, wait_list, &ev_delta);
+    if (st == FCL_OK)
+        st = fcl_launch(ctx, r_dq, set_dq_args, &call, 1, &ev_delta, &ev_parts[0]);
+    if (st == FCL_OK)
+        st = fcl_launch(ctx, r_dkdv, set_dkdv_args, &call, 1, &ev_delta, &ev_parts[1]);
+    if (st == FCL_OK && event != NULL)
+        st = clEnqueueMarkerWithWaitList(ctx->queue, 2, ev_parts, event);
+    for (int i = 0; i < 2; ++i)
+        if (ev_parts[i] != NULL)
+            clReleaseEvent(ev_parts[i]);
+    if (ev_delta != NULL)
+        clReleaseEvent(ev_delta);
+    /* Released now, freed by OpenCL once the kernels using it are done. */
+    fcl_buffer_release(ctx, delta);
+    return st;
+}

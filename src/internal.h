@@ -1,0 +1,205 @@
+/* internal.h - what the library's source files share and users never see. */
+#ifndef FCL_INTERNAL_H
+#define FCL_INTERNAL_H
+
+#include "flashcl.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Shorthand for "evaluate, and return the status if it is not FCL_OK". */
+#define FCL_TRY(expr)                       \
+    do {                                    \
+        fcl_status fcl_try_st_ = (expr);    \
+        if (fcl_try_st_ != FCL_OK)          \
+            return fcl_try_st_;             \
+    } while (0)
+
+/* ---- device capabilities (real or emulated): all the planner sees -------- */
+
+typedef struct fcl_caps {
+    uint32_t vendor_id;
+    int is_gpu;
+    int is_cpu;
+    uint64_t local_mem_reported;
+    uint64_t local_mem_usable;
+    size_t max_work_group_size;
+    uint32_t simd_width;          /* 0 if unknown */
+    int nv_compute_capability;    /* 0 if not NVIDIA */
+    uint32_t compute_units;
+} fcl_caps;
+
+/* ---- emulated device profiles (profiles.c) -------------------------------- */
+
+typedef struct fcl_profile {
+    const char *name;
+    const char *description;
+    fcl_caps caps;
+} fcl_profile;
+
+const fcl_profile *fcl_profile_find(const char *name);
+
+/* ---- plans (plan.c: pure C, no OpenCL) ------------------------------------ */
+
+/* The plan plus the thread layout the kernel is compiled with.  The S tile
+ * of a kernel has rows = ty * rm and cols = tx * rn: (Br, Bc) for the forward
+ * and dQ kernels, (Bc, Br) for dK/dV, which walks keys by rows. */
+typedef struct fcl_plan_full {
+    fcl_plan pub;
+    int ty, tx, rm, rn;
+    int d_pad;
+} fcl_plan_full;
+
+/* Limits a plan must respect beyond the caps: lowered after a build or
+ * launch shows the device cannot take a plan (resource fallback). */
+typedef struct fcl_plan_limits {
+    uint64_t local_bytes;
+    size_t work_group_size;
+} fcl_plan_limits;
+
+fcl_status fcl_plan_make(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
+                         fcl_dtype dtype, const fcl_plan_limits *limits, fcl_plan_full *out);
+uint64_t fcl_plan_local_bytes(fcl_kernel_kind kind, int rows, int cols, int d_pad, int tx);
+
+/* ---- the tuned table (plan_table.c) --------------------------------------- */
+
+typedef struct fcl_tuned_tile {
+    int rows, cols, ty, tx;
+    const char *entry;           /* which entry matched, for the plan's report */
+} fcl_tuned_tile;
+
+bool fcl_tuned_lookup(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
+                      fcl_tuned_tile *out);
+
+/* ---- the context ---------------------------------------------------------- */
+
+typedef struct fcl_program_entry {
+    char *key;                    /* program name + build options */
+    cl_program program;
+} fcl_program_entry;
+
+typedef struct fcl_resolved {
+    fcl_kernel_kind kind;
+    size_t head_dim;
+    fcl_dtype dtype;
+    fcl_plan_full plan;
+    cl_kernel kernel;             /* owned; one per resolved plan */
+    fcl_plan_limits limits;       /* the limits this plan was made under */
+    char fallback[192];           /* what the resource fallback did, if anything */
+} fcl_resolved;
+
+struct fcl_context {
+    cl_context cl_ctx;
+    cl_command_queue queue;
+    cl_device_id device;
+    fcl_device_info info;         /* of the real device */
+    char *extensions;
+    fcl_caps caps;                /* of the real device or the emulated profile */
+    const fcl_profile *profile;   /* NULL unless emulating */
+    char *cache_dir;              /* NULL: no disk cache */
+    fcl_program_entry *programs;
+    size_t num_programs;
+    fcl_resolved **resolved;      /* heap entries: pointers stay valid */
+    size_t num_resolved;
+    char *build_log;
+    fcl_memory_stats mem;
+};
+
+/* ---- device probing (device_probe.c, local_mem_probe.c) ------------------- */
+
+fcl_status fcl_probe_device(cl_device_id device, fcl_device_info *info, char **extensions);
+fcl_caps fcl_caps_from_info(const fcl_device_info *info);
+/* Finds the largest compile-time __local array a work-group can use. */
+fcl_status fcl_probe_local_mem(cl_device_id device, uint64_t reported, uint64_t *usable);
+
+/* ---- device selection (device_select.c) ----------------------------------- */
+
+fcl_status fcl_select_device(int platform_index, int device_index, cl_device_id *device);
+
+/* ---- programs and kernels (program_cache.c, kernel_sources.c) -------------- */
+
+typedef enum fcl_program_id { FCL_PROGRAM_FORWARD, FCL_PROGRAM_BACKWARD } fcl_program_id;
+
+/* The embedded .cl sources of one program, in order (generated file). */
+size_t fcl_program_sources(fcl_program_id id, const char **sources, size_t capacity);
+
+fcl_status fcl_get_program(fcl_context *ctx, fcl_program_id id, const char *options,
+                           cl_program *out);
+void fcl_set_build_log(fcl_context *ctx, const char *log);
+
+/* Options (-D defines) for a plan; returns bytes needed like snprintf. */
+int fcl_kernel_options(const fcl_plan_full *plan, char *buf, size_t size);
+
+/* Plans, builds and checks the kernel for (kind, desc), with resource
+ * fallback; the result is cached in the context. */
+fcl_status fcl_resolve(fcl_context *ctx, fcl_kernel_kind kind, size_t head_dim, fcl_dtype dtype,
+                       fcl_resolved **out);
+/* Call after a launch failed with `cl_err`: lowers the limits of `r` and
+ * re-resolves it in place.  Returns FCL_OK if a smaller plan is ready. */
+fcl_status fcl_resolve_after_launch_failure(fcl_context *ctx, fcl_resolved *r, cl_int cl_err);
+
+/* ---- validation (validate.c) ---------------------------------------------- */
+
+typedef struct fcl_tensor_ref {
+    const char *name;
+    cl_mem mem;                   /* may be NULL for host calls */
+    fcl_layout layout;
+    size_t batch, heads, seqlen, head_dim;
+    size_t elem_size;
+    int is_output;
+} fcl_tensor_ref;
+
+fcl_tensor_ref fcl_tensor_ref_make(const char *name, cl_mem mem, fcl_layout layout, size_t batch,
+                                   size_t heads, size_t seqlen, size_t head_dim,
+                                   size_t elem_size, int is_output);
+/* The LSE vector (b, h, s) as a tensor with head_dim 1. */
+fcl_tensor_ref fcl_lse_ref(const fcl_attention_desc *desc, cl_mem mem, int is_output);
+fcl_status fcl_validate_desc(const fcl_attention_desc *desc);
+/* Bytes from the buffer start to one past the tensor's last element. */
+fcl_status fcl_tensor_extent_bytes(const fcl_tensor_ref *t, uint64_t *bytes);
+fcl_status fcl_validate_tensors(const fcl_context *ctx, const fcl_tensor_ref *tensors, size_t n);
+float fcl_effective_scale(const fcl_attention_desc *desc);
+
+/* ---- kernel arguments and launches (launch.c) ------------------------------ */
+
+typedef struct fcl_args {
+    cl_kernel kernel;
+    cl_uint index;
+    cl_int err;                   /* the first failure, CL_SUCCESS if none */
+} fcl_args;
+
+void fcl_arg_mem(fcl_args *a, cl_mem m);
+void fcl_arg_int(fcl_args *a, int v);
+void fcl_arg_long(fcl_args *a, int64_t v);
+void fcl_arg_float(fcl_args *a, float v);
+/* offset, stride_batch, stride_head, stride_seq as four longs */
+void fcl_arg_layout(fcl_args *a, const fcl_layout *l);
+
+/* Enqueues r's kernel over `groups` work-groups.  A launch refused for
+ * resources re-plans smaller and calls `set_args` again before retrying. */
+typedef fcl_status (*fcl_set_args_fn)(const fcl_resolved *r, cl_kernel k, const void *user,
+                                      size_t *groups);
+fcl_status fcl_launch(fcl_context *ctx, fcl_resolved *r, fcl_set_args_fn set_args,
+                      const void *user, cl_uint num_wait, const cl_event *wait_list,
+                      cl_event *event);
+
+/* ---- device memory (memory.c) --------------------------------------------- */
+
+cl_mem fcl_buffer_create(fcl_context *ctx, cl_mem_flags flags, size_t bytes, void *host,
+                         fcl_status *status);
+void fcl_buffer_release(fcl_context *ctx, cl_mem mem);
+
+/* ---- small helpers (util.c) ------------------------------------------------ */
+
+char *fcl_strdup(const char *s);
+void fcl_copy_string(char *dst, size_t size, const char *src);
+/* Appends printf-style text to a fixed buffer, truncating safely. */
+void fcl_appendf(char *dst, size_t size, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+uint64_t fcl_hash64(uint64_t h, const void *data, size_t n);
+
+#endif /* FCL_INTERNAL_H */

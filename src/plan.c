@@ -1,0 +1,197 @@
+/* plan.c - from device capabilities and a problem to a tile plan.  Pure C.
+ *
+ * (c) The paper's rule (FlashAttention, Algorithm 1): with M the on-chip
+ *     memory in elements, Bc = ceil(M / 4d), Br = min(Bc, d).  Always reported.
+ * (d) The plan launched: the tuned table gives a target tile and thread grid
+ *     for the device class; an exhaustive search over thread grids and
+ *     register tiles then takes the largest tile not above the target that
+ *     fits the device's usable local memory, its work-group limit and a
+ *     register budget.  The paper's rule assumes four Br/Bc x d tiles fill M;
+ *     our kernels also hold the score tile and pad for conflict-free access,
+ *     so the two differ and the plan says why.
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Must match the __local arrays of cl/flash_fwd.cl and cl/flash_bwd.cl. */
+uint64_t fcl_plan_local_bytes(fcl_kernel_kind kind, int rows, int cols, int d_pad, int tx)
+{
+    uint64_t R = (uint64_t)rows, C = (uint64_t)cols, D = (uint64_t)d_pad;
+    uint64_t floats = 0;
+    switch (kind) {
+    case FCL_KERNEL_FORWARD: /* Qt, Ks, Vs, Pt, red */
+        floats = D * (R + 4) + C * (D + 1) + C * D + C * (R + 4) + R * (uint64_t)tx;
+        break;
+    case FCL_KERNEL_BACKWARD_DQ: /* Qt, dOt, Ks, Vs, dSt */
+        floats = 2 * D * (R + 4) + 2 * C * (D + 1) + C * (R + 4);
+        break;
+    case FCL_KERNEL_BACKWARD_DKDV: /* Kt, Vt, Qs, dOs, Ps, dSs, lse, delta */
+        floats = 2 * D * (R + 4) + 2 * C * (D + 1) + 2 * C * (R + 4) + 2 * C;
+        break;
+    }
+    return floats * 4;
+}
+
+/* Floats a work-item keeps in registers (accumulators and tile registers). */
+static int register_floats(fcl_kernel_kind kind, int rm, int rn, int dn)
+{
+    switch (kind) {
+    case FCL_KERNEL_FORWARD:
+        return rm * rn + rm * dn + 3 * rm + rn;
+    case FCL_KERNEL_BACKWARD_DQ:
+        return 2 * rm * rn + rm * dn + 2 * rm + rn;
+    case FCL_KERNEL_BACKWARD_DKDV:
+        return 2 * rm * rn + 2 * rm * dn + rm + 2 * rn;
+    }
+    return 0;
+}
+
+static int round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+static double log2_ratio(double a, double b) { return fabs(log2(a / b)); }
+
+typedef struct candidate {
+    int ty, tx, rm, rn, d_pad;
+    uint64_t local_bytes;
+    double work;      /* useful tile work: rows * cols, less heavy padding */
+    double wg_dist;   /* distance from the target work-group size (log2) */
+    double tx_dist;   /* distance from the target thread-grid width (log2) */
+} candidate;
+
+/* Larger is better, compared in order. */
+static bool better(const candidate *a, const candidate *b)
+{
+    if (a->work != b->work)
+        return a->work > b->work;
+    if (a->wg_dist != b->wg_dist)
+        return a->wg_dist < b->wg_dist;
+    if (a->tx_dist != b->tx_dist)
+        return a->tx_dist < b->tx_dist;
+    int ar = a->ty * a->rm, ac = a->tx * a->rn, br = b->ty * b->rm, bc = b->tx * b->rn;
+    if ((ar >= ac) != (br >= bc))
+        return ar >= ac;
+    return a->rm * a->rn > b->rm * b->rn;
+}
+
+static const char *kernel_name(fcl_kernel_kind kind)
+{
+    switch (kind) {
+    case FCL_KERNEL_FORWARD:
+        return "forward";
+    case FCL_KERNEL_BACKWARD_DKDV:
+        return "backward dK/dV";
+    case FCL_KERNEL_BACKWARD_DQ:
+        return "backward dQ";
+    }
+    return "?";
+}
+
+fcl_status fcl_plan_make(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
+                         fcl_dtype dtype, const fcl_plan_limits *limits, fcl_plan_full *out)
+{
+    if (head_dim < 1 || head_dim > 256)
+        return FCL_ERROR_HEAD_DIM_UNSUPPORTED;
+    if (fcl_dtype_size(dtype) == 0)
+        return FCL_ERROR_DTYPE_UNSUPPORTED;
+    memset(out, 0, sizeof *out);
+    fcl_plan *pub = &out->pub;
+    const int d = (int)head_dim;
+
+    uint64_t local_limit = caps->local_mem_usable;
+    size_t wg_limit = caps->max_work_group_size;
+    if (limits != NULL && limits->local_bytes != 0 && limits->local_bytes < local_limit)
+        local_limit = limits->local_bytes;
+    if (limits != NULL && limits->work_group_size != 0 && limits->work_group_size < wg_limit)
+        wg_limit = limits->work_group_size;
+    const int reg_budget = caps->is_cpu ? 1024 : 192;
+
+    fcl_tuned_tile target;
+    if (!fcl_tuned_lookup(caps, kind, head_dim, &target))
+        return FCL_ERROR_NO_PLAN;
+    const int target_wg = target.ty * target.tx;
+
+    candidate best = {0};
+    bool found = false;
+    bool target_fits = false;
+    static const int txs[] = {4, 8, 16, 32};
+    for (size_t t = 0; t < sizeof txs / sizeof txs[0]; ++t) {
+        const int tx = txs[t];
+        const int d_pad = round_up(d, tx);
+        const int waste = d_pad - d;
+        /* Padding up to an eighth of head_dim is treated as free, so that the
+         * tuned thread grid is kept for e.g. d = 59 (pads to 64). */
+        const double pad_eff = (8 * waste <= d) ? 1.0 : (double)d / d_pad;
+        for (int ty = 1; ty <= 64; ty *= 2) {
+            if ((size_t)(ty * tx) > wg_limit)
+                continue;
+            for (int rm = 1; rm <= 8; rm *= 2) {
+                for (int rn = 1; rn <= 16; rn *= 2) {
+                    const int rows = ty * rm, cols = tx * rn;
+                    if (rows > target.rows || cols > target.cols)
+                        continue;
+                    if (register_floats(kind, rm, rn, d_pad / tx) > reg_budget)
+                        continue;
+                    const uint64_t bytes = fcl_plan_local_bytes(kind, rows, cols, d_pad, tx);
+                    if (bytes > local_limit)
+                        continue;
+                    if (rows == target.rows && cols == target.cols)
+                        target_fits = true;
+                    candidate c = {ty, tx, rm, rn, d_pad, bytes, (double)rows * cols * pad_eff,
+                                   log2_ratio(ty * tx, target_wg), log2_ratio(tx, target.tx)};
+                    if (!found || better(&c, &best)) {
+                        best = c;
+                        found = true;
+                    }
+                }
+            }
+        }
+    }
+    if (!found)
+        return FCL_ERROR_NO_PLAN;
+
+    out->ty = best.ty;
+    out->tx = best.tx;
+    out->rm = best.rm;
+    out->rn = best.rn;
+    out->d_pad = best.d_pad;
+    const int rows = best.ty * best.rm, cols = best.tx * best.rn;
+    const bool keys_are_rows = kind == FCL_KERNEL_BACKWARD_DKDV;
+
+    pub->kernel = kind;
+    pub->dtype = dtype;
+    pub->head_dim = head_dim;
+    pub->head_dim_padded = (size_t)best.d_pad;
+    pub->local_mem_reported = caps->local_mem_reported;
+    pub->local_mem_usable = caps->local_mem_usable;
+    pub->paper_m_elements = caps->local_mem_usable / 4;
+    pub->paper_bc = (size_t)((pub->paper_m_elements + 4 * head_dim - 1) / (4 * head_dim));
+    pub->paper_br = pub->paper_bc < head_dim ? pub->paper_bc : head_dim;
+    pub->br = (size_t)(keys_are_rows ? cols : rows);
+    pub->bc = (size_t)(keys_are_rows ? rows : cols);
+    pub->work_group_size = (size_t)(best.ty * best.tx);
+    pub->threads_row = (size_t)best.ty;
+    pub->threads_col = (size_t)best.tx;
+    pub->local_bytes = best.local_bytes;
+    fcl_copy_string(pub->variant, sizeof pub->variant, "portable-fma");
+    fcl_copy_string(pub->source, sizeof pub->source, "table: ");
+    fcl_appendf(pub->source, sizeof pub->source, "%s", target.entry);
+
+    char *why = pub->reason;
+    const size_t n = sizeof pub->reason;
+    fcl_appendf(why, n, "%s: target tile %dx%d, %dx%d work-items (%s)", kernel_name(kind),
+                keys_are_rows ? target.cols : target.rows, keys_are_rows ? target.rows : target.cols,
+                target.ty, target.tx, target.entry);
+    if (!target_fits)
+        fcl_appendf(why, n, "; the target does not fit %llu B local / %zu work-items / %d "
+                    "registers, so the largest tile that does",
+                    (unsigned long long)local_limit, wg_limit, reg_budget);
+    if (best.d_pad != d)
+        fcl_appendf(why, n, "; head_dim %d padded to %d for %d columns of work-items", d,
+                    best.d_pad, best.tx);
+    if (pub->paper_bc > pub->bc || pub->paper_br > pub->br)
+        fcl_appendf(why, n, "; the paper's rule sizes only Q, K, V, O tiles and ignores the "
+                    "score tile, registers and parallelism, so it asks for more than we use");
+    return FCL_OK;
+}

@@ -1,0 +1,195 @@
+/* validate.c - every argument is checked before anything is enqueued, so an
+ * error never leaves a half-written output behind. */
+#include "internal.h"
+
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+/* The kernels index rows and keys with int and launch one work-group per
+ * (block, head, batch) in one dimension. */
+#define MAX_SEQLEN ((size_t)INT_MAX / 2)
+#define MAX_BATCH_HEADS ((size_t)1 << 24)
+
+fcl_status fcl_validate_desc(const fcl_attention_desc *desc)
+{
+    if (desc == NULL)
+        return FCL_ERROR_NULL_ARGUMENT;
+    if (desc->batch == 0 || desc->heads_q == 0 || desc->heads_kv == 0 || desc->seqlen_q == 0 ||
+        desc->seqlen_k == 0 || desc->head_dim == 0)
+        return FCL_ERROR_INVALID_SHAPE;
+    if (desc->seqlen_q > MAX_SEQLEN || desc->seqlen_k > MAX_SEQLEN ||
+        desc->heads_q > MAX_BATCH_HEADS || desc->batch > MAX_BATCH_HEADS ||
+        desc->batch * desc->heads_q > MAX_BATCH_HEADS)
+        return FCL_ERROR_INVALID_SHAPE;
+    if (desc->head_dim > 256)
+        return FCL_ERROR_HEAD_DIM_UNSUPPORTED;
+    if (desc->heads_q % desc->heads_kv != 0)
+        return FCL_ERROR_HEADS_NOT_DIVISIBLE;
+    if (fcl_dtype_size(desc->dtype) == 0)
+        return FCL_ERROR_DTYPE_UNSUPPORTED;
+    if (!isfinite(desc->softmax_scale))
+        return FCL_ERROR_INVALID_VALUE;
+    if (desc->causal != 0 && desc->causal != 1)
+        return FCL_ERROR_INVALID_VALUE;
+    return FCL_OK;
+}
+
+/* Adds a*b to *acc; false on overflow of uint64. */
+static bool add_product(uint64_t *acc, uint64_t a, uint64_t b)
+{
+    if (a != 0 && b > UINT64_MAX / a)
+        return false;
+    uint64_t p = a * b;
+    if (*acc > UINT64_MAX - p)
+        return false;
+    *acc += p;
+    return true;
+}
+
+fcl_status fcl_tensor_extent_bytes(const fcl_tensor_ref *t, uint64_t *bytes)
+{
+    /* index of the last element + 1 */
+    uint64_t last = t->layout.offset;
+    if (!add_product(&last, t->batch - 1, t->layout.stride_batch) ||
+        !add_product(&last, t->heads - 1, t->layout.stride_head) ||
+        !add_product(&last, t->seqlen - 1, t->layout.stride_seq) ||
+        !add_product(&last, 1, t->head_dim))
+        return FCL_ERROR_INVALID_SHAPE;
+    uint64_t b = 0;
+    if (!add_product(&b, last, t->elem_size) || b > (uint64_t)INT64_MAX)
+        return FCL_ERROR_INVALID_SHAPE;
+    *bytes = b;
+    return FCL_OK;
+}
+
+/* Strides must nest: taking the axes by increasing stride, each stride is at
+ * least the span of the axes before it.  That is exactly "no two elements
+ * meet" for the layouts people use, and easy to explain. */
+static fcl_status check_no_overlap(const fcl_tensor_ref *t)
+{
+    struct axis {
+        uint64_t size, stride;
+    } ax[3] = {{t->batch, t->layout.stride_batch},
+               {t->heads, t->layout.stride_head},
+               {t->seqlen, t->layout.stride_seq}};
+    /* sort the three axes by stride (insertion sort) */
+    for (int i = 1; i < 3; ++i)
+        for (int j = i; j > 0 && ax[j].stride < ax[j - 1].stride; --j) {
+            struct axis tmp = ax[j];
+            ax[j] = ax[j - 1];
+            ax[j - 1] = tmp;
+        }
+    uint64_t span = t->head_dim; /* the contiguous head_dim axis */
+    for (int i = 0; i < 3; ++i) {
+        if (ax[i].size <= 1)
+            continue;
+        if (ax[i].stride < span)
+            return FCL_ERROR_OVERLAPPING_STRIDES;
+        span = (ax[i].size - 1) * ax[i].stride + span;
+    }
+    return FCL_OK;
+}
+
+/* A cl_mem as (root buffer, byte offset), so sub-buffers of one buffer compare. */
+static fcl_status root_of(cl_mem mem, cl_mem *root, uint64_t *offset)
+{
+    *root = mem;
+    *offset = 0;
+    for (int depth = 0; depth < 4; ++depth) {
+        cl_mem parent = NULL;
+        cl_int err = clGetMemObjectInfo(*root, CL_MEM_ASSOCIATED_MEMOBJECT, sizeof parent, &parent,
+                                        NULL);
+        if (err != CL_SUCCESS)
+            return err;
+        if (parent == NULL)
+            return FCL_OK;
+        size_t off = 0;
+        err = clGetMemObjectInfo(*root, CL_MEM_OFFSET, sizeof off, &off, NULL);
+        if (err != CL_SUCCESS)
+            return err;
+        *offset += off;
+        *root = parent;
+    }
+    return FCL_OK;
+}
+
+typedef struct byte_range {
+    cl_mem root;
+    uint64_t begin, end;
+} byte_range;
+
+fcl_status fcl_validate_tensors(const fcl_context *ctx, const fcl_tensor_ref *tensors, size_t n)
+{
+    byte_range ranges[16];
+    if (n > 16)
+        return FCL_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < n; ++i) {
+        const fcl_tensor_ref *t = &tensors[i];
+        FCL_TRY(check_no_overlap(t));
+        uint64_t extent = 0;
+        FCL_TRY(fcl_tensor_extent_bytes(t, &extent));
+        ranges[i].root = NULL;
+        if (t->mem == NULL)
+            continue; /* host call: the library allocates the buffer */
+        cl_context owner = NULL;
+        size_t size = 0;
+        cl_int err = clGetMemObjectInfo(t->mem, CL_MEM_CONTEXT, sizeof owner, &owner, NULL);
+        if (err != CL_SUCCESS)
+            return err;
+        if (owner != ctx->cl_ctx)
+            return FCL_ERROR_WRONG_CONTEXT;
+        err = clGetMemObjectInfo(t->mem, CL_MEM_SIZE, sizeof size, &size, NULL);
+        if (err != CL_SUCCESS)
+            return err;
+        if ((uint64_t)size < extent)
+            return FCL_ERROR_BUFFER_TOO_SMALL;
+        uint64_t base = 0;
+        FCL_TRY(root_of(t->mem, &ranges[i].root, &base));
+        uint64_t first = 0;
+        if (!add_product(&first, t->layout.offset, t->elem_size))
+            return FCL_ERROR_INVALID_SHAPE;
+        ranges[i].begin = base + first;
+        ranges[i].end = base + extent;
+    }
+    /* An output must not share bytes with any other tensor of the call. */
+    for (size_t i = 0; i < n; ++i) {
+        if (!tensors[i].is_output || ranges[i].root == NULL)
+            continue;
+        for (size_t j = 0; j < n; ++j) {
+            if (j == i || ranges[j].root != ranges[i].root)
+                continue;
+            if (ranges[i].begin < ranges[j].end && ranges[j].begin < ranges[i].end)
+                return FCL_ERROR_BUFFER_ALIASING;
+        }
+    }
+    return FCL_OK;
+}
+
+fcl_tensor_ref fcl_tensor_ref_make(const char *name, cl_mem mem, fcl_layout layout, size_t batch,
+                                   size_t heads, size_t seqlen, size_t head_dim,
+                                   size_t elem_size, int is_output)
+{
+    fcl_tensor_ref t;
+    t.name = name;
+    t.mem = mem;
+    t.layout = layout;
+    t.batch = batch;
+    t.heads = heads;
+    t.seqlen = seqlen;
+    t.head_dim = head_dim;
+    t.elem_size = elem_size;
+    t.is_output = is_output;
+    return t;
+}
+
+fcl_tensor_ref fcl_lse_ref(const fcl_attention_desc *desc, cl_mem mem, int is_output)
+{
+    fcl_layout l;
+    l.offset = desc->lse_offset;
+    l.stride_seq = 1;
+    l.stride_head = desc->seqlen_q;
+    l.stride_batch = desc->heads_q * desc->seqlen_q;
+    return fcl_tensor_ref_make("lse", mem, l, desc->batch, desc->heads_q, desc->seqlen_q, 1,
+                               sizeof(float), is_output);
+}

@@ -1,0 +1,219 @@
+/* test_backward.c - dQ, dK, dV against the float64 analytic gradients on the
+ * default device: every storage type and head_dim, awkward and unequal
+ * lengths, batch/heads, GQA/MQA (dK, dV summed over the sharing heads), both
+ * layouts with strides (dO non-contiguous too), causal, custom scale, fully
+ * masked rows, large scores, bitwise repeatability.  Tolerance rule:
+ * test_support.h (factor 3 for gradients). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "test_support.h"
+
+static fcl_context *ctx;
+
+static int setup(void **state)
+{
+    (void)state;
+    ctx = test_context(NULL);
+    return ctx == NULL ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    fcl_context_destroy(ctx);
+    return 0;
+}
+
+static fa_case base_case(void)
+{
+    fa_case c = {1, 2, 2, 67, 91, 64, FCL_DTYPE_FP32, 0, 0.0f, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 1};
+    return c;
+}
+
+static void check(const fa_case *c)
+{
+    fa_result r;
+    assert_true(fa_check_backward(ctx, c, &r));
+}
+
+static const size_t head_dims[] = {8, 16, 32, 40, 59, 64, 80, 96, 111, 128, 160, 192, 256};
+static const fcl_dtype dtypes[] = {FCL_DTYPE_FP32, FCL_DTYPE_FP16, FCL_DTYPE_BF16};
+
+static void test_head_dims_and_dtypes(void **state)
+{
+    (void)state;
+    for (size_t t = 0; t < 3; ++t)
+        for (size_t i = 0; i < sizeof head_dims / sizeof head_dims[0]; ++i) {
+            fa_case c = base_case();
+            c.head_dim = head_dims[i];
+            c.dtype = dtypes[t];
+            c.causal = (int)((i + t) % 2);
+            c.seed = 1100 + i + 20 * t;
+            check(&c);
+        }
+}
+
+static void test_odd_small_head_dims(void **state)
+{
+    (void)state;
+    const size_t dims[] = {1, 3, 255};
+    for (size_t i = 0; i < 3; ++i) {
+        fa_case c = base_case();
+        c.head_dim = dims[i];
+        c.seqlen_q = 29;
+        c.seqlen_k = 41;
+        c.causal = (int)(i % 2);
+        c.seed = 1300 + i;
+        check(&c);
+    }
+}
+
+static void test_seqlens(void **state)
+{
+    (void)state;
+    const size_t lens[] = {1, 2, 3, 17, 97, 113, 127, 128, 129, 1023, 1025};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; ++i)
+        for (int causal = 0; causal < 2; ++causal) {
+            fa_case c = base_case();
+            c.heads_q = c.heads_kv = 1;
+            c.seqlen_q = c.seqlen_k = lens[i];
+            c.head_dim = lens[i] > 1000 ? 32 : 64;
+            c.causal = causal;
+            c.seed = 1400 + 2 * i + (size_t)causal;
+            check(&c);
+        }
+}
+
+static void test_unequal_seqlens(void **state)
+{
+    (void)state;
+    const size_t pairs[][2] = {{1, 239}, {239, 1}, {113, 203}, {203, 113}, {128, 17}};
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; ++i)
+        for (int causal = 0; causal < 2; ++causal) {
+            fa_case c = base_case();
+            c.seqlen_q = pairs[i][0];
+            c.seqlen_k = pairs[i][1];
+            c.causal = causal;
+            c.dtype = dtypes[i % 3];
+            c.seed = 1500 + 2 * i + (size_t)causal;
+            check(&c);
+        }
+}
+
+static void test_batch_heads_gqa(void **state)
+{
+    (void)state;
+    const size_t shapes[][3] = {{3, 5, 5}, {2, 6, 2}, {3, 4, 1}, {1, 8, 4}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
+        fa_case c = base_case();
+        c.batch = shapes[i][0];
+        c.heads_q = shapes[i][1];
+        c.heads_kv = shapes[i][2];
+        c.seqlen_q = 37;
+        c.seqlen_k = 70;
+        c.head_dim = 40;
+        c.causal = (int)(i % 2);
+        c.dtype = dtypes[i % 3];
+        c.seed = 1600 + i;
+        check(&c);
+    }
+}
+
+static void test_layouts_and_strides(void **state)
+{
+    (void)state;
+    for (int layout = 0; layout < 2; ++layout)
+        for (int padded = 0; padded < 2; ++padded) {
+            fa_case c = base_case();
+            c.batch = 2;
+            c.heads_q = 4;
+            c.heads_kv = 2;
+            c.layout = (fcl_layout_kind)layout;
+            c.padded = padded;
+            c.causal = 1 - padded;
+            c.dtype = dtypes[(layout + padded) % 3];
+            c.seed = 1700 + (uint64_t)(2 * layout + padded);
+            check(&c);
+        }
+}
+
+static void test_custom_scale(void **state)
+{
+    (void)state;
+    const float scales[] = {0.3f, 1.7f};
+    for (size_t i = 0; i < 2; ++i) {
+        fa_case c = base_case();
+        c.scale = scales[i];
+        c.causal = (int)i;
+        c.seed = 1800 + i;
+        check(&c);
+    }
+}
+
+/* Rows that see no key get zero gradients, never NaN. */
+static void test_fully_masked_rows(void **state)
+{
+    (void)state;
+    for (size_t t = 0; t < 3; ++t) {
+        fa_case c = base_case();
+        c.seqlen_q = 150;
+        c.seqlen_k = 40;
+        c.causal = 1;
+        c.dtype = dtypes[t];
+        c.seed = 1900 + t;
+        check(&c);
+    }
+}
+
+/* The overflow case: Q x5, K and V x3, short sequences. */
+static void test_large_scores(void **state)
+{
+    (void)state;
+    const size_t lens[] = {1, 2, 5, 17, 128};
+    for (size_t i = 0; i < 5; ++i)
+        for (size_t t = 0; t < 3; ++t) {
+            fa_case c = base_case();
+            c.seqlen_q = c.seqlen_k = lens[i];
+            c.input_scale[0] = 5;
+            c.input_scale[1] = 3;
+            c.input_scale[2] = 3;
+            c.dtype = dtypes[t];
+            c.causal = (int)((i + t) % 2);
+            c.seed = 2000 + 3 * i + t;
+            check(&c);
+        }
+}
+
+static void test_bitwise_repeatable(void **state)
+{
+    (void)state;
+    fa_case c = base_case();
+    c.batch = 2;
+    c.heads_q = 4;
+    c.heads_kv = 2;
+    c.seqlen_q = c.seqlen_k = 200;
+    c.causal = 1;
+    c.dtype = FCL_DTYPE_BF16;
+    assert_true(fa_check_deterministic(ctx, &c, 1));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_head_dims_and_dtypes),
+        cmocka_unit_test(test_odd_small_head_dims),
+        cmocka_unit_test(test_seqlens),
+        cmocka_unit_test(test_unequal_seqlens),
+        cmocka_unit_test(test_batch_heads_gqa),
+        cmocka_unit_test(test_layouts_and_strides),
+        cmocka_unit_test(test_custom_scale),
+        cmocka_unit_test(test_fully_masked_rows),
+        cmocka_unit_test(test_large_scores),
+        cmocka_unit_test(test_bitwise_repeatable),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,82 @@
+/* test_support.h - what the tests share: random inputs, storage-type
+ * conversions, strided device tensors with NaN fill and guard checks, and the
+ * runners that compare a forward or backward call with the references.
+ *
+ * Tolerance rule (forward and backward alike), with err = max |x - ref64|:
+ *     err(ours) <= factor * err(low-precision reference) + eps
+ *     eps = (u + u32 * sqrt(n)) * max |ref64|
+ *       u   = unit roundoff of the storage type (2^-24 fp32, 2^-11 fp16, 2^-8 bf16)
+ *       u32 = 2^-24, the unit roundoff of the fp32 arithmetic
+ *       n   = the longest sum behind an output: head_dim + seqlen_k (forward),
+ *             head_dim + max(seqlen_q, seqlen_k) (backward)
+ * factor = 2 for the forward, 3 for the gradients.  The low-precision reference
+ * stores inputs and outputs in the same type and computes in fp32 in another
+ * order, so its error is what the storage type alone explains; an indexing,
+ * masking or rescaling bug costs orders of magnitude more.  eps covers what a
+ * single reference cannot: two correct fp32 computations of a sum of n terms
+ * differ by about sqrt(n) * u32 relative, and when the storage is fp32 that
+ * noise is the whole error, so with few elements the reference can be luckier
+ * than the kernel by more than 2x (seen: 3-row LSE, 5.3e-7 against 1.9e-7).
+ * eps stays near 1e-6 relative, far below any real bug.  Any NaN or Inf where
+ * the reference is finite fails, as does an output element left unwritten or
+ * a byte written outside
+ * the output tensor (guards and the gaps of strided layouts). */
+#ifndef FCL_TEST_SUPPORT_H
+#define FCL_TEST_SUPPORT_H
+
+#include "flashcl.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- random numbers (deterministic, seeded) ---- */
+typedef struct rng {
+    uint64_t state;
+} rng;
+uint64_t rng_next(rng *r);
+double rng_normal(rng *r);
+double rng_uniform(rng *r); /* [0, 1) */
+
+/* ---- storage types ---- */
+uint16_t float_to_half_bits(float f);
+float half_bits_to_float(uint16_t h);
+uint16_t float_to_bf16_bits(float f);
+float bf16_bits_to_float(uint16_t b);
+double round_to_dtype(double x, fcl_dtype dtype);
+double unit_roundoff(fcl_dtype dtype);
+
+/* ---- test contexts ---- */
+/* The default device (or FLASHCL_DEVICE), optionally emulating a profile.
+ * Returns NULL after printing why. */
+fcl_context *test_context(const char *profile);
+
+/* ---- one attention problem ---- */
+typedef struct fa_case {
+    size_t batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
+    fcl_dtype dtype;
+    int causal;
+    float scale;             /* 0: default */
+    fcl_layout_kind layout;
+    int padded;              /* strides with gaps and a non-zero offset */
+    double input_scale[3];   /* multiply q, k, v (0 means 1) */
+    uint64_t seed;
+} fa_case;
+
+typedef struct fa_result {
+    double err, err_lowp, tol;   /* worst tensor's numbers */
+    const char *worst;           /* which tensor */
+    int unwritten, guard_bad, nonfinite;
+    int masked_rows_ok;          /* -1 if the case has no fully masked row */
+} fa_result;
+
+/* Runs the forward on `c` and compares; returns 1 on pass, prints on failure. */
+int fa_check_forward(fcl_context *ctx, const fa_case *c, fa_result *res);
+/* Forward (ours) then backward; compares dQ, dK, dV. */
+int fa_check_backward(fcl_context *ctx, const fa_case *c, fa_result *res);
+/* Runs the forward twice (and the backward if `backward`), 1 if bitwise equal. */
+int fa_check_deterministic(fcl_context *ctx, const fa_case *c, int backward);
+
+/* Prints one line describing a case (for failure messages). */
+void fa_describe(const fa_case *c, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,269 @@
+/* flashcl-info - lists OpenCL devices with their on-chip memory ("SRAM"),
+ * reported and usable, and the tile plans flashcl chooses for a problem shape,
+ * next to the FlashAttention paper's rule.  --profile shows the plan for an
+ * emulated device.  --json for scripts. */
+#include "flashcl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct options {
+    size_t head_dim, seqlen_q, seqlen_k;
+    fcl_dtype dtype;
+    int causal;
+    int json;
+    int no_probe;
+    const char *device;        /* "P:D" or NULL for all devices */
+    const char *profile;       /* a name, "all", or NULL */
+} options;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: flashcl-info [--head-dim D] [--dtype fp32|fp16|bf16] [--seqlen N]\n"
+            "                    [--seqlen-k N] [--causal] [--device P:D]\n"
+            "                    [--profile NAME|all] [--list-profiles] [--no-probe] [--json]\n"
+            "Lists every OpenCL device (or the one given) with its local memory and the\n"
+            "tile plans for a head_dim x dtype x seqlen problem (default 64, fp32, 4096).\n"
+            "--profile plans for an emulated device, running on the chosen (or default) one.\n");
+}
+
+static int parse_dtype(const char *s, fcl_dtype *out)
+{
+    if (strcmp(s, "fp32") == 0) *out = FCL_DTYPE_FP32;
+    else if (strcmp(s, "fp16") == 0) *out = FCL_DTYPE_FP16;
+    else if (strcmp(s, "bf16") == 0) *out = FCL_DTYPE_BF16;
+    else return 0;
+    return 1;
+}
+
+static int parse_size(const char *s, size_t *out)
+{
+    char *end = NULL;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || *end != '\0' || v == 0) return 0;
+    *out = (size_t)v;
+    return 1;
+}
+
+static const char *kernel_label(fcl_kernel_kind k)
+{
+    return k == FCL_KERNEL_FORWARD ? "forward" : k == FCL_KERNEL_BACKWARD_DQ ? "backward-dq"
+                                                                               : "backward-dkdv";
+}
+
+static void print_json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; ++s) {
+        if (*s == '"' || *s == '\\') printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20) printf("\\u%04x", (unsigned)(unsigned char)*s);
+        else putchar(*s);
+    }
+    putchar('"');
+}
+
+static void print_device_text(const fcl_device_info *in, const char *where)
+{
+    const char *type = (in->type & CL_DEVICE_TYPE_GPU) ? "GPU"
+                       : (in->type & CL_DEVICE_TYPE_CPU) ? "CPU" : "other";
+    printf("%s  %s\n", where, in->name);
+    printf("  platform %s, driver %s, %s, vendor id 0x%04x\n", in->platform_name,
+           in->driver_version, type, (unsigned)in->vendor_id);
+    printf("  compute units %u, max work-group %zu, SIMD width %u", (unsigned)in->compute_units,
+           in->max_work_group_size, (unsigned)in->simd_width);
+    if (in->nv_compute_capability)
+        printf(", compute capability %d.%d", in->nv_compute_capability / 10,
+               in->nv_compute_capability % 10);
+    printf("\n  local memory (SRAM): reported %.1f KiB, usable %.1f KiB (%s)\n",
+           in->local_mem_reported / 1024.0, in->local_mem_usable / 1024.0,
+           in->profile_name ? "emulated profile"
+           : in->local_mem_probed ? "probed with static __local arrays"
+                                  : "as reported");
+}
+
+static void print_plan_text(const fcl_plan *p)
+{
+    printf("    %-14s paper Br x Bc = %4zu x %-6zu launched Br x Bc = %3zu x %-4zu "
+           "work-group %4zu (%zux%zu)  local %.1f KiB  %s  [%s]\n",
+           kernel_label(p->kernel), p->paper_br, p->paper_bc, p->br, p->bc, p->work_group_size,
+           p->threads_row, p->threads_col, p->local_bytes / 1024.0, p->variant, p->source);
+    printf("    %-14s why: %s\n", "", p->reason);
+}
+
+static void print_device_json(const fcl_device_info *in)
+{
+    printf("{\"name\": ");
+    print_json_string(in->name);
+    printf(", \"platform\": ");
+    print_json_string(in->platform_name);
+    printf(", \"driver\": ");
+    print_json_string(in->driver_version);
+    printf(", \"type\": \"%s\", \"vendor_id\": %u, \"compute_units\": %u, "
+           "\"max_work_group_size\": %zu, \"simd_width\": %u, \"nv_compute_capability\": %d, "
+           "\"local_mem_reported\": %llu, \"local_mem_usable\": %llu, \"local_mem_probed\": %d, "
+           "\"profile\": ",
+           (in->type & CL_DEVICE_TYPE_GPU) ? "gpu" : (in->type & CL_DEVICE_TYPE_CPU) ? "cpu" : "other",
+           (unsigned)in->vendor_id, (unsigned)in->compute_units, in->max_work_group_size,
+           (unsigned)in->simd_width, in->nv_compute_capability,
+           (unsigned long long)in->local_mem_reported, (unsigned long long)in->local_mem_usable,
+           in->local_mem_probed);
+    if (in->profile_name) print_json_string(in->profile_name);
+    else printf("null");
+}
+
+static void print_plan_json(const fcl_plan *p)
+{
+    printf("{\"kernel\": \"%s\", \"dtype\": \"%s\", \"head_dim\": %zu, \"head_dim_padded\": %zu, "
+           "\"paper_m_elements\": %llu, \"paper_br\": %zu, \"paper_bc\": %zu, \"br\": %zu, "
+           "\"bc\": %zu, \"work_group_size\": %zu, \"threads_row\": %zu, \"threads_col\": %zu, "
+           "\"local_bytes\": %llu, \"variant\": ",
+           kernel_label(p->kernel), fcl_dtype_name(p->dtype), p->head_dim, p->head_dim_padded,
+           (unsigned long long)p->paper_m_elements, p->paper_br, p->paper_bc, p->br, p->bc,
+           p->work_group_size, p->threads_row, p->threads_col,
+           (unsigned long long)p->local_bytes);
+    print_json_string(p->variant);
+    printf(", \"source\": ");
+    print_json_string(p->source);
+    printf(", \"reason\": ");
+    print_json_string(p->reason);
+    printf("}");
+}
+
+/* Prints one device (or emulated profile) and its plans; 0 on success. */
+static int show(const options *o, int platform, int device, const char *profile, int *first)
+{
+    fcl_context_options co;
+    fcl_context_options_init(&co);
+    co.platform_index = platform;
+    co.device_index = device;
+    co.profile = profile;
+    co.skip_local_mem_probe = o->no_probe;
+    fcl_context *ctx = NULL;
+    fcl_status st = fcl_context_create(&co, &ctx);
+    if (st != FCL_OK) {
+        fprintf(stderr, "flashcl-info: device %d:%d%s%s: %s\n", platform, device,
+                profile ? " profile " : "", profile ? profile : "", fcl_status_string(st));
+        return 1;
+    }
+    fcl_device_info info;
+    fcl_context_device_info(ctx, &info);
+    fcl_attention_desc desc;
+    fcl_attention_desc_init(&desc, 1, 1, 1, o->seqlen_q, o->seqlen_k, o->head_dim, o->dtype,
+                            FCL_LAYOUT_BSHD);
+    desc.causal = o->causal;
+    char where[96];
+    if (profile)
+        snprintf(where, sizeof where, "Profile %s (running on device %d:%d)", profile, platform,
+                 device);
+    else
+        snprintf(where, sizeof where, "Device %d:%d", platform, device);
+    if (o->json) {
+        printf("%s  {\"index\": \"%d:%d\", \"device\": ", *first ? "" : ",\n", platform, device);
+        print_device_json(&info);
+        printf("}, \"plans\": [");
+    } else {
+        print_device_text(&info, where);
+        printf("  plans for head_dim %zu, %s, seqlen %zu x %zu%s:\n", o->head_dim,
+               fcl_dtype_name(o->dtype), o->seqlen_q, o->seqlen_k, o->causal ? ", causal" : "");
+    }
+    *first = 0;
+    int rc = 0;
+    const fcl_kernel_kind kinds[3] = {FCL_KERNEL_FORWARD, FCL_KERNEL_BACKWARD_DKDV,
+                                      FCL_KERNEL_BACKWARD_DQ};
+    for (int i = 0; i < 3; ++i) {
+        fcl_plan plan;
+        st = fcl_plan_query(ctx, &desc, kinds[i], &plan);
+        if (st != FCL_OK) {
+            fprintf(stderr, "flashcl-info: %s plan: %s\n", kernel_label(kinds[i]),
+                    fcl_status_string(st));
+            if (st == FCL_ERROR_BUILD_FAILED)
+                fprintf(stderr, "%s\n", fcl_context_build_log(ctx));
+            rc = 1;
+            continue;
+        }
+        if (o->json) {
+            printf("%s", i ? ", " : "");
+            print_plan_json(&plan);
+        } else {
+            print_plan_text(&plan);
+        }
+    }
+    if (o->json) printf("]}");
+    else printf("\n");
+    fcl_context_destroy(ctx);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    options o = {64, 4096, 0, FCL_DTYPE_FP32, 0, 0, 0, NULL, NULL};
+    for (int i = 1; i < argc; ++i) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { usage(stdout); return 0; }
+        else if (strcmp(a, "--json") == 0) o.json = 1;
+        else if (strcmp(a, "--causal") == 0) o.causal = 1;
+        else if (strcmp(a, "--no-probe") == 0) o.no_probe = 1;
+        else if (strcmp(a, "--list-profiles") == 0) {
+            for (size_t p = 0; p < fcl_profile_count(); ++p)
+                printf("%-12s %s\n", fcl_profile_name(p), fcl_profile_description(p));
+            return 0;
+        } else if (v != NULL && strcmp(a, "--head-dim") == 0 && parse_size(v, &o.head_dim)) ++i;
+        else if (v != NULL && strcmp(a, "--seqlen") == 0 && parse_size(v, &o.seqlen_q)) ++i;
+        else if (v != NULL && strcmp(a, "--seqlen-k") == 0 && parse_size(v, &o.seqlen_k)) ++i;
+        else if (v != NULL && strcmp(a, "--dtype") == 0 && parse_dtype(v, &o.dtype)) ++i;
+        else if (v != NULL && strcmp(a, "--device") == 0) { o.device = v; ++i; }
+        else if (v != NULL && strcmp(a, "--profile") == 0) { o.profile = v; ++i; }
+        else { fprintf(stderr, "flashcl-info: bad argument '%s'\n", a); usage(stderr); return 2; }
+    }
+    if (o.seqlen_k == 0) o.seqlen_k = o.seqlen_q;
+
+    size_t count = 0;
+    fcl_status st = fcl_list_devices(NULL, 0, &count);
+    if (st != FCL_OK || count == 0) {
+        fprintf(stderr, "flashcl-info: no OpenCL device (%s)\n",
+                st != FCL_OK ? fcl_status_string(st) : "no platform installed");
+        return 1;
+    }
+    fcl_device_ref *refs = calloc(count, sizeof *refs);
+    if (refs == NULL) return 1;
+    st = fcl_list_devices(refs, count, &count);
+    if (st != FCL_OK) {
+        fprintf(stderr, "flashcl-info: %s\n", fcl_status_string(st));
+        free(refs);
+        return 1;
+    }
+    int rc = 0, first = 1;
+    if (o.json) printf("{\"flashcl_version\": \"%s\", \"devices\": [\n", fcl_version_string());
+    int only_p = -1, only_d = -1;
+    if (o.device != NULL && sscanf(o.device, "%d:%d", &only_p, &only_d) != 2) {
+        fprintf(stderr, "flashcl-info: --device wants P:D\n");
+        free(refs);
+        return 2;
+    }
+    if (o.profile != NULL) {
+        /* Emulated profiles run on the chosen device, or the default one. */
+        int p = only_p, d = only_d;
+        for (size_t i = 0; i < fcl_profile_count(); ++i) {
+            const char *name = fcl_profile_name(i);
+            if (strcmp(o.profile, "all") == 0 || strcmp(o.profile, name) == 0)
+                rc |= show(&o, p, d, name, &first);
+        }
+        if (first) {
+            fprintf(stderr, "flashcl-info: no profile named '%s' (see --list-profiles)\n",
+                    o.profile);
+            rc = 1;
+        }
+    } else {
+        for (size_t i = 0; i < count; ++i) {
+            if (only_p >= 0 && (refs[i].platform_index != only_p || refs[i].device_index != only_d))
+                continue;
+            rc |= show(&o, refs[i].platform_index, refs[i].device_index, NULL, &first);
+        }
+    }
+    if (o.json) printf("\n]}\n");
+    free(refs);
+    return rc;
+}
