@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One session on the GPU machine (see NOTES.md): register NVIDIA's OpenCL
+# driver, show the devices and plans, run the test suite on the GPU (the
+# default device picks the first GPU), then the benchmark.  Everything lands
+# in $OUT.  Usage: bash bench/gpu_session.sh [steps...]  (default: info tests bench)
+# Expects a build folder made on a compatible x86-64 machine (BUILD, default
+# build) and cmocka's shared library in .carry/lib (no packages can be
+# installed there).
+set -u
+OUT=${OUT:-/tmp/flashcl-out}
+B=${BUILD:-build}
+mkdir -p "$OUT" /etc/OpenCL/vendors
+echo libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd
+export LD_LIBRARY_PATH=$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+steps=${*:-info tests bench}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
+for step in $steps; do
+  case $step in
+    info)
+      for d in 64 128; do
+        timeout 120 "$B/tools/flashcl-info" --head-dim $d --dtype fp32 2>&1 | tee -a "$OUT/info.txt"
+      done ;;
+    tests)
+      for t in test_forward test_backward; do
+        ( time timeout 300 "$B/tests/$t" ) > "$OUT/$t.log" 2>&1
+        echo "$t: rc=$?"; grep -E "PASSED|FAILED|FAIL " "$OUT/$t.log" | head -20
+      done ;;
+    bench)
+      timeout 400 "$B/bench/flashcl-bench" --dtype fp32 --backward --reps 5 \
+        --out "$OUT/bench_fp32.csv" 2>&1 | tee "$OUT/bench_fp32.txt" ;;
+    *) echo "unknown step $step" ;;
+  esac
+done
