@@ -51,6 +51,14 @@ static double now_s(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+static double g_start;
+
+/* Progress on stderr, so that a slow or stuck step shows where it is. */
+static void progress(const char *what, size_t N, size_t d)
+{
+    fprintf(stderr, "[%7.1fs] N=%zu d=%zu: %s\n", now_s() - g_start, N, d, what);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -375,6 +383,7 @@ int main(int argc, char **argv)
         else { usage(); return 2; }
     }
     if (c.reps < 1 || c.reps > 1000) c.reps = 10;
+    g_start = now_s();
 
     fcl_context_options co;
     fcl_context_options_init(&co);
@@ -430,6 +439,7 @@ int main(int argc, char **argv)
                 t.H = c.hidden / t.d ? c.hidden / t.d : 1;
                 const int causal = c.causals[ci];
                 const size_t n = t.B * t.H * t.N * t.d;
+                progress("inputs", t.N, t.d);
                 t.q = random_tensor(ctx, n, c.dtype, 1, &t.qf);
                 t.k = random_tensor(ctx, n, c.dtype, 2, &t.kf);
                 t.v = random_tensor(ctx, n, c.dtype, 3, &t.vf);
@@ -453,6 +463,7 @@ int main(int argc, char **argv)
                         t.dvf = make_buffer(ctx, n * 4, NULL);
                     }
                     double *times = malloc((size_t)c.reps * sizeof *times);
+                    progress(bwd ? "flashcl backward" : "flashcl forward", t.N, t.d);
                     fcl_context_reset_memory_stats(fctx);
                     for (int r = -2; r < c.reps; ++r) {
                         CHECK_CL(clFinish(q));
@@ -478,6 +489,7 @@ int main(int argc, char **argv)
                     if (c.naive) {
                         const size_t nn = t.B * t.H * t.N * t.N * 4;
                         naive_mib = (double)nn * (bwd ? 2 : 1) / 1048576.0 + (bwd ? t.B * t.H * t.N * 4.0 / 1048576.0 : 0);
+                        progress("standard attention: allocating", t.N, t.d);
                         cl_mem S = try_buffer(ctx, q, dev, nn);
                         cl_mem dP = bwd && S ? try_buffer(ctx, q, dev, nn) : NULL;
                         cl_mem delta = bwd ? make_buffer(ctx, t.B * t.H * t.N * 4, NULL) : NULL;
@@ -485,6 +497,7 @@ int main(int argc, char **argv)
                             snprintf(note, sizeof note, "naive: %s x %.2f GiB does not fit",
                                      bwd ? "2" : "1", nn / 1073741824.0);
                         } else {
+                            progress("standard attention: running", t.N, t.d);
                             for (int r = -1; r < c.reps; ++r) {
                                 CHECK_CL(clFinish(q));
                                 double t0 = now_s();
@@ -502,6 +515,7 @@ int main(int argc, char **argv)
                                 if (r >= 0) times[r] = now_s() - t0;
                             }
                             if (!note[0]) {
+                                progress("comparing outputs", t.N, t.d);
                                 naive_s = median(times, c.reps);
                                 diff = bwd ? fmax(rel_diff(q, t.dq, c.dtype, t.dqf, n),
                                                   fmax(rel_diff(q, t.dk, c.dtype, t.dkf, n),
@@ -514,7 +528,7 @@ int main(int argc, char **argv)
                         if (delta) clReleaseMemObject(delta);
                     }
                     const double tf = pfl / ours / 1e12, ntf = pfl / naive_s / 1e12;
-                    printf("%-4s %-4s %4zu %6d %6zu %4zu %4zu | %9.3f %8.2f %5.1f%% | %9.3f %8.2f | %6.2fx | %9.1f %10.1f | %9.2e %s\n",
+                    printf("%-4s %-4s %4zu %6d %6zu %4zu %4zu | %9.3f %8.2f %5.1f%% | %9.3f %8.2f | %6.2fx | %9.2f %10.1f | %9.2e %s\n",
                            bwd ? "bwd" : "fwd", fcl_dtype_name(c.dtype), t.d, causal, t.N, t.B, t.H,
                            ours * 1e3, tf, 100 * tf / ceiling, naive_s * 1e3, ntf, naive_s / ours, ours_mib,
                            naive_mib, diff, note);

@@ -25,6 +25,11 @@ for step in $steps; do
         ( time timeout 300 "$B/tests/$t" ) > "$OUT/$t.log" 2>&1
         echo "$t: rc=$?"; grep -E "PASSED|FAILED|FAIL " "$OUT/$t.log" | head -20
       done ;;
+    tune)
+      timeout 300 "$B/bench/flashcl-tune" --verbose-build --reps 5 2>&1 | tee "$OUT/tune_fp32.txt" ;;
+    bench-probe)
+      timeout 200 "$B/bench/flashcl-bench" --dtype fp32 --backward --reps 3 --seqlens 4096,16384 \
+        --head-dims 64 --causal 0 2>&1 | tee "$OUT/bench_probe.txt" ;;
     bench)
       timeout 400 "$B/bench/flashcl-bench" --dtype fp32 --backward --reps 5 \
         --out "$OUT/bench_fp32.csv" 2>&1 | tee "$OUT/bench_fp32.txt" ;;

@@ -40,6 +40,16 @@ typedef struct fcl_profile {
 
 const fcl_profile *fcl_profile_find(const char *name);
 
+/* ---- the tuned table (plan_table.c) --------------------------------------- */
+
+typedef struct fcl_tuned_tile {
+    int rows, cols, ty, tx;
+    const char *entry;           /* which entry matched, for the plan's report */
+} fcl_tuned_tile;
+
+bool fcl_tuned_lookup(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
+                      fcl_tuned_tile *out);
+
 /* ---- plans (plan.c: pure C, no OpenCL) ------------------------------------ */
 
 /* The plan plus the thread layout the kernel is compiled with.  The S tile
@@ -58,19 +68,11 @@ typedef struct fcl_plan_limits {
     size_t work_group_size;
 } fcl_plan_limits;
 
+/* `target` NULL: look the target tile up in the tuned table. */
 fcl_status fcl_plan_make(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
-                         fcl_dtype dtype, const fcl_plan_limits *limits, fcl_plan_full *out);
+                         fcl_dtype dtype, const fcl_plan_limits *limits,
+                         const fcl_tuned_tile *target, fcl_plan_full *out);
 uint64_t fcl_plan_local_bytes(fcl_kernel_kind kind, int rows, int cols, int d_pad, int tx);
-
-/* ---- the tuned table (plan_table.c) --------------------------------------- */
-
-typedef struct fcl_tuned_tile {
-    int rows, cols, ty, tx;
-    const char *entry;           /* which entry matched, for the plan's report */
-} fcl_tuned_tile;
-
-bool fcl_tuned_lookup(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
-                      fcl_tuned_tile *out);
 
 /* ---- the context ---------------------------------------------------------- */
 
@@ -104,7 +106,25 @@ struct fcl_context {
     size_t num_resolved;
     char *build_log;
     fcl_memory_stats mem;
+    /* Tuning only (flashcl-tune): a target tile per kernel kind that replaces
+     * the table's, and extra build options; set through fcl_debug_*. */
+    fcl_tuned_tile tile_override[3];
+    int has_tile_override[3];
+    char extra_build_options[128];
 };
+
+/* ---- tuning hooks (debug.c): not part of the public API ------------------- */
+
+/* Forces the target tile of `kind` (rows x cols of the S tile, ty x tx
+ * work-items) for later calls, dropping kernels resolved before; rows 0
+ * returns `kind` to the tuned table. */
+fcl_status fcl_debug_set_tile(fcl_context *ctx, fcl_kernel_kind kind, int rows, int cols, int ty,
+                              int tx);
+/* Appends options to every later build (e.g. -cl-nv-verbose). */
+fcl_status fcl_debug_set_build_options(fcl_context *ctx, const char *options);
+/* The build log of the program behind a resolved kernel. */
+fcl_status fcl_debug_kernel_log(fcl_context *ctx, fcl_kernel_kind kind, size_t head_dim,
+                                fcl_dtype dtype, char *log, size_t size);
 
 /* ---- device probing (device_probe.c, local_mem_probe.c) ------------------- */
 

@@ -89,7 +89,8 @@ static const char *kernel_name(fcl_kernel_kind kind)
 }
 
 fcl_status fcl_plan_make(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
-                         fcl_dtype dtype, const fcl_plan_limits *limits, fcl_plan_full *out)
+                         fcl_dtype dtype, const fcl_plan_limits *limits,
+                         const fcl_tuned_tile *forced, fcl_plan_full *out)
 {
     if (head_dim < 1 || head_dim > 256)
         return FCL_ERROR_HEAD_DIM_UNSUPPORTED;
@@ -108,7 +109,9 @@ fcl_status fcl_plan_make(const fcl_caps *caps, fcl_kernel_kind kind, size_t head
     const int reg_budget = caps->is_cpu ? 1024 : 192;
 
     fcl_tuned_tile target;
-    if (!fcl_tuned_lookup(caps, kind, head_dim, &target))
+    if (forced != NULL)
+        target = *forced;
+    else if (!fcl_tuned_lookup(caps, kind, head_dim, &target))
         return FCL_ERROR_NO_PLAN;
     const int target_wg = target.ty * target.tx;
 

@@ -37,9 +37,14 @@ static void note_fallback(fcl_resolved *r, const char *what, unsigned long long 
 static fcl_status build_checked(fcl_context *ctx, fcl_resolved *r)
 {
     for (int attempt = 0; attempt < MAX_ATTEMPTS; ++attempt) {
-        FCL_TRY(fcl_plan_make(&ctx->caps, r->kind, r->head_dim, r->dtype, &r->limits, &r->plan));
-        char options[512];
-        fcl_kernel_options(&r->plan, options, sizeof options);
+        const fcl_tuned_tile *forced =
+            ctx->has_tile_override[r->kind] ? &ctx->tile_override[r->kind] : NULL;
+        FCL_TRY(fcl_plan_make(&ctx->caps, r->kind, r->head_dim, r->dtype, &r->limits, forced,
+                              &r->plan));
+        char options[640];
+        int n = fcl_kernel_options(&r->plan, options, sizeof options);
+        if (ctx->extra_build_options[0] != '\0' && n > 0 && (size_t)n < sizeof options)
+            fcl_appendf(options, sizeof options, " %s", ctx->extra_build_options);
         fcl_program_id pid =
             r->kind == FCL_KERNEL_FORWARD ? FCL_PROGRAM_FORWARD : FCL_PROGRAM_BACKWARD;
         cl_program prog = NULL;
