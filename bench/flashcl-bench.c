@@ -250,23 +250,16 @@ static cl_mem make_buffer(cl_context ctx, size_t bytes, const void *host)
     return m;
 }
 
-/* Tries to allocate and touch a buffer; NULL if the device refuses. */
-static cl_mem try_buffer(cl_context ctx, cl_command_queue q, cl_device_id dev, size_t bytes)
+/* Allocates a buffer, or returns NULL if the device refuses.  Drivers may
+ * allocate lazily: a later failure shows up when the kernels run. */
+static cl_mem try_buffer(cl_context ctx, cl_device_id dev, size_t bytes)
 {
     cl_ulong max_alloc = 0;
     CHECK_CL(clGetDeviceInfo(dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc, &max_alloc, NULL));
     if (bytes > max_alloc) return NULL;
     cl_int err;
     cl_mem m = clCreateBuffer(ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
-    if (err != CL_SUCCESS) return NULL;
-    float zero = 0.0f; /* allocation is lazy on some drivers: make it real now */
-    err = clEnqueueFillBuffer(q, m, &zero, sizeof zero, 0, bytes, 0, NULL, NULL);
-    if (err == CL_SUCCESS) err = clFinish(q);
-    if (err != CL_SUCCESS) {
-        clReleaseMemObject(m);
-        return NULL;
-    }
-    return m;
+    return err == CL_SUCCESS ? m : NULL;
 }
 
 static uint16_t to_bits(float f, fcl_dtype dt)
@@ -490,8 +483,8 @@ int main(int argc, char **argv)
                         const size_t nn = t.B * t.H * t.N * t.N * 4;
                         naive_mib = (double)nn * (bwd ? 2 : 1) / 1048576.0 + (bwd ? t.B * t.H * t.N * 4.0 / 1048576.0 : 0);
                         progress("standard attention: allocating", t.N, t.d);
-                        cl_mem S = try_buffer(ctx, q, dev, nn);
-                        cl_mem dP = bwd && S ? try_buffer(ctx, q, dev, nn) : NULL;
+                        cl_mem S = try_buffer(ctx, dev, nn);
+                        cl_mem dP = bwd && S ? try_buffer(ctx, dev, nn) : NULL;
                         cl_mem delta = bwd ? make_buffer(ctx, t.B * t.H * t.N * 4, NULL) : NULL;
                         if (S == NULL || (bwd && dP == NULL)) {
                             snprintf(note, sizeof note, "naive: %s x %.2f GiB does not fit",

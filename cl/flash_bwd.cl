@@ -56,11 +56,11 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
                      int q_per_kv, int num_bh, float scale,
                      int window_left, int window_right)
 {
-    __local float Qt[D_PAD * QT_LD];
-    __local float dOt[D_PAD * QT_LD];
-    __local float Ks[BC * KS_LD];
-    __local float Vs[BC * KS_LD];
-    __local float dSt[BC * ST_LD];
+    __local float Qt[D_PAD * QT_LD] FCL_ALIGNED;
+    __local float dOt[D_PAD * QT_LD] FCL_ALIGNED;
+    __local float Ks[BC * KS_LD] FCL_ALIGNED;
+    __local float Vs[BC * KS_LD] FCL_ALIGNED;
+    __local float dSt[BC * ST_LD] FCL_ALIGNED;
 
     const int lid = (int)get_local_id(0);
     const int ty = lid / TX, tx = lid - (lid / TX) * TX;
@@ -82,11 +82,13 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
     /* This work-item's rows: LSE (+inf for padding rows, so their P is 0)
      * and delta. */
     float lse[RM], dlt[RM], acc[RM][DN];
+    FCL_UNROLL
     for (int i = 0; i < RM; ++i) {
         const int row = r0 + ty * RM + i;
         const long at = (long)bh * seqlen_q + row;
         lse[i] = row < seqlen_q ? LSE[lse_off + at] : INFINITY;
         dlt[i] = row < seqlen_q ? delta[at] : 0.0f;
+        FCL_UNROLL
         for (int n = 0; n < DN; ++n) acc[i][n] = 0.0f;
     }
 
@@ -102,11 +104,15 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
         barrier(CLK_LOCAL_MEM_FENCE);
 
         float s[RM][RN], dp[RM][RN];
+        FCL_UNROLL
         for (int i = 0; i < RM; ++i)
+            FCL_UNROLL
             for (int j = 0; j < RN; ++j) s[i][j] = dp[i][j] = 0.0f;
         FCL_TILE_PRODUCT(s, RM, RN, D_PAD, Qt + ty * RM, QT_LD, Ks + tx * KS_LD, TX * KS_LD, 1);
         FCL_TILE_PRODUCT(dp, RM, RN, D_PAD, dOt + ty * RM, QT_LD, Vs + tx * KS_LD, TX * KS_LD, 1);
+        FCL_UNROLL
         for (int i = 0; i < RM; ++i) {
+            FCL_UNROLL
             for (int j = 0; j < RN; ++j) {
                 const bool vis = fcl_visible(mask, r0 + ty * RM + i, c0 + tx + TX * j);
                 const float p = vis ? exp(s[i][j] * scale - lse[i]) : 0.0f;
@@ -118,9 +124,11 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
     }
 
     const long dq_base = dq_off + b * dq_sb + h * dq_sh;
+    FCL_UNROLL
     for (int i = 0; i < RM; ++i) {
         const int row = r0 + ty * RM + i;
         if (row >= seqlen_q) continue;
+        FCL_UNROLL
         for (int n = 0; n < DN; ++n) {
             const int col = tx + TX * n;
             if (col < head_dim) fcl_store(dQ, dq_base + (long)row * dq_ss + col, acc[i][n] * scale);
@@ -156,14 +164,14 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
                        int q_per_kv, int num_bhk, float scale,
                        int window_left, int window_right)
 {
-    __local float Kt[D_PAD * KT_LD];
-    __local float Vt[D_PAD * KT_LD];
-    __local float Qs[BR * QS_LD];
-    __local float dOs[BR * QS_LD];
-    __local float Ps[BR * PS_LD];
-    __local float dSs[BR * PS_LD];
-    __local float lse_s[BR];
-    __local float dlt_s[BR];
+    __local float Kt[D_PAD * KT_LD] FCL_ALIGNED;
+    __local float Vt[D_PAD * KT_LD] FCL_ALIGNED;
+    __local float Qs[BR * QS_LD] FCL_ALIGNED;
+    __local float dOs[BR * QS_LD] FCL_ALIGNED;
+    __local float Ps[BR * PS_LD] FCL_ALIGNED;
+    __local float dSs[BR * PS_LD] FCL_ALIGNED;
+    __local float lse_s[BR] FCL_ALIGNED;
+    __local float dlt_s[BR] FCL_ALIGNED;
 
     const int lid = (int)get_local_id(0);
     const int ty = lid / TX, tx = lid - (lid / TX) * TX;
@@ -182,7 +190,9 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
                     head_dim, lid);
 
     float dk[RM][DN], dv[RM][DN];
+    FCL_UNROLL
     for (int i = 0; i < RM; ++i)
+        FCL_UNROLL
         for (int n = 0; n < DN; ++n) dk[i][n] = dv[i][n] = 0.0f;
 
     const int row_begin = fcl_row_begin(mask, c0);
@@ -205,12 +215,16 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
             barrier(CLK_LOCAL_MEM_FENCE);
 
             float st[RM][RN], dpt[RM][RN];
+            FCL_UNROLL
             for (int i = 0; i < RM; ++i)
+                FCL_UNROLL
                 for (int j = 0; j < RN; ++j) st[i][j] = dpt[i][j] = 0.0f;
             FCL_TILE_PRODUCT(st, RM, RN, D_PAD, Kt + ty * RM, KT_LD, Qs + tx * QS_LD, TX * QS_LD, 1);
             FCL_TILE_PRODUCT(dpt, RM, RN, D_PAD, Vt + ty * RM, KT_LD, dOs + tx * QS_LD, TX * QS_LD,
                              1);
+            FCL_UNROLL
             for (int i = 0; i < RM; ++i) {
+                FCL_UNROLL
                 for (int j = 0; j < RN; ++j) {
                     const int r = tx + TX * j;
                     const bool vis = fcl_visible(mask, r0 + r, c0 + ty * RM + i);
@@ -227,9 +241,11 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
 
     const long dk_base = dk_off + b * dk_sb + hk * dk_sh;
     const long dv_base = dv_off + b * dv_sb + hk * dv_sh;
+    FCL_UNROLL
     for (int i = 0; i < RM; ++i) {
         const int key = c0 + ty * RM + i;
         if (key >= seqlen_k) continue;
+        FCL_UNROLL
         for (int n = 0; n < DN; ++n) {
             const int col = tx + TX * n;
             if (col >= head_dim) continue;

@@ -35,11 +35,11 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
                  int seqlen_q, int seqlen_k, int head_dim, int heads_q, int q_per_kv,
                  int num_bh, float scale, int window_left, int window_right)
 {
-    __local float Qt[D_PAD * QT_LD];
-    __local float Ks[BC * KS_LD];
-    __local float Vs[BC * VS_LD];
-    __local float Pt[BC * PT_LD];
-    __local float red[BR * TX];
+    __local float Qt[D_PAD * QT_LD] FCL_ALIGNED;
+    __local float Ks[BC * KS_LD] FCL_ALIGNED;
+    __local float Vs[BC * VS_LD] FCL_ALIGNED;
+    __local float Pt[BC * PT_LD] FCL_ALIGNED;
+    __local float red[BR * TX] FCL_ALIGNED;
 
     const int lid = (int)get_local_id(0);
     const int ty = lid / TX, tx = lid - (lid / TX) * TX;
@@ -63,9 +63,11 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
     fcl_load_tile_t(Qt, QT_LD, BR, Q, q_base, q_ss, rows, head_dim, lid);
 
     float m[RM], l[RM], acc[RM][DN];
+    FCL_UNROLL
     for (int i = 0; i < RM; ++i) {
         m[i] = -INFINITY;
         l[i] = 0.0f;
+        FCL_UNROLL
         for (int n = 0; n < DN; ++n) acc[i][n] = 0.0f;
     }
 
@@ -79,13 +81,17 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
         barrier(CLK_LOCAL_MEM_FENCE);
 
         float s[RM][RN];
+        FCL_UNROLL
         for (int i = 0; i < RM; ++i)
+            FCL_UNROLL
             for (int j = 0; j < RN; ++j) s[i][j] = 0.0f;
         FCL_TILE_PRODUCT(s, RM, RN, D_PAD, Qt + ty * RM, QT_LD, Ks + tx * KS_LD, TX * KS_LD, 1);
 
         float mt[RM];
+        FCL_UNROLL
         for (int i = 0; i < RM; ++i) {
             mt[i] = -INFINITY;
+            FCL_UNROLL
             for (int j = 0; j < RN; ++j) {
                 const bool vis = fcl_visible(mask, r0 + ty * RM + i, c0 + tx + TX * j);
                 s[i][j] = vis ? s[i][j] * scale : -INFINITY;
@@ -94,6 +100,7 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
         }
         fcl_rows_max(mt, RM, red, ty, tx);
 
+        FCL_UNROLL
         for (int i = 0; i < RM; ++i) {
             const float m_new = fmax(m[i], mt[i]);
             /* A row with no visible key so far keeps m = -inf; subtracting 0
@@ -105,7 +112,9 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
             const float alpha = exp(m[i] - m_use);
             m[i] = m_new;
             l[i] *= alpha;
+            FCL_UNROLL
             for (int n = 0; n < DN; ++n) acc[i][n] *= alpha;
+            FCL_UNROLL
             for (int j = 0; j < RN; ++j) {
                 const float p = exp(s[i][j] - m_use);
                 l[i] += p;
@@ -120,10 +129,12 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
     fcl_rows_sum(l, RM, red, ty, tx);
 
     const long o_base = o_off + b * o_sb + h * o_sh;
+    FCL_UNROLL
     for (int i = 0; i < RM; ++i) {
         const int row = r0 + ty * RM + i;
         if (row >= seqlen_q) continue;
         const float inv = (l[i] > 0.0f) ? 1.0f / l[i] : 0.0f;
+        FCL_UNROLL
         for (int n = 0; n < DN; ++n) {
             const int col = tx + TX * n;
             if (col < head_dim) fcl_store(O, o_base + (long)row * o_ss + col, acc[i][n] * inv);

@@ -12,9 +12,23 @@
 
 #define WG (TY * TX)
 
+/* On GPUs, loops over a work-item's register arrays must be unrolled, or the
+ * arrays move to (slow) private memory.  CPUs (PoCL) vectorise across
+ * work-items instead, and forced unrolling only makes their builds slower,
+ * so the host sets FCL_FORCE_UNROLL for GPUs only. */
+#if FCL_FORCE_UNROLL
+#define FCL_UNROLL _Pragma("unroll")
+#else
+#define FCL_UNROLL
+#endif
+
 /* acc[i][j] += sum_{k < KLEN} A[k*AK + i] * B[j*BJ + k*BK]
- * A: the row operand, already offset to this work-item's first row;
- * B: the column operand, already offset to this work-item's first column. */
+ * A: the row operand, already offset to this work-item's first row; shared by
+ *    the TX work-items of a row group (a broadcast).  When ROWS and AK are
+ *    multiples of 4 it is read as float4 (one 16-byte load per 4 rows): the
+ *    __local arrays are 16-byte aligned and every row offset is a multiple of 4.
+ * B: the column operand, already offset to this work-item's first column;
+ *    different per work-item, read as scalars without bank conflicts. */
 #define FCL_TILE_PRODUCT(acc, ROWS, COLS, KLEN, A, AK, B, BJ, BK)                  \
     do {                                                                           \
         __local const float *a_ = (A);                                             \
@@ -22,8 +36,19 @@
         _Pragma("unroll 4")                                                        \
         for (int k_ = 0; k_ < (KLEN); ++k_) {                                      \
             float av_[ROWS], bv_[COLS];                                            \
-            _Pragma("unroll")                                                      \
-            for (int i_ = 0; i_ < (ROWS); ++i_) av_[i_] = a_[k_ * (AK) + i_];      \
+            if (FCL_FORCE_UNROLL && (ROWS) % 4 == 0 && (AK) % 4 == 0) {            \
+                _Pragma("unroll")                                                  \
+                for (int i_ = 0; i_ < (ROWS); i_ += 4) {                           \
+                    const float4 v_ = *(__local const float4 *)(a_ + k_ * (AK) + i_); \
+                    av_[i_] = v_.x;                                                \
+                    av_[i_ + 1] = v_.y;                                            \
+                    av_[i_ + 2] = v_.z;                                            \
+                    av_[i_ + 3] = v_.w;                                            \
+                }                                                                  \
+            } else {                                                               \
+                _Pragma("unroll")                                                  \
+                for (int i_ = 0; i_ < (ROWS); ++i_) av_[i_] = a_[k_ * (AK) + i_];  \
+            }                                                                      \
             _Pragma("unroll")                                                      \
             for (int j_ = 0; j_ < (COLS); ++j_) bv_[j_] = b_[j_ * (BJ) + k_ * (BK)]; \
             _Pragma("unroll")                                                      \
@@ -35,14 +60,19 @@
         }                                                                          \
     } while (0)
 
+/* 16-byte alignment for __local tiles read as float4. */
+#define FCL_ALIGNED __attribute__((aligned(16)))
+
 /* Row reductions across the TX work-items that share rows ty*RM .. ty*RM+RM-1.
  * `red` holds RROWS*TX floats.  Every work-item reduces in the same order, so
  * all of a row group get bitwise the same result.  Contains one barrier; the
  * caller must put a barrier between two uses of `red`. */
 inline void fcl_rows_max(float v[], int nrows, __local float *red, int ty, int tx)
 {
+    FCL_UNROLL
     for (int i = 0; i < nrows; ++i) red[(ty * nrows + i) * TX + tx] = v[i];
     barrier(CLK_LOCAL_MEM_FENCE);
+    FCL_UNROLL
     for (int i = 0; i < nrows; ++i) {
         __local const float *r = red + (ty * nrows + i) * TX;
         float x = r[0];
@@ -53,8 +83,10 @@ inline void fcl_rows_max(float v[], int nrows, __local float *red, int ty, int t
 
 inline void fcl_rows_sum(float v[], int nrows, __local float *red, int ty, int tx)
 {
+    FCL_UNROLL
     for (int i = 0; i < nrows; ++i) red[(ty * nrows + i) * TX + tx] = v[i];
     barrier(CLK_LOCAL_MEM_FENCE);
+    FCL_UNROLL
     for (int i = 0; i < nrows; ++i) {
         __local const float *r = red + (ty * nrows + i) * TX;
         float x = r[0];

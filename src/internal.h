@@ -59,6 +59,7 @@ typedef struct fcl_plan_full {
     fcl_plan pub;
     int ty, tx, rm, rn;
     int d_pad;
+    int force_unroll;             /* GPUs: unroll register-array loops */
 } fcl_plan_full;
 
 /* Limits a plan must respect beyond the caps: lowered after a build or

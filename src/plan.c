@@ -159,6 +159,7 @@ fcl_status fcl_plan_make(const fcl_caps *caps, fcl_kernel_kind kind, size_t head
     out->rm = best.rm;
     out->rn = best.rn;
     out->d_pad = best.d_pad;
+    out->force_unroll = !caps->is_cpu;
     const int rows = best.ty * best.rm, cols = best.tx * best.rn;
     const bool keys_are_rows = kind == FCL_KERNEL_BACKWARD_DKDV;
 
