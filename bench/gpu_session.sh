@@ -31,8 +31,11 @@ for step in $steps; do
       timeout 200 "$B/bench/flashcl-bench" --dtype fp32 --backward --reps 3 --seqlens 4096,16384 \
         --head-dims 64 --causal 0 2>&1 | tee "$OUT/bench_probe.txt" ;;
     bench)
-      timeout 400 "$B/bench/flashcl-bench" --dtype fp32 --backward --reps 5 \
+      timeout 420 "$B/bench/flashcl-bench" --dtype fp32 --backward --reps 5 \
         --out "$OUT/bench_fp32.csv" 2>&1 | tee "$OUT/bench_fp32.txt" ;;
+    bench-half)
+      timeout 150 "$B/bench/flashcl-bench" --dtype fp16 --backward --reps 5 --seqlens 1024,4096 \
+        --no-naive --out "$OUT/bench_fp16.csv" 2>&1 | tee "$OUT/bench_fp16.txt" ;;
     *) echo "unknown step $step" ;;
   esac
 done

@@ -69,10 +69,8 @@
  * caller must put a barrier between two uses of `red`. */
 inline void fcl_rows_max(float v[], int nrows, __local float *red, int ty, int tx)
 {
-    FCL_UNROLL
     for (int i = 0; i < nrows; ++i) red[(ty * nrows + i) * TX + tx] = v[i];
     barrier(CLK_LOCAL_MEM_FENCE);
-    FCL_UNROLL
     for (int i = 0; i < nrows; ++i) {
         __local const float *r = red + (ty * nrows + i) * TX;
         float x = r[0];
@@ -83,10 +81,8 @@ inline void fcl_rows_max(float v[], int nrows, __local float *red, int ty, int t
 
 inline void fcl_rows_sum(float v[], int nrows, __local float *red, int ty, int tx)
 {
-    FCL_UNROLL
     for (int i = 0; i < nrows; ++i) red[(ty * nrows + i) * TX + tx] = v[i];
     barrier(CLK_LOCAL_MEM_FENCE);
-    FCL_UNROLL
     for (int i = 0; i < nrows; ++i) {
         __local const float *r = red + (ty * nrows + i) * TX;
         float x = r[0];

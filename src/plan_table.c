@@ -27,12 +27,28 @@ static const table_entry table[] = {
     /* CPUs (PoCL): work-items of a group run as loops on one core, so small
      * groups with small tiles keep the working set in L1/L2. */
     {"default cpu", 0, 2, 0, -1, 256, 32, 32, 8, 8},
+
+    /* NVIDIA Hopper (sm_90), measured with flashcl-tune on an H200, fp32,
+     * N = 4096, B*N = 16384, H*d = 2048 (NOTES.md, 2026-11-21, runs 2-3).
+     * Forward: 128x32 on 16x8 work-items, 27.3 TFLOP/s at d = 64 (table
+     * default 64x64/16x16: 21.8); 128x64 on 16x8, 23.1 at d = 128 (16.3). */
+    {"nvidia sm_90 forward d<=64", FCL_VENDOR_ID_NVIDIA, 1, 90, FCL_KERNEL_FORWARD, 64, 128, 32, 16, 8},
+    {"nvidia sm_90 forward", FCL_VENDOR_ID_NVIDIA, 1, 90, FCL_KERNEL_FORWARD, 256, 128, 64, 16, 8},
+    /* Backward, dQ kernel: 128x32 on 16x8, 19.4 TFLOP/s for the whole
+     * backward at d = 64 (19.3 with the default), 16.4 at d = 128 (14.2). */
+    {"nvidia sm_90 dq", FCL_VENDOR_ID_NVIDIA, 1, 90, FCL_KERNEL_BACKWARD_DQ, 256, 128, 32, 16, 8},
+    /* Backward, dK/dV kernel (rows are keys): 64 keys x 32 queries on 8x8,
+     * 19.7 at d = 64; 128 keys x 32 queries on 32x8, 15.7 at d = 128 (14.2). */
+    {"nvidia sm_90 dkdv d<=64", FCL_VENDOR_ID_NVIDIA, 1, 90, FCL_KERNEL_BACKWARD_DKDV, 64, 64, 32, 8, 8},
+    {"nvidia sm_90 dkdv", FCL_VENDOR_ID_NVIDIA, 1, 90, FCL_KERNEL_BACKWARD_DKDV, 256, 128, 32, 32, 8},
 };
 
+/* More specific entries win; among equals, the one with the smallest
+ * max_head_dim that still covers the problem. */
 static int specificity(const table_entry *e)
 {
-    return (e->vendor_id != 0) * 8 + (e->min_nv_cc != 0) * 4 + (e->kind >= 0) * 2 +
-           (e->max_head_dim < 256);
+    return ((e->vendor_id != 0) * 8 + (e->min_nv_cc != 0) * 4 + (e->kind >= 0) * 2) * 1024 +
+           (1023 - e->max_head_dim);
 }
 
 bool fcl_tuned_lookup(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
