@@ -10,7 +10,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "reference.h"
 #include "test_support.h"
+
+#include <math.h>
+#include <stdlib.h>
 
 static fcl_context *ctx;
 
@@ -201,6 +205,80 @@ static void test_bitwise_repeatable(void **state)
     assert_true(fa_check_deterministic(ctx, &c, 1));
 }
 
+/* L = sum(O * dO) as a function of one input, in float64. */
+static double loss(const ref_problem *p, const double *q, const double *k, const double *v,
+                   const double *dout, size_t nq)
+{
+    double *o = malloc(nq * sizeof *o), *lse = malloc(p->batch * p->heads_q * p->seqlen_q * 8);
+    ref_forward_f64(p, q, k, v, o, lse);
+    double l = 0;
+    for (size_t i = 0; i < nq; ++i)
+        l += o[i] * dout[i];
+    free(o);
+    free(lse);
+    return l;
+}
+
+/* Central differences of the float64 forward (h = 1e-5: truncation ~1e-10,
+ * cancellation ~1e-11) check the analytic float64 gradients to 1e-7, and our
+ * fp32 kernel's gradients to the fp32 rule: 3x the low-precision reference's
+ * distance from the differences, plus eps as in test_support.h.  A tiny
+ * case: GQA, causal with seqlen_q < seqlen_k. */
+static void test_finite_differences(void **state)
+{
+    (void)state;
+    enum { B = 1, HQ = 2, HK = 1, SQ = 5, SK = 7, D = 4 };
+    const size_t nq = B * HQ * SQ * D, nk = B * HK * SK * D;
+    ref_problem p = {B, HQ, HK, SQ, SK, D, 0.5, 1, FCL_DTYPE_FP32};
+    double x[3][B * HQ * SK * D], dout[B * HQ * SQ * D];
+    const size_t n[3] = {nq, nk, nk};
+    rng g = {77};
+    for (int t = 0; t < 3; ++t)
+        for (size_t i = 0; i < n[t]; ++i) x[t][i] = (float)rng_normal(&g);
+    for (size_t i = 0; i < nq; ++i) dout[i] = (float)rng_normal(&g);
+
+    double g64[3][B * HQ * SK * D], glp[3][B * HQ * SK * D];
+    ref_backward_f64(&p, x[0], x[1], x[2], dout, g64[0], g64[1], g64[2]);
+    ref_backward_lowp(&p, x[0], x[1], x[2], dout, glp[0], glp[1], glp[2]);
+
+    /* ours, through the host call (fp32 storage) */
+    float xf[3][B * HQ * SK * D], df[B * HQ * SQ * D], of[B * HQ * SQ * D], lse[B * HQ * SQ];
+    float gf[3][B * HQ * SK * D];
+    for (int t = 0; t < 3; ++t)
+        for (size_t i = 0; i < n[t]; ++i) xf[t][i] = (float)x[t][i];
+    for (size_t i = 0; i < nq; ++i) df[i] = (float)dout[i];
+    fcl_attention_desc d;
+    fcl_attention_desc_init(&d, B, HQ, HK, SQ, SK, D, FCL_DTYPE_FP32, FCL_LAYOUT_BHSD);
+    d.causal = 1;
+    d.softmax_scale = 0.5f;
+    assert_int_equal(fcl_attention_forward_host(ctx, &d, xf[0], xf[1], xf[2], of, lse), FCL_OK);
+    assert_int_equal(fcl_attention_backward_host(ctx, &d, xf[0], xf[1], xf[2], of, lse, df, gf[0],
+                                                 gf[1], gf[2]),
+                     FCL_OK);
+
+    const double h = 1e-5;
+    for (int t = 0; t < 3; ++t) {
+        double err64 = 0, err_ours = 0, err_lp = 0, maxfd = 0;
+        for (size_t i = 0; i < n[t]; ++i) {
+            const double keep = x[t][i];
+            x[t][i] = keep + h;
+            const double up = loss(&p, x[0], x[1], x[2], dout, nq);
+            x[t][i] = keep - h;
+            const double down = loss(&p, x[0], x[1], x[2], dout, nq);
+            x[t][i] = keep;
+            const double fd = (up - down) / (2 * h);
+            err64 = fmax(err64, fabs(g64[t][i] - fd));
+            err_ours = fmax(err_ours, fabs(gf[t][i] - fd));
+            err_lp = fmax(err_lp, fabs(glp[t][i] - fd));
+            maxfd = fmax(maxfd, fabs(fd));
+        }
+        assert_true(maxfd > 0.1); /* a real gradient, not zeros */
+        assert_true(err64 <= 1e-7 * maxfd);
+        const double eps = (ldexp(1.0, -24) * (1 + sqrt((double)(D + SK)))) * maxfd;
+        assert_true(err_ours <= 3 * err_lp + eps);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -214,6 +292,7 @@ int main(void)
         cmocka_unit_test(test_fully_masked_rows),
         cmocka_unit_test(test_large_scores),
         cmocka_unit_test(test_bitwise_repeatable),
+        cmocka_unit_test(test_finite_differences),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,38 @@
+/* oclgrind_cases - small forward and backward cases meant to run under
+ * Oclgrind (`oclgrind --data-races --uninitialized ...`), which then reports
+ * data races, out-of-bounds accesses and reads of uninitialised memory in
+ * the kernels.  The tile plans of the device and of a few emulated profiles
+ * are exercised.  The results are also checked against the reference.  Exit
+ * status 0 only if every case passed; the ctest wrapper additionally fails
+ * on any Oclgrind report (tests/run_oclgrind.cmake). */
+#include "test_support.h"
+
+#include <stdio.h>
+
+int main(void)
+{
+    const char *profiles[] = {NULL, "small-32k", "amd-cdna", "nvidia-h100"};
+    /* the device's own plan runs the first two cases, each profile one */
+    const fa_case cases[] = {
+        /* B Hq Hk Sq Sk d dtype causal scale layout padded scales seed */
+        {1, 2, 1, 19, 33, 16, FCL_DTYPE_FP32, 1, 0, FCL_LAYOUT_BSHD, 1, {0, 0, 0}, 1},
+        {2, 1, 1, 33, 9, 24, FCL_DTYPE_FP16, 1, 0, FCL_LAYOUT_BHSD, 0, {0, 0, 0}, 2},
+        {1, 1, 1, 17, 17, 8, FCL_DTYPE_BF16, 0, 0.5f, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 3},
+    };
+    int failures = 0;
+    for (size_t p = 0; p < sizeof profiles / sizeof profiles[0]; ++p) {
+        fcl_context *ctx = test_context(profiles[p]);
+        if (ctx == NULL)
+            return 1;
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+            fa_result r;
+            if ((p == 0 && i == 2) || (p > 0 && i != p - 1))
+                continue;
+            failures += !fa_check_forward(ctx, &cases[i], &r);
+            failures += !fa_check_backward(ctx, &cases[i], &r);
+        }
+        fcl_context_destroy(ctx);
+    }
+    printf("oclgrind cases: %d failure(s)\n", failures);
+    return failures != 0;
+}

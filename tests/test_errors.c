@@ -1,0 +1,315 @@
+/* test_errors.c - every bad input returns its status and writes nothing.
+ * Each case fills the outputs with a sentinel, makes one argument wrong, and
+ * checks the status and that every output byte is unchanged. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "internal.h"
+#include "test_support.h"
+
+#include <math.h>
+#include <string.h>
+
+enum { B = 2, H = 4, HK = 2, S = 33, D = 24 };
+
+static fcl_context *ctx;
+static cl_mem q, k, v, o, lse, dout, dq, dk, dv, small;
+static size_t tensor_bytes;
+
+static cl_mem buffer(size_t bytes)
+{
+    cl_int err;
+    cl_mem m = clCreateBuffer(fcl_context_cl_context(ctx), CL_MEM_READ_WRITE, bytes, NULL, &err);
+    assert_int_equal(err, CL_SUCCESS);
+    return m;
+}
+
+static void fill(cl_mem m, size_t bytes, unsigned char byte)
+{
+    unsigned char *h = malloc(bytes);
+    memset(h, byte, bytes);
+    assert_int_equal(clEnqueueWriteBuffer(fcl_context_cl_queue(ctx), m, CL_TRUE, 0, bytes, h, 0,
+                                          NULL, NULL),
+                     CL_SUCCESS);
+    free(h);
+}
+
+static int unchanged(cl_mem m, size_t bytes, unsigned char byte)
+{
+    assert_int_equal(clFinish(fcl_context_cl_queue(ctx)), CL_SUCCESS);
+    unsigned char *h = malloc(bytes);
+    assert_int_equal(clEnqueueReadBuffer(fcl_context_cl_queue(ctx), m, CL_TRUE, 0, bytes, h, 0,
+                                         NULL, NULL),
+                     CL_SUCCESS);
+    int same = 1;
+    for (size_t i = 0; i < bytes; ++i)
+        same &= h[i] == byte;
+    free(h);
+    return same;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    ctx = test_context(NULL);
+    if (ctx == NULL)
+        return -1;
+    tensor_bytes = (size_t)B * H * S * D * sizeof(float);
+    q = buffer(tensor_bytes), k = buffer(tensor_bytes), v = buffer(tensor_bytes);
+    o = buffer(tensor_bytes), dout = buffer(tensor_bytes), dq = buffer(tensor_bytes);
+    dk = buffer(tensor_bytes), dv = buffer(tensor_bytes);
+    lse = buffer((size_t)B * H * S * sizeof(float));
+    small = buffer(64);
+    fill(q, tensor_bytes, 0x3C), fill(k, tensor_bytes, 0x3C), fill(v, tensor_bytes, 0x3C);
+    fill(dout, tensor_bytes, 0x3C);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    cl_mem all[] = {q, k, v, o, lse, dout, dq, dk, dv, small};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
+        clReleaseMemObject(all[i]);
+    fcl_context_destroy(ctx);
+    return 0;
+}
+
+static fcl_attention_desc good_desc(void)
+{
+    fcl_attention_desc d;
+    fcl_attention_desc_init(&d, B, H, H, S, S, D, FCL_DTYPE_FP32, FCL_LAYOUT_BSHD);
+    return d;
+}
+
+#define SENTINEL 0xA7
+
+/* Runs the forward with `d` and the given buffers; outputs must stay intact. */
+static void expect_forward(const fcl_attention_desc *d, cl_mem qq, cl_mem kk, cl_mem vv, cl_mem oo,
+                           cl_mem ll, fcl_status expected)
+{
+    fill(o, tensor_bytes, SENTINEL);
+    fill(lse, (size_t)B * H * S * 4, SENTINEL);
+    assert_int_equal(fcl_attention_forward(ctx, d, qq, kk, vv, oo, ll, 0, NULL, NULL), expected);
+    assert_true(unchanged(o, tensor_bytes, SENTINEL));
+    assert_true(unchanged(lse, (size_t)B * H * S * 4, SENTINEL));
+}
+
+static void expect_backward(const fcl_attention_desc *d, cl_mem ll, cl_mem gq, fcl_status expected)
+{
+    fill(dq, tensor_bytes, SENTINEL), fill(dk, tensor_bytes, SENTINEL);
+    fill(dv, tensor_bytes, SENTINEL);
+    assert_int_equal(fcl_attention_backward(ctx, d, q, k, v, o, ll, dout, gq, dk, dv, 0, NULL, NULL),
+                     expected);
+    assert_true(unchanged(dq, tensor_bytes, SENTINEL));
+    assert_true(unchanged(dk, tensor_bytes, SENTINEL));
+    assert_true(unchanged(dv, tensor_bytes, SENTINEL));
+}
+
+static void test_null_arguments(void **state)
+{
+    (void)state;
+    fcl_attention_desc d = good_desc();
+    expect_forward(&d, NULL, k, v, o, lse, FCL_ERROR_NULL_ARGUMENT);
+    expect_forward(&d, q, k, v, NULL, lse, FCL_ERROR_NULL_ARGUMENT);
+    expect_forward(NULL, q, k, v, o, lse, FCL_ERROR_NULL_ARGUMENT);
+    assert_int_equal(fcl_attention_forward(NULL, &d, q, k, v, o, lse, 0, NULL, NULL),
+                     FCL_ERROR_NULL_ARGUMENT);
+    /* a wait list count without a list */
+    assert_int_equal(fcl_attention_forward(ctx, &d, q, k, v, o, lse, 1, NULL, NULL),
+                     FCL_ERROR_NULL_ARGUMENT);
+    assert_int_equal(fcl_context_create(NULL, NULL), FCL_ERROR_NULL_ARGUMENT);
+}
+
+static void test_zero_sizes(void **state)
+{
+    (void)state;
+    size_t *fields[6];
+    fcl_attention_desc d;
+    for (int i = 0; i < 6; ++i) {
+        d = good_desc();
+        fields[0] = &d.batch, fields[1] = &d.heads_q, fields[2] = &d.heads_kv;
+        fields[3] = &d.seqlen_q, fields[4] = &d.seqlen_k, fields[5] = &d.head_dim;
+        *fields[i] = 0;
+        expect_forward(&d, q, k, v, o, lse, FCL_ERROR_INVALID_SHAPE);
+    }
+    d = good_desc();
+    d.seqlen_q = (size_t)1 << 40; /* beyond the int indices the kernels use */
+    expect_forward(&d, q, k, v, o, lse, FCL_ERROR_INVALID_SHAPE);
+}
+
+static void test_head_dim_too_large(void **state)
+{
+    (void)state;
+    fcl_attention_desc d = good_desc();
+    d.head_dim = 257;
+    expect_forward(&d, q, k, v, o, lse, FCL_ERROR_HEAD_DIM_UNSUPPORTED);
+}
+
+static void test_heads_not_divisible(void **state)
+{
+    (void)state;
+    fcl_attention_desc d;
+    fcl_attention_desc_init(&d, B, H, 3, S, S, D, FCL_DTYPE_FP32, FCL_LAYOUT_BSHD);
+    expect_forward(&d, q, k, v, o, lse, FCL_ERROR_HEADS_NOT_DIVISIBLE);
+}
+
+static void test_bad_values(void **state)
+{
+    (void)state;
+    fcl_attention_desc d = good_desc();
+    d.dtype = (fcl_dtype)7;
+    expect_forward(&d, q, k, v, o, lse, FCL_ERROR_DTYPE_UNSUPPORTED);
+    d = good_desc();
+    d.softmax_scale = (float)INFINITY;
+    expect_forward(&d, q, k, v, o, lse, FCL_ERROR_INVALID_VALUE);
+    d = good_desc();
+    d.causal = 2;
+    expect_forward(&d, q, k, v, o, lse, FCL_ERROR_INVALID_VALUE);
+}
+
+static void test_overlapping_strides(void **state)
+{
+    (void)state;
+    fcl_attention_desc d = good_desc();
+    d.o.stride_seq = D - 1; /* rows of head_dim elements overlap */
+    d.o.stride_batch = 1 << 16;
+    expect_forward(&d, q, k, v, o, lse, FCL_ERROR_OVERLAPPING_STRIDES);
+    d = good_desc();
+    d.q.stride_head = 0; /* two heads on the same elements */
+    expect_forward(&d, q, k, v, o, lse, FCL_ERROR_OVERLAPPING_STRIDES);
+}
+
+static void test_buffers_too_small(void **state)
+{
+    (void)state;
+    fcl_attention_desc d = good_desc();
+    expect_forward(&d, q, small, v, o, lse, FCL_ERROR_BUFFER_TOO_SMALL);
+    expect_forward(&d, q, k, v, o, small, FCL_ERROR_BUFFER_TOO_SMALL);
+    d.o.offset = 1; /* shifts the last element past the end */
+    expect_forward(&d, q, k, v, o, lse, FCL_ERROR_BUFFER_TOO_SMALL);
+    d = good_desc();
+    d.lse_offset = 5;
+    expect_forward(&d, q, k, v, o, lse, FCL_ERROR_BUFFER_TOO_SMALL);
+}
+
+static void test_output_aliasing(void **state)
+{
+    (void)state;
+    fcl_attention_desc d = good_desc();
+    /* O on top of Q */
+    fill(q, tensor_bytes, 0x3C);
+    assert_int_equal(fcl_attention_forward(ctx, &d, q, k, v, q, lse, 0, NULL, NULL),
+                     FCL_ERROR_BUFFER_ALIASING);
+    assert_true(unchanged(q, tensor_bytes, 0x3C));
+    /* A sub-buffer of Q's buffer is the same memory. */
+    cl_int err;
+    cl_buffer_region region = {0, tensor_bytes / 2};
+    cl_mem sub = clCreateSubBuffer(q, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region, &err);
+    assert_int_equal(err, CL_SUCCESS);
+    d.lse_offset = 0;
+    assert_int_equal(fcl_attention_forward(ctx, &d, q, k, v, o, sub, 0, NULL, NULL),
+                     FCL_ERROR_BUFFER_ALIASING);
+    clReleaseMemObject(sub);
+    assert_true(unchanged(q, tensor_bytes, 0x3C));
+}
+
+static void test_wrong_context(void **state)
+{
+    (void)state;
+    fcl_context *other = test_context(NULL);
+    assert_non_null(other);
+    cl_int err;
+    cl_mem foreign = clCreateBuffer(fcl_context_cl_context(other), CL_MEM_READ_WRITE, tensor_bytes,
+                                    NULL, &err);
+    assert_int_equal(err, CL_SUCCESS);
+    fcl_attention_desc d = good_desc();
+    expect_forward(&d, q, k, foreign, o, lse, FCL_ERROR_WRONG_CONTEXT);
+    clReleaseMemObject(foreign);
+    fcl_context_destroy(other);
+}
+
+static void test_backward_bad_inputs(void **state)
+{
+    (void)state;
+    fcl_attention_desc d = good_desc();
+    expect_backward(&d, NULL, dq, FCL_ERROR_MISSING_LSE);
+    expect_backward(&d, lse, NULL, FCL_ERROR_NULL_ARGUMENT);
+    expect_backward(&d, small, dq, FCL_ERROR_BUFFER_TOO_SMALL);
+    /* a shape that does not match the forward's buffers */
+    fcl_attention_desc big = d;
+    big.seqlen_q = big.seqlen_k = 2 * S;
+    big.q = big.o = big.dout = big.dq = fcl_layout_contiguous(FCL_LAYOUT_BSHD, H, 2 * S, D);
+    big.k = big.v = big.dk = big.dv = big.q;
+    expect_backward(&big, lse, dq, FCL_ERROR_BUFFER_TOO_SMALL);
+    /* dq on top of dk */
+    fcl_attention_desc same = d;
+    fill(dk, tensor_bytes, SENTINEL);
+    assert_int_equal(fcl_attention_backward(ctx, &same, q, k, v, o, lse, dout, dk, dk, dv, 0, NULL,
+                                            NULL),
+                     FCL_ERROR_BUFFER_ALIASING);
+    assert_true(unchanged(dk, tensor_bytes, SENTINEL));
+}
+
+/* A kernel that fails to compile: a status, and the OpenCL log to read. */
+static void test_build_failure_keeps_log(void **state)
+{
+    (void)state;
+    fcl_context *c = test_context(NULL);
+    assert_non_null(c);
+    assert_int_equal(fcl_debug_set_build_options(c, "-DFCL_DTYPE=9"), FCL_OK);
+    cl_int err;
+    cl_mem out = clCreateBuffer(fcl_context_cl_context(c), CL_MEM_READ_WRITE, tensor_bytes, NULL, &err);
+    cl_mem in = clCreateBuffer(fcl_context_cl_context(c), CL_MEM_READ_WRITE, tensor_bytes, NULL, &err);
+    fcl_attention_desc d = good_desc();
+    assert_string_equal(fcl_context_build_log(c), "");
+    assert_int_equal(fcl_attention_forward(c, &d, in, in, in, out, NULL, 0, NULL, NULL),
+                     FCL_ERROR_BUILD_FAILED);
+    assert_non_null(strstr(fcl_context_build_log(c), "FCL_DTYPE"));
+    clReleaseMemObject(in);
+    clReleaseMemObject(out);
+    fcl_context_destroy(c);
+}
+
+static void test_host_call_errors(void **state)
+{
+    (void)state;
+    fcl_attention_desc d = good_desc();
+    float *a = calloc((size_t)B * H * S * D, sizeof(float));
+    float *out = malloc(tensor_bytes);
+    memset(out, SENTINEL, tensor_bytes);
+    d.head_dim = 300;
+    assert_int_equal(fcl_attention_forward_host(ctx, &d, a, a, a, out, NULL),
+                     FCL_ERROR_HEAD_DIM_UNSUPPORTED);
+    d = good_desc();
+    assert_int_equal(fcl_attention_forward_host(ctx, &d, a, NULL, a, out, NULL),
+                     FCL_ERROR_NULL_ARGUMENT);
+    assert_int_equal(fcl_attention_backward_host(ctx, &d, a, a, a, a, NULL, a, out, out, out),
+                     FCL_ERROR_MISSING_LSE);
+    for (size_t i = 0; i < tensor_bytes; ++i)
+        assert_int_equal(((unsigned char *)out)[i], SENTINEL);
+    free(a);
+    free(out);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_null_arguments),
+        cmocka_unit_test(test_zero_sizes),
+        cmocka_unit_test(test_head_dim_too_large),
+        cmocka_unit_test(test_heads_not_divisible),
+        cmocka_unit_test(test_bad_values),
+        cmocka_unit_test(test_overlapping_strides),
+        cmocka_unit_test(test_buffers_too_small),
+        cmocka_unit_test(test_output_aliasing),
+        cmocka_unit_test(test_wrong_context),
+        cmocka_unit_test(test_backward_bad_inputs),
+        cmocka_unit_test(test_build_failure_keeps_log),
+        cmocka_unit_test(test_host_call_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

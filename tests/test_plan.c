@@ -1,0 +1,200 @@
+/* test_plan.c - the planner as a pure function (every profile, kernel,
+ * head_dim and dtype), the tuned table's choices, the paper's rule, plan
+ * limits, agreement of the planned local memory with what the compiler
+ * allocates, and the resource fallback after a failed launch. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "internal.h"
+#include "test_support.h"
+
+#include <string.h>
+
+static const fcl_kernel_kind kinds[3] = {FCL_KERNEL_FORWARD, FCL_KERNEL_BACKWARD_DKDV,
+                                         FCL_KERNEL_BACKWARD_DQ};
+
+static void check_plan(const fcl_caps *caps, const fcl_plan_full *p, size_t d,
+                       const fcl_plan_limits *lim)
+{
+    const fcl_plan *pub = &p->pub;
+    assert_int_equal(pub->head_dim, d);
+    assert_true((size_t)p->d_pad >= d);
+    assert_int_equal(p->d_pad % p->tx, 0);
+    assert_true(p->d_pad - (int)d < p->tx);
+    assert_int_equal(pub->work_group_size, (size_t)(p->ty * p->tx));
+    assert_true(pub->work_group_size <= caps->max_work_group_size);
+    assert_true(pub->local_bytes <= caps->local_mem_usable);
+    if (lim != NULL && lim->local_bytes)
+        assert_true(pub->local_bytes <= lim->local_bytes);
+    if (lim != NULL && lim->work_group_size)
+        assert_true(pub->work_group_size <= lim->work_group_size);
+    const size_t rows = (size_t)(p->ty * p->rm), cols = (size_t)(p->tx * p->rn);
+    if (pub->kernel == FCL_KERNEL_BACKWARD_DKDV) {
+        assert_int_equal(pub->bc, rows);
+        assert_int_equal(pub->br, cols);
+    } else {
+        assert_int_equal(pub->br, rows);
+        assert_int_equal(pub->bc, cols);
+    }
+    assert_int_equal(pub->local_bytes,
+                     fcl_plan_local_bytes(pub->kernel, (int)rows, (int)cols, p->d_pad, p->tx));
+}
+
+/* Every emulated profile, kernel, head_dim 1..256 and dtype has a plan that
+ * respects the profile's limits. */
+static void test_every_profile_plans(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < fcl_profile_count(); ++i) {
+        const fcl_profile *prof = fcl_profile_find(fcl_profile_name(i));
+        assert_non_null(prof);
+        for (int k = 0; k < 3; ++k)
+            for (size_t d = 1; d <= 256; ++d)
+                for (int t = 0; t < 3; ++t) {
+                    fcl_plan_full p;
+                    assert_int_equal(fcl_plan_make(&prof->caps, kinds[k], d, (fcl_dtype)t, NULL,
+                                                   NULL, &p),
+                                     FCL_OK);
+                    check_plan(&prof->caps, &p, d, NULL);
+                }
+    }
+}
+
+static void test_paper_rule(void **state)
+{
+    (void)state;
+    fcl_caps caps = {0, 1, 0, 49152, 49152, 1024, 32, 0, 80};
+    fcl_plan_full p;
+    assert_int_equal(fcl_plan_make(&caps, FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP32, NULL, NULL, &p),
+                     FCL_OK);
+    /* M = 49152 / 4 = 12288 floats: Bc = ceil(12288 / 256) = 48, Br = min(48, 64) */
+    assert_int_equal(p.pub.paper_m_elements, 12288);
+    assert_int_equal(p.pub.paper_bc, 48);
+    assert_int_equal(p.pub.paper_br, 48);
+    assert_int_equal(fcl_plan_make(&caps, FCL_KERNEL_FORWARD, 100, FCL_DTYPE_FP32, NULL, NULL, &p),
+                     FCL_OK);
+    assert_int_equal(p.pub.paper_bc, 31); /* ceil(12288 / 400) */
+    assert_int_equal(p.pub.paper_br, 31);
+    assert_int_equal(fcl_plan_make(&caps, FCL_KERNEL_FORWARD, 0, FCL_DTYPE_FP32, NULL, NULL, &p),
+                     FCL_ERROR_HEAD_DIM_UNSUPPORTED);
+    assert_int_equal(fcl_plan_make(&caps, FCL_KERNEL_FORWARD, 257, FCL_DTYPE_FP32, NULL, NULL, &p),
+                     FCL_ERROR_HEAD_DIM_UNSUPPORTED);
+}
+
+static void test_table_choices(void **state)
+{
+    (void)state;
+    fcl_plan_full p;
+    const fcl_profile *h100 = fcl_profile_find("nvidia-h100");
+    assert_int_equal(fcl_plan_make(&h100->caps, FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP16, NULL, NULL, &p),
+                     FCL_OK);
+    assert_non_null(strstr(p.pub.source, "nvidia sm_90 forward d<=64"));
+    assert_int_equal(p.pub.br, 128);
+    assert_int_equal(p.pub.bc, 32);
+    assert_int_equal(fcl_plan_make(&h100->caps, FCL_KERNEL_FORWARD, 128, FCL_DTYPE_FP16, NULL, NULL, &p),
+                     FCL_OK);
+    assert_non_null(strstr(p.pub.source, "nvidia sm_90 forward"));
+    assert_int_equal(p.pub.bc, 64);
+    /* the A100 (sm_80) is not measured: the generic GPU entry */
+    const fcl_profile *a100 = fcl_profile_find("nvidia-a100");
+    assert_int_equal(fcl_plan_make(&a100->caps, FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP16, NULL, NULL, &p),
+                     FCL_OK);
+    assert_non_null(strstr(p.pub.source, "default gpu"));
+    fcl_caps cpu = {FCL_VENDOR_ID_INTEL, 0, 1, 2097152, 2097152, 4096, 0, 0, 2};
+    assert_int_equal(fcl_plan_make(&cpu, FCL_KERNEL_BACKWARD_DQ, 64, FCL_DTYPE_FP32, NULL, NULL, &p),
+                     FCL_OK);
+    assert_non_null(strstr(p.pub.source, "default cpu"));
+    assert_int_equal(p.force_unroll, 0);
+}
+
+/* Lower limits give smaller plans that respect them; impossible ones fail. */
+static void test_limits(void **state)
+{
+    (void)state;
+    const fcl_profile *h100 = fcl_profile_find("nvidia-h100");
+    fcl_plan_full big, p;
+    assert_int_equal(fcl_plan_make(&h100->caps, FCL_KERNEL_BACKWARD_DKDV, 128, FCL_DTYPE_FP32, NULL,
+                                   NULL, &big),
+                     FCL_OK);
+    fcl_plan_limits lim = {big.pub.local_bytes - 1, 0};
+    assert_int_equal(fcl_plan_make(&h100->caps, FCL_KERNEL_BACKWARD_DKDV, 128, FCL_DTYPE_FP32, &lim,
+                                   NULL, &p),
+                     FCL_OK);
+    check_plan(&h100->caps, &p, 128, &lim);
+    assert_true(p.pub.local_bytes < big.pub.local_bytes);
+    lim.local_bytes = 0;
+    lim.work_group_size = 64;
+    assert_int_equal(fcl_plan_make(&h100->caps, FCL_KERNEL_FORWARD, 128, FCL_DTYPE_FP32, &lim, NULL, &p),
+                     FCL_OK);
+    check_plan(&h100->caps, &p, 128, &lim);
+    lim.local_bytes = 1024; /* nothing fits in 1 KiB at d = 128 */
+    assert_int_equal(fcl_plan_make(&h100->caps, FCL_KERNEL_FORWARD, 128, FCL_DTYPE_FP32, &lim, NULL, &p),
+                     FCL_ERROR_NO_PLAN);
+}
+
+/* The planner's local-memory formula is what the compiler allocates. */
+static void test_local_bytes_match_compiler(void **state)
+{
+    (void)state;
+    const char *profiles[] = {NULL, "small-32k", "nvidia-h100"};
+    for (int i = 0; i < 3; ++i) {
+        fcl_context *ctx = test_context(profiles[i]);
+        assert_non_null(ctx);
+        for (int k = 0; k < 3; ++k) {
+            fcl_resolved *r = NULL;
+            assert_int_equal(fcl_resolve(ctx, kinds[k], 80, FCL_DTYPE_FP16, &r), FCL_OK);
+            cl_ulong used = 0;
+            assert_int_equal(clGetKernelWorkGroupInfo(r->kernel, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE,
+                                                      sizeof used, &used, NULL),
+                             CL_SUCCESS);
+            /* drivers may add a little of their own (NVIDIA: tens of bytes) */
+            assert_true(used >= r->plan.pub.local_bytes);
+            assert_true(used <= r->plan.pub.local_bytes + 1024);
+        }
+        fcl_context_destroy(ctx);
+    }
+}
+
+/* A launch refused for resources re-plans smaller, says so, and still
+ * computes the right answer. */
+static void test_launch_failure_fallback(void **state)
+{
+    (void)state;
+    fcl_context *ctx = test_context("nvidia-h100");
+    assert_non_null(ctx);
+    fcl_resolved *r = NULL;
+    assert_int_equal(fcl_resolve(ctx, FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP32, &r), FCL_OK);
+    const uint64_t before = r->plan.pub.local_bytes;
+    assert_int_equal(fcl_resolve_after_launch_failure(ctx, r, CL_OUT_OF_RESOURCES), FCL_OK);
+    assert_true(r->plan.pub.local_bytes < before);
+    assert_non_null(strstr(r->plan.pub.reason, "fallback"));
+    assert_non_null(strstr(r->plan.pub.source, "fallback"));
+    fcl_attention_desc d;
+    fcl_attention_desc_init(&d, 1, 1, 1, 10, 10, 64, FCL_DTYPE_FP32, FCL_LAYOUT_BSHD);
+    fcl_plan shown;
+    assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &shown), FCL_OK);
+    assert_int_equal(shown.local_bytes, r->plan.pub.local_bytes); /* the report follows */
+    fa_case c = {1, 2, 2, 70, 90, 64, FCL_DTYPE_FP32, 1, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 5};
+    fa_result res;
+    assert_true(fa_check_forward(ctx, &c, &res));
+    /* other errors are not resource problems: passed through */
+    assert_int_equal(fcl_resolve_after_launch_failure(ctx, r, CL_INVALID_KERNEL_ARGS),
+                     CL_INVALID_KERNEL_ARGS);
+    fcl_context_destroy(ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_profile_plans),
+        cmocka_unit_test(test_paper_rule),
+        cmocka_unit_test(test_table_choices),
+        cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_local_bytes_match_compiler),
+        cmocka_unit_test(test_launch_failure_fallback),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

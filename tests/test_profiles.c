@@ -1,0 +1,59 @@
+/* test_profiles.c - every emulated device profile's plan (its tile sizes and
+ * work-group shape, from its local memory and limits) runs on the real
+ * device and is checked against the float64 reference, forward and backward. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "test_support.h"
+
+static void run_profile(const char *name, uint64_t seed)
+{
+    fcl_context *ctx = test_context(name);
+    assert_non_null(ctx);
+    /* B Hq Hk Sq Sk d dtype causal scale layout padded scales seed */
+    const fa_case forward[] = {
+        {1, 2, 2, 77, 77, 64, FCL_DTYPE_FP16, 1, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, seed},
+        {2, 4, 2, 50, 131, 128, FCL_DTYPE_FP32, 0, 0, FCL_LAYOUT_BHSD, 1, {0, 0, 0}, seed + 1},
+        {1, 3, 1, 65, 40, 40, FCL_DTYPE_BF16, 1, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, seed + 2},
+        {1, 1, 1, 70, 90, 256, FCL_DTYPE_FP32, 1, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, seed + 3},
+    };
+    const fa_case backward[] = {
+        {1, 2, 1, 70, 53, 64, FCL_DTYPE_FP32, 1, 0, FCL_LAYOUT_BSHD, 1, {0, 0, 0}, seed + 4},
+        {1, 2, 2, 45, 66, 128, FCL_DTYPE_BF16, 0, 0, FCL_LAYOUT_BHSD, 0, {0, 0, 0}, seed + 5},
+        {1, 1, 1, 33, 33, 256, FCL_DTYPE_FP16, 1, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, seed + 6},
+    };
+    fa_result r;
+    for (size_t i = 0; i < sizeof forward / sizeof forward[0]; ++i)
+        assert_true(fa_check_forward(ctx, &forward[i], &r));
+    for (size_t i = 0; i < sizeof backward / sizeof backward[0]; ++i)
+        assert_true(fa_check_backward(ctx, &backward[i], &r));
+    fcl_context_destroy(ctx);
+}
+
+static void test_nvidia_h100(void **state) { (void)state; run_profile("nvidia-h100", 3000); }
+static void test_nvidia_a100(void **state) { (void)state; run_profile("nvidia-a100", 3100); }
+static void test_amd_cdna(void **state) { (void)state; run_profile("amd-cdna", 3200); }
+static void test_amd_rdna(void **state) { (void)state; run_profile("amd-rdna", 3300); }
+static void test_intel_xe(void **state) { (void)state; run_profile("intel-xe", 3400); }
+static void test_small_32k(void **state) { (void)state; run_profile("small-32k", 3500); }
+
+/* A new profile must be added here too. */
+static void test_every_profile_covered(void **state)
+{
+    (void)state;
+    assert_int_equal(fcl_profile_count(), 6);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nvidia_h100), cmocka_unit_test(test_nvidia_a100),
+        cmocka_unit_test(test_amd_cdna),    cmocka_unit_test(test_amd_rdna),
+        cmocka_unit_test(test_intel_xe),    cmocka_unit_test(test_small_32k),
+        cmocka_unit_test(test_every_profile_covered),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
