@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# deps.sh - installs the Debian packages flashcl needs, only those missing.
+#   tools/deps.sh build   compiler, CMake, OpenCL headers and ICD loader, PoCL
+#   tools/deps.sh test    the above plus cmocka and Oclgrind
+# Runs apt-get as root (directly, or through sudo when available).
+set -euo pipefail
+
+want=(build-essential cmake ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo)
+if [ "${1:-build}" = "test" ]; then
+  want+=(libcmocka-dev oclgrind)
+fi
+
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "flashcl: installing ${missing[*]}"
+if [ "$(id -u)" -eq 0 ]; then
+  as_root=()
+elif command -v sudo >/dev/null 2>&1; then
+  as_root=(sudo)
+else
+  echo "flashcl: missing packages (${missing[*]}) and no root rights to install them" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" apt-get update -qq
+"${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
