@@ -6,7 +6,19 @@
  *                  are loaded as zeros and never stored
  *   BR, BC         query rows / key columns per tile
  *   TY, TX         work-group = TY x TX threads (TX threads share one row)
+ *   FCL_FEATURES   attention variants compiled in (bits below); 0 is plain
+ *                  attention, whose code has none of the variants' cost
  */
+
+#define FCL_FEAT_SOFTCAP 1
+#define FCL_FEAT_ALIBI 2
+#define FCL_FEAT_DROPOUT 4
+#define FCL_FEAT_VARLEN 8
+#define FCL_FEAT_BLOCKMASK 16
+#ifndef FCL_FEATURES
+#define FCL_FEATURES 0
+#endif
+#define FCL_HAS(feature) ((FCL_FEATURES & (feature)) != 0)
 
 /* ---- storage types ---------------------------------------------------- */
 
@@ -81,4 +93,136 @@ inline int fcl_row_end(const fcl_mask m, int c1, int seqlen_q)
 {
     if (m.left < 0) return seqlen_q;
     return clamp(c1 - 1 - m.diag + m.left + 1, 0, seqlen_q);
+}
+
+/* ---- one sequence of the batch -------------------------------------------
+ * With variable-length batches (FCL_FEAT_VARLEN) sequence b holds rows
+ * cu_q[b] .. cu_q[b+1]-1 of the packed Q/O (keys likewise), and its own
+ * lengths align its mask; otherwise every sequence has the full lengths and
+ * starts at row 0 of its batch entry. */
+typedef struct {
+    int seqlen_q, seqlen_k;
+    long q_row0, k_row0; /* packed row of the first query / key (varlen), else 0 */
+    fcl_mask mask;
+} fcl_seq;
+
+inline fcl_seq fcl_sequence(int b, int seqlen_q, int seqlen_k, __global const int *cu_q,
+                            __global const int *cu_k, int window_left, int window_right)
+{
+    fcl_seq s;
+#if FCL_HAS(FCL_FEAT_VARLEN)
+    s.q_row0 = cu_q[b];
+    s.k_row0 = cu_k[b];
+    s.seqlen_q = cu_q[b + 1] - cu_q[b];
+    s.seqlen_k = cu_k[b + 1] - cu_k[b];
+#else
+    s.q_row0 = 0;
+    s.k_row0 = 0;
+    s.seqlen_q = seqlen_q;
+    s.seqlen_k = seqlen_k;
+#endif
+    s.mask.seqlen_k = s.seqlen_k;
+    s.mask.diag = s.seqlen_k - s.seqlen_q;
+    s.mask.left = window_left;
+    s.mask.right = window_right;
+    return s;
+}
+
+/* The element offset of batch entry b: packed sequences have none. */
+inline long fcl_batch_offset(int b, long stride_batch)
+{
+    return FCL_HAS(FCL_FEAT_VARLEN) ? 0 : (long)b * stride_batch;
+}
+
+/* LSE (and delta) are (batch, heads_q, seqlen_q), or (heads_q, total_q) for
+ * packed sequences; lse_rows is seqlen_q or total_q. */
+inline long fcl_lse_index(int b, int h, int heads_q, int lse_rows, const fcl_seq s, int row)
+{
+    const long head = FCL_HAS(FCL_FEAT_VARLEN) ? h : (long)b * heads_q + h;
+    return head * lse_rows + s.q_row0 + row;
+}
+
+/* ---- score modifiers, in FlashAttention-2's order --------------------------
+ * s = scale * q.k; with a softcap, s = cap * tanh(s / cap); with ALiBi,
+ * s -= slope * |i + diag - j| (the distance to the bottom-right aligned
+ * diagonal).  *t receives tanh(s / cap) for the softcap's gradient. */
+typedef struct {
+    float scale;
+    float softcap;
+    float slope;
+} fcl_score_mods;
+
+inline float fcl_modify_score(float qk, const fcl_score_mods m, int i, int j, int diag, float *t)
+{
+    float s = qk * m.scale;
+#if FCL_HAS(FCL_FEAT_SOFTCAP)
+    const float th = tanh(s / m.softcap);
+    *t = th;
+    s = m.softcap * th;
+#else
+    *t = 0.0f;
+#endif
+#if FCL_HAS(FCL_FEAT_ALIBI)
+    s -= m.slope * (float)abs(i + diag - j);
+#endif
+    return s;
+}
+
+/* ---- Philox4x32-10 (Salmon et al., SC'11): integer arithmetic only, so
+ * every device draws the same numbers. --------------------------------------- */
+inline uint4 fcl_philox4x32_10(uint4 ctr, uint2 key)
+{
+    for (int round = 0; round < 10; ++round) {
+        if (round > 0) {
+            key.x += 0x9E3779B9u;
+            key.y += 0xBB67AE85u;
+        }
+        const uint lo0 = 0xD2511F53u * ctr.x, hi0 = mul_hi(0xD2511F53u, ctr.x);
+        const uint lo1 = 0xCD9E8D57u * ctr.z, hi1 = mul_hi(0xCD9E8D57u, ctr.z);
+        ctr = (uint4)(hi1 ^ ctr.y ^ key.x, lo1, hi0 ^ ctr.w ^ key.y, lo0);
+    }
+    return ctr;
+}
+
+/* Dropout of attention probability (i, j) of head bh = b * heads_q + h:
+ * counter (j, i / 4, bh, offset), key (seed low, seed high) and word i % 4 of
+ * the result; kept when that word >= threshold = round(p * 2^32), and then
+ * scaled by 1 / (1 - p).  Positions are within the sequence. */
+typedef struct {
+    uint2 key;
+    uint offset;
+    uint threshold;
+    float keep_scale;
+} fcl_dropout;
+
+inline float fcl_dropout_factor(const fcl_dropout d, int bh, int i, int j)
+{
+    const uint4 r = fcl_philox4x32_10((uint4)((uint)j, (uint)i >> 2, (uint)bh, d.offset), d.key);
+    const int w = i & 3;
+    const uint word = w == 0 ? r.x : w == 1 ? r.y : w == 2 ? r.z : r.w;
+    return word >= d.threshold ? d.keep_scale : 0.0f;
+}
+
+/* ---- block-sparse masks ------------------------------------------------------
+ * A caller's mask of block_m x block_n blocks, one byte each (non-zero: the
+ * block is computed), row-major with nbn blocks per row, already offset to
+ * this (batch, head).  Independent of the tile plan. */
+typedef struct {
+    __global const uchar *mask;
+    int block_m, block_n, nbn;
+} fcl_blocks;
+
+inline bool fcl_block_on(const fcl_blocks bl, int i, int j)
+{
+    return bl.mask[(long)(i / bl.block_m) * bl.nbn + j / bl.block_n] != 0;
+}
+
+/* Whether any block meets rows [r0, r1) x keys [c0, c1) (both non-empty):
+ * tiles that meet none are skipped whole. */
+inline bool fcl_blocks_any(const fcl_blocks bl, int r0, int r1, int c0, int c1)
+{
+    for (int bi = r0 / bl.block_m; bi <= (r1 - 1) / bl.block_m; ++bi)
+        for (int bj = c0 / bl.block_n; bj <= (c1 - 1) / bl.block_n; ++bj)
+            if (bl.mask[(long)bi * bl.nbn + bj] != 0) return true;
+    return false;
 }

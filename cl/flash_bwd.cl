@@ -13,7 +13,11 @@
  *                       the K/V head; dK, dV accumulate in registers (the GQA
  *                       sum happens there, in a fixed order)
  * Each program is built with one of FCL_KERNEL_DQ / FCL_KERNEL_DKDV, so the
- * two tile plans stay independent.
+ * two tile plans stay independent.  The variants (common.cl) recompute the
+ * forward's modified scores; the softcap multiplies dS by 1 - tanh^2, and
+ * dropout scales dP (for dS) and P (for dV) by the same mask the forward
+ * drew, while delta = rowsum(dO * O) stays exact because O is the dropped
+ * output.
  */
 
 #if defined(FCL_KERNEL_DQ)
@@ -52,9 +56,14 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
                      long v_off, long v_sb, long v_sh, long v_ss,
                      long do_off, long do_sb, long do_sh, long do_ss,
                      long dq_off, long dq_sb, long dq_sh, long dq_ss,
-                     long lse_off, int seqlen_q, int seqlen_k, int head_dim, int heads_q,
-                     int q_per_kv, int num_bh, float scale,
-                     int window_left, int window_right)
+                     long lse_off, int lse_rows, int seqlen_q, int seqlen_k, int head_dim,
+                     int heads_q, int q_per_kv, int num_bh, float scale,
+                     int window_left, int window_right,
+                     __global const int *cu_q, __global const int *cu_k,
+                     float softcap, __global const float *alibi, long alibi_sb,
+                     uint seed_lo, uint seed_hi, uint drop_offset, uint drop_threshold,
+                     float keep_scale, __global const uchar *block_mask, long bm_sb, long bm_sh,
+                     int block_m, int block_n, int block_nbn)
 {
     __local float Qt[D_PAD * QT_LD] FCL_ALIGNED;
     __local float dOt[D_PAD * QT_LD] FCL_ALIGNED;
@@ -70,14 +79,27 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
     const int bh = g - (g / num_bh) * num_bh;
     const int h = bh % heads_q, b = bh / heads_q;
     const int hk = h / q_per_kv;
+    const fcl_seq sq = fcl_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, window_left, window_right);
     const int r0 = qb * BR;
-    const int rows = min(BR, seqlen_q - r0);
-    const fcl_mask mask = {seqlen_k, seqlen_k - seqlen_q, window_left, window_right};
+    if (r0 >= sq.seqlen_q) return; /* a shorter packed sequence: uniform per group */
+    const int rows = min(BR, sq.seqlen_q - r0);
+    const fcl_mask mask = sq.mask;
+    fcl_score_mods mods = {scale, softcap, 0.0f};
+#if FCL_HAS(FCL_FEAT_ALIBI)
+    mods.slope = alibi[(long)b * alibi_sb + h];
+#endif
+    const fcl_dropout drop = {(uint2)(seed_lo, seed_hi), drop_offset, drop_threshold, keep_scale};
+    fcl_blocks blocks = {block_mask, block_m, block_n, block_nbn};
+#if FCL_HAS(FCL_FEAT_BLOCKMASK)
+    blocks.mask += (long)b * bm_sb + (long)h * bm_sh;
+#endif
 
-    fcl_load_tile_t(Qt, QT_LD, BR, Q, q_off + b * q_sb + h * q_sh + (long)r0 * q_ss, q_ss, rows,
+    const long q_row = sq.q_row0 + r0;
+    fcl_load_tile_t(Qt, QT_LD, BR, Q, q_off + fcl_batch_offset(b, q_sb) + h * q_sh + q_row * q_ss,
+                    q_ss, rows, head_dim, lid);
+    fcl_load_tile_t(dOt, QT_LD, BR, dO,
+                    do_off + fcl_batch_offset(b, do_sb) + h * do_sh + q_row * do_ss, do_ss, rows,
                     head_dim, lid);
-    fcl_load_tile_t(dOt, QT_LD, BR, dO, do_off + b * do_sb + h * do_sh + (long)r0 * do_ss, do_ss,
-                    rows, head_dim, lid);
 
     /* This work-item's rows: LSE (+inf for padding rows, so their P is 0)
      * and delta. */
@@ -85,19 +107,22 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
     FCL_UNROLL
     for (int i = 0; i < RM; ++i) {
         const int row = r0 + ty * RM + i;
-        const long at = (long)bh * seqlen_q + row;
-        lse[i] = row < seqlen_q ? LSE[lse_off + at] : INFINITY;
-        dlt[i] = row < seqlen_q ? delta[at] : 0.0f;
+        const long at = fcl_lse_index(b, h, heads_q, lse_rows, sq, row);
+        lse[i] = row < sq.seqlen_q ? LSE[lse_off + at] : INFINITY;
+        dlt[i] = row < sq.seqlen_q ? delta[at] : 0.0f;
         FCL_UNROLL
         for (int n = 0; n < DN; ++n) acc[i][n] = 0.0f;
     }
 
-    const long k_head = k_off + b * k_sb + hk * k_sh;
-    const long v_head = v_off + b * v_sb + hk * v_sh;
+    const long k_head = k_off + fcl_batch_offset(b, k_sb) + hk * k_sh + sq.k_row0 * k_ss;
+    const long v_head = v_off + fcl_batch_offset(b, v_sb) + hk * v_sh + sq.k_row0 * v_ss;
     const int key_begin = fcl_key_begin(mask, r0);
     const int key_end = fcl_key_end(mask, r0 + rows);
     for (int c0 = (key_begin / BC) * BC; c0 < key_end; c0 += BC) {
-        const int cols = min(BC, seqlen_k - c0);
+        const int cols = min(BC, sq.seqlen_k - c0);
+#if FCL_HAS(FCL_FEAT_BLOCKMASK)
+        if (!fcl_blocks_any(blocks, r0, r0 + rows, c0, c0 + cols)) continue;
+#endif
         barrier(CLK_LOCAL_MEM_FENCE);
         fcl_load_tile(Ks, KS_LD, BC, K, k_head + (long)c0 * k_ss, k_ss, cols, head_dim, lid);
         fcl_load_tile(Vs, KS_LD, BC, V, v_head + (long)c0 * v_ss, v_ss, cols, head_dim, lid);
@@ -114,20 +139,35 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
         for (int i = 0; i < RM; ++i) {
             FCL_UNROLL
             for (int j = 0; j < RN; ++j) {
-                const bool vis = fcl_visible(mask, r0 + ty * RM + i, c0 + tx + TX * j);
-                const float p = vis ? exp(s[i][j] * scale - lse[i]) : 0.0f;
-                dSt[(tx + TX * j) * ST_LD + ty * RM + i] = p * (dp[i][j] - dlt[i]);
+                const int row = r0 + ty * RM + i, col = c0 + tx + TX * j;
+                bool vis = fcl_visible(mask, row, col);
+#if FCL_HAS(FCL_FEAT_BLOCKMASK)
+                vis = vis && row < sq.seqlen_q && fcl_block_on(blocks, row, col);
+#endif
+                float t = 0.0f, ds = 0.0f;
+                if (vis) {
+                    const float p = exp(fcl_modify_score(s[i][j], mods, row, col, mask.diag, &t) - lse[i]);
+                    float dpv = dp[i][j];
+#if FCL_HAS(FCL_FEAT_DROPOUT)
+                    dpv *= fcl_dropout_factor(drop, bh, row, col);
+#endif
+                    ds = p * (dpv - dlt[i]);
+#if FCL_HAS(FCL_FEAT_SOFTCAP)
+                    ds *= 1.0f - t * t; /* d(cap * tanh(x / cap)) / dx */
+#endif
+                }
+                dSt[(tx + TX * j) * ST_LD + ty * RM + i] = ds;
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         FCL_TILE_PRODUCT(acc, RM, DN, BC, dSt + ty * RM, ST_LD, Ks + tx, TX, KS_LD);
     }
 
-    const long dq_base = dq_off + b * dq_sb + h * dq_sh;
+    const long dq_base = dq_off + fcl_batch_offset(b, dq_sb) + h * dq_sh + sq.q_row0 * dq_ss;
     FCL_UNROLL
     for (int i = 0; i < RM; ++i) {
         const int row = r0 + ty * RM + i;
-        if (row >= seqlen_q) continue;
+        if (row >= sq.seqlen_q) continue;
         FCL_UNROLL
         for (int n = 0; n < DN; ++n) {
             const int col = tx + TX * n;
@@ -160,9 +200,14 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
                        long do_off, long do_sb, long do_sh, long do_ss,
                        long dk_off, long dk_sb, long dk_sh, long dk_ss,
                        long dv_off, long dv_sb, long dv_sh, long dv_ss,
-                       long lse_off, int seqlen_q, int seqlen_k, int head_dim, int heads_q,
-                       int q_per_kv, int num_bhk, float scale,
-                       int window_left, int window_right)
+                       long lse_off, int lse_rows, int seqlen_q, int seqlen_k, int head_dim,
+                       int heads_q, int q_per_kv, int num_bhk, float scale,
+                       int window_left, int window_right,
+                       __global const int *cu_q, __global const int *cu_k,
+                       float softcap, __global const float *alibi, long alibi_sb,
+                       uint seed_lo, uint seed_hi, uint drop_offset, uint drop_threshold,
+                       float keep_scale, __global const uchar *block_mask, long bm_sb, long bm_sh,
+                       int block_m, int block_n, int block_nbn)
 {
     __local float Kt[D_PAD * KT_LD] FCL_ALIGNED;
     __local float Vt[D_PAD * KT_LD] FCL_ALIGNED;
@@ -180,14 +225,18 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
     const int bhk = g - kb * num_bhk;
     const int heads_kv = heads_q / q_per_kv;
     const int hk = bhk % heads_kv, b = bhk / heads_kv;
+    const fcl_seq sq = fcl_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, window_left, window_right);
     const int c0 = kb * BC;
-    const int cols = min(BC, seqlen_k - c0);
-    const fcl_mask mask = {seqlen_k, seqlen_k - seqlen_q, window_left, window_right};
+    if (c0 >= sq.seqlen_k) return; /* a shorter packed sequence: uniform per group */
+    const int cols = min(BC, sq.seqlen_k - c0);
+    const fcl_mask mask = sq.mask;
+    const fcl_dropout drop = {(uint2)(seed_lo, seed_hi), drop_offset, drop_threshold, keep_scale};
 
-    fcl_load_tile_t(Kt, KT_LD, BC, K, k_off + b * k_sb + hk * k_sh + (long)c0 * k_ss, k_ss, cols,
-                    head_dim, lid);
-    fcl_load_tile_t(Vt, KT_LD, BC, V, v_off + b * v_sb + hk * v_sh + (long)c0 * v_ss, v_ss, cols,
-                    head_dim, lid);
+    const long k_row = sq.k_row0 + c0;
+    fcl_load_tile_t(Kt, KT_LD, BC, K, k_off + fcl_batch_offset(b, k_sb) + hk * k_sh + k_row * k_ss,
+                    k_ss, cols, head_dim, lid);
+    fcl_load_tile_t(Vt, KT_LD, BC, V, v_off + fcl_batch_offset(b, v_sb) + hk * v_sh + k_row * v_ss,
+                    v_ss, cols, head_dim, lid);
 
     float dk[RM][DN], dv[RM][DN];
     FCL_UNROLL
@@ -196,19 +245,30 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
         for (int n = 0; n < DN; ++n) dk[i][n] = dv[i][n] = 0.0f;
 
     const int row_begin = fcl_row_begin(mask, c0);
-    const int row_end = fcl_row_end(mask, c0 + cols, seqlen_q);
+    const int row_end = fcl_row_end(mask, c0 + cols, sq.seqlen_q);
     for (int h = hk * q_per_kv; h < (hk + 1) * q_per_kv; ++h) {
         const int bh = b * heads_q + h;
-        const long q_head = q_off + b * q_sb + h * q_sh;
-        const long do_head = do_off + b * do_sb + h * do_sh;
+        const long q_head = q_off + fcl_batch_offset(b, q_sb) + h * q_sh + sq.q_row0 * q_ss;
+        const long do_head = do_off + fcl_batch_offset(b, do_sb) + h * do_sh + sq.q_row0 * do_ss;
+        fcl_score_mods mods = {scale, softcap, 0.0f};
+#if FCL_HAS(FCL_FEAT_ALIBI)
+        mods.slope = alibi[(long)b * alibi_sb + h];
+#endif
+        fcl_blocks blocks = {block_mask, block_m, block_n, block_nbn};
+#if FCL_HAS(FCL_FEAT_BLOCKMASK)
+        blocks.mask += (long)b * bm_sb + (long)h * bm_sh;
+#endif
         for (int r0 = (row_begin / BR) * BR; r0 < row_end; r0 += BR) {
-            const int rows = min(BR, seqlen_q - r0);
+            const int rows = min(BR, sq.seqlen_q - r0);
+#if FCL_HAS(FCL_FEAT_BLOCKMASK)
+            if (!fcl_blocks_any(blocks, r0, r0 + rows, c0, c0 + cols)) continue;
+#endif
             barrier(CLK_LOCAL_MEM_FENCE);
             fcl_load_tile(Qs, QS_LD, BR, Q, q_head + (long)r0 * q_ss, q_ss, rows, head_dim, lid);
             fcl_load_tile(dOs, QS_LD, BR, dO, do_head + (long)r0 * do_ss, do_ss, rows, head_dim,
                           lid);
             for (int r = lid; r < BR; r += WG) {
-                const long at = (long)bh * seqlen_q + r0 + r;
+                const long at = fcl_lse_index(b, h, heads_q, lse_rows, sq, r0 + r);
                 lse_s[r] = r < rows ? LSE[lse_off + at] : INFINITY;
                 dlt_s[r] = r < rows ? delta[at] : 0.0f;
             }
@@ -227,10 +287,30 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
                 FCL_UNROLL
                 for (int j = 0; j < RN; ++j) {
                     const int r = tx + TX * j;
-                    const bool vis = fcl_visible(mask, r0 + r, c0 + ty * RM + i);
-                    const float p = vis ? exp(st[i][j] * scale - lse_s[r]) : 0.0f;
+                    const int row = r0 + r, key = c0 + ty * RM + i;
+                    bool vis = fcl_visible(mask, row, key);
+#if FCL_HAS(FCL_FEAT_BLOCKMASK)
+                    vis = vis && r < rows && fcl_block_on(blocks, row, key);
+#endif
+                    float p = 0.0f, ds = 0.0f;
+                    if (vis) {
+                        float t;
+                        p = exp(fcl_modify_score(st[i][j], mods, row, key, mask.diag, &t) - lse_s[r]);
+                        float dpv = dpt[i][j];
+#if FCL_HAS(FCL_FEAT_DROPOUT)
+                        const float keep = fcl_dropout_factor(drop, bh, row, key);
+                        dpv *= keep;
+#endif
+                        ds = p * (dpv - dlt_s[r]);
+#if FCL_HAS(FCL_FEAT_SOFTCAP)
+                        ds *= 1.0f - t * t;
+#endif
+#if FCL_HAS(FCL_FEAT_DROPOUT)
+                        p *= keep; /* dV sees the dropped probabilities */
+#endif
+                    }
                     Ps[r * PS_LD + ty * RM + i] = p;
-                    dSs[r * PS_LD + ty * RM + i] = p * (dpt[i][j] - dlt_s[r]);
+                    dSs[r * PS_LD + ty * RM + i] = ds;
                 }
             }
             barrier(CLK_LOCAL_MEM_FENCE);
@@ -239,12 +319,12 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
         }
     }
 
-    const long dk_base = dk_off + b * dk_sb + hk * dk_sh;
-    const long dv_base = dv_off + b * dv_sb + hk * dv_sh;
+    const long dk_base = dk_off + fcl_batch_offset(b, dk_sb) + hk * dk_sh + sq.k_row0 * dk_ss;
+    const long dv_base = dv_off + fcl_batch_offset(b, dv_sb) + hk * dv_sh + sq.k_row0 * dv_ss;
     FCL_UNROLL
     for (int i = 0; i < RM; ++i) {
         const int key = c0 + ty * RM + i;
-        if (key >= seqlen_k) continue;
+        if (key >= sq.seqlen_k) continue;
         FCL_UNROLL
         for (int n = 0; n < DN; ++n) {
             const int col = tx + TX * n;

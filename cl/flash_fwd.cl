@@ -1,10 +1,11 @@
 /* flash_fwd.cl - FlashAttention-2 forward.
  *
- * One work-group per (Q block of BR rows, query head, batch).  The Q block
- * stays in __local memory while K/V blocks of BC keys stream through; each
- * work-item keeps its rows' running max m, partial sum l and output
+ * One work-group per (Q block of BR rows, query head, batch entry).  The Q
+ * block stays in __local memory while K/V blocks of BC keys stream through;
+ * each work-item keeps its rows' running max m, partial sum l and output
  * accumulator in registers (online softmax).  Scores exist only as one
- * BR x BC tile in __local memory.
+ * BR x BC tile in __local memory.  K/V blocks outside the window or the
+ * block-sparse mask are skipped whole.
  *
  * __local tiles (fp32):
  *   Qt [D_PAD][QT_LD]  Q block transposed: a row group reads its RM rows of
@@ -12,7 +13,7 @@
  *   Ks [BC][KS_LD]     K block, odd row stride: work-items read different
  *                      keys of one dimension without bank conflicts
  *   Vs [BC][D_PAD]     V block
- *   Pt [BC][PT_LD]     probabilities, transposed like Qt
+ *   Pt [BC][PT_LD]     probabilities (dropped out, if so), transposed like Qt
  *   red[BR][TX]        row reductions
  */
 
@@ -31,9 +32,15 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
                  long k_off, long k_sb, long k_sh, long k_ss,
                  long v_off, long v_sb, long v_sh, long v_ss,
                  long o_off, long o_sb, long o_sh, long o_ss,
-                 long lse_off, int write_lse,
+                 long lse_off, int lse_rows, int write_lse,
                  int seqlen_q, int seqlen_k, int head_dim, int heads_q, int q_per_kv,
-                 int num_bh, float scale, int window_left, int window_right)
+                 int num_bh, float scale, int window_left, int window_right,
+                 /* variants (used only when compiled in, see common.cl) */
+                 __global const int *cu_q, __global const int *cu_k,
+                 float softcap, __global const float *alibi, long alibi_sb,
+                 uint seed_lo, uint seed_hi, uint drop_offset, uint drop_threshold,
+                 float keep_scale, __global const uchar *block_mask, long bm_sb, long bm_sh,
+                 int block_m, int block_n, int block_nbn)
 {
     __local float Qt[D_PAD * QT_LD] FCL_ALIGNED;
     __local float Ks[BC * KS_LD] FCL_ALIGNED;
@@ -52,13 +59,25 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
     const int bh = g - (g / num_bh) * num_bh;
     const int h = bh % heads_q, b = bh / heads_q;
     const int hk = h / q_per_kv;
+    const fcl_seq sq = fcl_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, window_left, window_right);
     const int r0 = qb * BR;
-    const int rows = min(BR, seqlen_q - r0);
-    const fcl_mask mask = {seqlen_k, seqlen_k - seqlen_q, window_left, window_right};
+    if (r0 >= sq.seqlen_q) return; /* a shorter packed sequence: uniform per group */
+    const int rows = min(BR, sq.seqlen_q - r0);
+    const fcl_mask mask = sq.mask;
 
-    const long q_base = q_off + b * q_sb + h * q_sh + (long)r0 * q_ss;
-    const long k_head = k_off + b * k_sb + hk * k_sh;
-    const long v_head = v_off + b * v_sb + hk * v_sh;
+    fcl_score_mods mods = {scale, softcap, 0.0f};
+#if FCL_HAS(FCL_FEAT_ALIBI)
+    mods.slope = alibi[(long)b * alibi_sb + h];
+#endif
+    const fcl_dropout drop = {(uint2)(seed_lo, seed_hi), drop_offset, drop_threshold, keep_scale};
+    fcl_blocks blocks = {block_mask, block_m, block_n, block_nbn};
+#if FCL_HAS(FCL_FEAT_BLOCKMASK)
+    blocks.mask += (long)b * bm_sb + (long)h * bm_sh;
+#endif
+
+    const long q_base = q_off + fcl_batch_offset(b, q_sb) + h * q_sh + (sq.q_row0 + r0) * q_ss;
+    const long k_head = k_off + fcl_batch_offset(b, k_sb) + hk * k_sh + sq.k_row0 * k_ss;
+    const long v_head = v_off + fcl_batch_offset(b, v_sb) + hk * v_sh + sq.k_row0 * v_ss;
 
     fcl_load_tile_t(Qt, QT_LD, BR, Q, q_base, q_ss, rows, head_dim, lid);
 
@@ -74,7 +93,10 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
     const int key_begin = fcl_key_begin(mask, r0);
     const int key_end = fcl_key_end(mask, r0 + rows);
     for (int c0 = (key_begin / BC) * BC; c0 < key_end; c0 += BC) {
-        const int cols = min(BC, seqlen_k - c0);
+        const int cols = min(BC, sq.seqlen_k - c0);
+#if FCL_HAS(FCL_FEAT_BLOCKMASK)
+        if (!fcl_blocks_any(blocks, r0, r0 + rows, c0, c0 + cols)) continue;
+#endif
         barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is consumed */
         fcl_load_tile(Ks, KS_LD, BC, K, k_head + (long)c0 * k_ss, k_ss, cols, head_dim, lid);
         fcl_load_tile(Vs, VS_LD, BC, V, v_head + (long)c0 * v_ss, v_ss, cols, head_dim, lid);
@@ -93,8 +115,13 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
             mt[i] = -INFINITY;
             FCL_UNROLL
             for (int j = 0; j < RN; ++j) {
-                const bool vis = fcl_visible(mask, r0 + ty * RM + i, c0 + tx + TX * j);
-                s[i][j] = vis ? s[i][j] * scale : -INFINITY;
+                const int row = r0 + ty * RM + i, col = c0 + tx + TX * j;
+                bool vis = fcl_visible(mask, row, col);
+#if FCL_HAS(FCL_FEAT_BLOCKMASK)
+                vis = vis && row < sq.seqlen_q && fcl_block_on(blocks, row, col);
+#endif
+                float t;
+                s[i][j] = vis ? fcl_modify_score(s[i][j], mods, row, col, mask.diag, &t) : -INFINITY;
                 mt[i] = fmax(mt[i], s[i][j]);
             }
         }
@@ -116,8 +143,11 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
             for (int n = 0; n < DN; ++n) acc[i][n] *= alpha;
             FCL_UNROLL
             for (int j = 0; j < RN; ++j) {
-                const float p = exp(s[i][j] - m_use);
-                l[i] += p;
+                float p = exp(s[i][j] - m_use);
+                l[i] += p; /* the softmax sums what dropout will drop */
+#if FCL_HAS(FCL_FEAT_DROPOUT)
+                if (p != 0.0f) p *= fcl_dropout_factor(drop, bh, r0 + ty * RM + i, c0 + tx + TX * j);
+#endif
                 Pt[(tx + TX * j) * PT_LD + ty * RM + i] = p;
             }
         }
@@ -128,11 +158,11 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
 
     fcl_rows_sum(l, RM, red, ty, tx);
 
-    const long o_base = o_off + b * o_sb + h * o_sh;
+    const long o_base = o_off + fcl_batch_offset(b, o_sb) + h * o_sh + sq.q_row0 * o_ss;
     FCL_UNROLL
     for (int i = 0; i < RM; ++i) {
         const int row = r0 + ty * RM + i;
-        if (row >= seqlen_q) continue;
+        if (row >= sq.seqlen_q) continue;
         const float inv = (l[i] > 0.0f) ? 1.0f / l[i] : 0.0f;
         FCL_UNROLL
         for (int n = 0; n < DN; ++n) {
@@ -140,7 +170,7 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
             if (col < head_dim) fcl_store(O, o_base + (long)row * o_ss + col, acc[i][n] * inv);
         }
         if (write_lse && tx == 0)
-            LSE[lse_off + (long)bh * seqlen_q + row] =
+            LSE[lse_off + fcl_lse_index(b, h, heads_q, lse_rows, sq, row)] =
                 (l[i] > 0.0f) ? m[i] + log(l[i]) : INFINITY;
     }
 }

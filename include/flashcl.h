@@ -103,7 +103,8 @@ FCL_API const char *fcl_version_string(void);
     X(ERROR_UNKNOWN_PROFILE, 16, "no emulated device profile has that name")           \
     X(ERROR_PROFILE_NOT_RUNNABLE, 17, "the emulated profile's plan cannot run on the real device") \
     X(ERROR_MISSING_LSE, 18, "the backward pass needs the forward's LSE buffer")        \
-    X(ERROR_WRONG_CONTEXT, 19, "a cl_mem belongs to another OpenCL context than the fcl_context")
+    X(ERROR_WRONG_CONTEXT, 19, "a cl_mem belongs to another OpenCL context than the fcl_context") \
+    X(ERROR_INVALID_CU_SEQLENS, 20, "cu_seqlens must start at 0, never decrease, and fit total and max lengths")
 
 #define FCL_STATUS_ENUM_ITEM_(name, value, text) FCL_##name = value,
 /* Positive: flashcl errors.  Negative: OpenCL error codes passed through. */
@@ -149,6 +150,13 @@ typedef enum fcl_layout_kind {
     FCL_LAYOUT_BHSD = 1  /* (batch, heads, seq, dim) */
 } fcl_layout_kind;
 
+/* ALiBi slopes: none, one per query head, or one per (batch entry, query head). */
+typedef enum fcl_alibi_mode {
+    FCL_ALIBI_NONE = 0,
+    FCL_ALIBI_PER_HEAD = 1,       /* slopes[h], heads_q values */
+    FCL_ALIBI_PER_BATCH_HEAD = 2  /* slopes[b * heads_q + h], batch * heads_q values */
+} fcl_alibi_mode;
+
 /* One attention problem.  Fill it with fcl_attention_desc_init(), then
  * change what differs.
  *
@@ -158,13 +166,37 @@ typedef enum fcl_layout_kind {
  * h / (heads_q / heads_kv) (MQA when heads_kv == 1, GQA otherwise).
  *
  * LSE (optional forward output, required backward input) is fp32 and always
- * contiguous: element (b, h, s) at lse_offset + (b * heads_q + h) * seqlen_q + s.
- * LSE[row] = log(sum_j exp(scale * q.k_j)) over the keys the row can see.
+ * contiguous: element (b, h, s) at lse_offset + (b * heads_q + h) * seqlen_q + s
+ * ((h, t) at lse_offset + h * total_q + t for packed sequences).
+ * LSE[row] = log(sum_j exp(score_j)) over the keys the row can see.
  *
- * Masking: with `causal`, query i sees key j iff j <= i + seqlen_k - seqlen_q
- * (aligned bottom-right, as FlashAttention-2).  A row that sees no key (only
- * possible when causal and seqlen_q > seqlen_k) gets O = 0, LSE = +INFINITY
- * and zero gradients; never NaN. */
+ * Scores, in order: s = softmax_scale * q.k; with softcap > 0,
+ * s = softcap * tanh(s / softcap); with ALiBi, s -= slope * |i + diag - j|
+ * where diag = seqlen_k - seqlen_q (the bottom-right aligned diagonal).
+ *
+ * Masking: query i sees key j iff
+ *     i + diag - window_left <= j <= i + diag + window_right
+ * (a bound of -1 is unbounded) and, with a block mask, block
+ * (i / block_m, j / block_n) is non-zero.  `causal` is window_right = 0.
+ * Keys of K/V blocks entirely outside the window or the block mask are not
+ * loaded.  A row that sees no key gets O = 0, LSE = +INFINITY and zero
+ * gradients; never NaN.
+ *
+ * Dropout (dropout_p > 0) multiplies probability (i, j) of head
+ * bh = b * heads_q + h by 0 or 1 / (1 - p) after the softmax: it is kept when
+ * word i % 4 of Philox4x32-10(counter = (j, i / 4, bh, dropout_offset),
+ * key = (seed low 32 bits, seed high 32 bits)) is >= round(p * 2^32).  The
+ * same mask is drawn on every device and in the backward; none is stored.
+ * LSE is the undropped softmax's.
+ *
+ * Packed sequences (varlen = 1): `batch` sequences of different lengths are
+ * stored one after another: Q/O/dO/dQ hold total_q rows (token t, head h at
+ * offset + t * stride_seq + h * stride_head; stride_batch is ignored), K/V/dK/dV
+ * total_k rows.  Sequence b holds query rows cu_seqlens_q[b] ..
+ * cu_seqlens_q[b+1]-1 and key rows cu_seqlens_k[b] .. cu_seqlens_k[b+1]-1
+ * (fcl_attention_aux); seqlen_q and seqlen_k are the longest lengths; each
+ * sequence aligns its causal mask and ALiBi with its own lengths.  An empty
+ * sequence produces nothing. */
 typedef struct fcl_attention_desc {
     size_t batch;
     size_t heads_q;
@@ -178,12 +210,45 @@ typedef struct fcl_attention_desc {
     fcl_layout q, k, v, o;         /* forward tensors */
     fcl_layout dout, dq, dk, dv;   /* backward tensors (dout is dL/dO) */
     size_t lse_offset;             /* in floats */
+    /* ---- variants: all off after fcl_attention_desc_init() ---- */
+    int64_t window_left;           /* sliding window, -1: unbounded (>= -1) */
+    int64_t window_right;          /* -1: unbounded (>= -1); causal forces 0 */
+    float softcap;                 /* > 0: cap the scores; 0: off */
+    fcl_alibi_mode alibi;          /* slopes in fcl_attention_aux */
+    float dropout_p;               /* in [0, 1); 0: off */
+    uint64_t dropout_seed;
+    uint32_t dropout_offset;
+    int varlen;                    /* 1: packed sequences, cu_seqlens in fcl_attention_aux */
+    size_t total_q, total_k;       /* varlen: rows of the packed Q and K tensors */
+    size_t block_m, block_n;       /* block-sparse mask of block_m x block_n blocks; 0: none */
+    size_t block_mask_stride_batch;  /* bytes between batch entries' masks, 0: shared */
+    size_t block_mask_stride_head;   /* bytes between heads' masks, 0: shared */
 } fcl_attention_desc;
+
+/* The device buffers some variants read (NULL where unused).  The block mask
+ * of (batch b, query head h) is ceil(seqlen_q / block_m) rows of
+ * ceil(seqlen_k / block_n) bytes at b * block_mask_stride_batch +
+ * h * block_mask_stride_head; a non-zero byte lets its block be computed. */
+typedef struct fcl_attention_aux {
+    cl_mem alibi_slopes;           /* fp32, see fcl_alibi_mode */
+    cl_mem cu_seqlens_q;           /* int32[batch + 1]: 0, then running totals */
+    cl_mem cu_seqlens_k;           /* int32[batch + 1] */
+    cl_mem block_mask;             /* uint8 */
+} fcl_attention_aux;
+
+/* The same as host arrays, for the host-pointer calls. */
+typedef struct fcl_attention_aux_host {
+    const float *alibi_slopes;
+    const int32_t *cu_seqlens_q;
+    const int32_t *cu_seqlens_k;
+    const uint8_t *block_mask;
+} fcl_attention_aux_host;
 
 /*! fcl_attention_desc_init() :
  * Sets every field: the sizes given, scale 0 (default), no causal mask, all
- * eight tensors contiguous in `layout`, lse_offset 0.  Does nothing if desc is
- * NULL. */
+ * eight tensors contiguous in `layout`, lse_offset 0, every variant off
+ * (windows -1, no softcap, ALiBi, dropout, packing or block mask).  Does
+ * nothing if desc is NULL. */
 FCL_API void fcl_attention_desc_init(fcl_attention_desc *desc, size_t batch, size_t heads_q,
                                      size_t heads_kv, size_t seqlen_q, size_t seqlen_k,
                                      size_t head_dim, fcl_dtype dtype, fcl_layout_kind layout);
@@ -429,6 +494,59 @@ FCL_API fcl_status fcl_attention_backward_host(fcl_context *ctx, const fcl_atten
                                                const void *q, const void *k, const void *v,
                                                const void *o, const float *lse,
                                                const void *dout, void *dq, void *dk, void *dv);
+
+/*! fcl_attention_forward_ex(), fcl_attention_backward_ex() :
+ * The calls above with the buffers of ALiBi, packed sequences and block
+ * masks (`aux` may be NULL when the descriptor uses none of them).  With
+ * packed sequences the call reads cu_seqlens back (batch + 1 integers each,
+ * after the wait list) to check them.
+ * @return as fcl_attention_forward()/backward(); also FCL_ERROR_NULL_ARGUMENT
+ *         for a missing aux buffer, FCL_ERROR_INVALID_VALUE for a bad variant
+ *         setting (window < -1, softcap < 0, dropout_p outside [0, 1), ...),
+ *         FCL_ERROR_INVALID_CU_SEQLENS, FCL_ERROR_BUFFER_TOO_SMALL for a block
+ *         mask or slopes buffer smaller than its shape. */
+FCL_API fcl_status fcl_attention_forward_ex(fcl_context *ctx, const fcl_attention_desc *desc,
+                                            const fcl_attention_aux *aux, cl_mem q, cl_mem k,
+                                            cl_mem v, cl_mem o, cl_mem lse, cl_uint num_wait,
+                                            const cl_event *wait_list, cl_event *event);
+FCL_API fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc *desc,
+                                             const fcl_attention_aux *aux, cl_mem q, cl_mem k,
+                                             cl_mem v, cl_mem o, cl_mem lse, cl_mem dout,
+                                             cl_mem dq, cl_mem dk, cl_mem dv, cl_uint num_wait,
+                                             const cl_event *wait_list, cl_event *event);
+
+/*! fcl_attention_forward_host_ex(), fcl_attention_backward_host_ex() :
+ * The host-pointer calls with host arrays for the aux buffers (`aux` may be
+ * NULL when unused).
+ * @return as the calls without _ex; on error the outputs are untouched. */
+FCL_API fcl_status fcl_attention_forward_host_ex(fcl_context *ctx, const fcl_attention_desc *desc,
+                                                 const fcl_attention_aux_host *aux,
+                                                 const void *q, const void *k, const void *v,
+                                                 void *o, float *lse);
+FCL_API fcl_status fcl_attention_backward_host_ex(fcl_context *ctx,
+                                                  const fcl_attention_desc *desc,
+                                                  const fcl_attention_aux_host *aux,
+                                                  const void *q, const void *k, const void *v,
+                                                  const void *o, const float *lse,
+                                                  const void *dout, void *dq, void *dk, void *dv);
+
+/*! fcl_dropout_mask_host() :
+ * For tests and debugging: writes the dropout mask `desc` draws, one byte
+ * per probability (1 kept, 0 dropped), as batch x heads_q x seqlen_q x
+ * seqlen_k bytes to `mask` (not for packed sequences).  It is what the
+ * kernels use, computed by the same device code.
+ * @return FCL_OK, FCL_ERROR_INVALID_VALUE (dropout_p outside (0, 1), varlen),
+ *         or an error. */
+FCL_API fcl_status fcl_dropout_mask_host(fcl_context *ctx, const fcl_attention_desc *desc,
+                                         uint8_t *mask);
+
+/*! fcl_philox_host() :
+ * Runs the kernels' Philox4x32-10 on the context's device: out[4i..4i+3] =
+ * Philox4x32-10(counter ctr[4i..4i+3], key key[2i..2i+1]) for i < n.  For
+ * known-answer tests of every device.
+ * @return FCL_OK or an error. */
+FCL_API fcl_status fcl_philox_host(fcl_context *ctx, size_t n, const uint32_t *ctr,
+                                   const uint32_t *key, uint32_t *out);
 
 /* ------------------------------------------------------------------------ */
 /*  Device memory accounting                                                */

@@ -6,23 +6,37 @@
 
 typedef struct backward_call {
     const fcl_attention_desc *desc;
+    const fcl_variants *var;
     cl_mem q, k, v, o, lse, dout, dq, dk, dv, delta;
 } backward_call;
 
-/* Arguments every tiled backward kernel shares, after its tensors. */
-static void common_tail(fcl_args *a, const fcl_attention_desc *d, int num_groups_bh)
+/* The arguments both tiled kernels start with: Q, K, V, dO, LSE, delta. */
+static void common_head(fcl_args *a, const backward_call *c)
 {
-    const float scale = fcl_effective_scale(d);
+    fcl_arg_mem(a, c->q);
+    fcl_arg_mem(a, c->k);
+    fcl_arg_mem(a, c->v);
+    fcl_arg_mem(a, c->dout);
+    fcl_arg_mem(a, c->lse);
+    fcl_arg_mem(a, c->delta);
+}
+
+/* ... and end with, after their output layouts. */
+static void common_tail(fcl_args *a, const backward_call *c, int num_groups_bh)
+{
+    const fcl_attention_desc *d = c->desc;
     fcl_arg_long(a, (int64_t)d->lse_offset);
+    fcl_arg_int(a, c->var->lse_rows);
     fcl_arg_int(a, (int)d->seqlen_q);
     fcl_arg_int(a, (int)d->seqlen_k);
     fcl_arg_int(a, (int)d->head_dim);
     fcl_arg_int(a, (int)d->heads_q);
     fcl_arg_int(a, (int)(d->heads_q / d->heads_kv));
     fcl_arg_int(a, num_groups_bh);
-    fcl_arg_float(a, scale);
-    fcl_arg_int(a, -1);
-    fcl_arg_int(a, d->causal ? 0 : -1);
+    fcl_arg_float(a, fcl_effective_scale(d));
+    fcl_arg_int(a, c->var->window_left);
+    fcl_arg_int(a, c->var->window_right);
+    fcl_arg_variants(a, c->var);
 }
 
 static fcl_status set_dq_args(const fcl_resolved *r, cl_kernel kernel, const void *user,
@@ -32,19 +46,14 @@ static fcl_status set_dq_args(const fcl_resolved *r, cl_kernel kernel, const voi
     const fcl_attention_desc *d = c->desc;
     const size_t num_bh = d->batch * d->heads_q;
     fcl_args a = {kernel, 0, CL_SUCCESS};
-    fcl_arg_mem(&a, c->q);
-    fcl_arg_mem(&a, c->k);
-    fcl_arg_mem(&a, c->v);
-    fcl_arg_mem(&a, c->dout);
-    fcl_arg_mem(&a, c->lse);
-    fcl_arg_mem(&a, c->delta);
+    common_head(&a, c);
     fcl_arg_mem(&a, c->dq);
     fcl_arg_layout(&a, &d->q);
     fcl_arg_layout(&a, &d->k);
     fcl_arg_layout(&a, &d->v);
     fcl_arg_layout(&a, &d->dout);
     fcl_arg_layout(&a, &d->dq);
-    common_tail(&a, d, (int)num_bh);
+    common_tail(&a, c, (int)num_bh);
     *groups = (d->seqlen_q + r->plan.pub.br - 1) / r->plan.pub.br * num_bh;
     return a.err;
 }
@@ -56,12 +65,7 @@ static fcl_status set_dkdv_args(const fcl_resolved *r, cl_kernel kernel, const v
     const fcl_attention_desc *d = c->desc;
     const size_t num_bhk = d->batch * d->heads_kv;
     fcl_args a = {kernel, 0, CL_SUCCESS};
-    fcl_arg_mem(&a, c->q);
-    fcl_arg_mem(&a, c->k);
-    fcl_arg_mem(&a, c->v);
-    fcl_arg_mem(&a, c->dout);
-    fcl_arg_mem(&a, c->lse);
-    fcl_arg_mem(&a, c->delta);
+    common_head(&a, c);
     fcl_arg_mem(&a, c->dk);
     fcl_arg_mem(&a, c->dv);
     fcl_arg_layout(&a, &d->q);
@@ -70,12 +74,14 @@ static fcl_status set_dkdv_args(const fcl_resolved *r, cl_kernel kernel, const v
     fcl_arg_layout(&a, &d->dout);
     fcl_arg_layout(&a, &d->dk);
     fcl_arg_layout(&a, &d->dv);
-    common_tail(&a, d, (int)num_bhk);
+    common_tail(&a, c, (int)num_bhk);
     *groups = (d->seqlen_k + r->plan.pub.bc - 1) / r->plan.pub.bc * num_bhk;
     return a.err;
 }
 
-/* delta lives in the dQ kernel's program (it is always needed with it). */
+/* delta lives in the dQ kernel's program (it is always needed with it).
+ * One work-item per query row; packed sequences are one batch entry of
+ * total_q rows, which makes delta (heads_q, total_q) like their LSE. */
 static fcl_status enqueue_delta(fcl_context *ctx, const fcl_resolved *dq, const backward_call *c,
                                 cl_uint num_wait, const cl_event *wait_list, cl_event *done)
 {
@@ -87,14 +93,15 @@ static fcl_status enqueue_delta(fcl_context *ctx, const fcl_resolved *dq, const 
     cl_kernel kernel = clCreateKernel(prog, "fcl_backward_delta", &err);
     if (err != CL_SUCCESS)
         return err;
-    const size_t rows = d->batch * d->heads_q * d->seqlen_q;
+    const size_t batch = d->varlen ? 1 : d->batch;
+    const size_t rows = batch * d->heads_q * (size_t)c->var->lse_rows;
     fcl_args a = {kernel, 0, CL_SUCCESS};
     fcl_arg_mem(&a, c->o);
     fcl_arg_mem(&a, c->dout);
     fcl_arg_mem(&a, c->delta);
     fcl_arg_layout(&a, &d->o);
     fcl_arg_layout(&a, &d->dout);
-    fcl_arg_int(&a, (int)d->seqlen_q);
+    fcl_arg_int(&a, c->var->lse_rows);
     fcl_arg_int(&a, (int)d->head_dim);
     fcl_arg_int(&a, (int)d->heads_q);
     fcl_arg_int(&a, (int)rows);
@@ -106,10 +113,11 @@ static fcl_status enqueue_delta(fcl_context *ctx, const fcl_resolved *dq, const 
     return err;
 }
 
-fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *desc, cl_mem q,
-                                  cl_mem k, cl_mem v, cl_mem o, cl_mem lse, cl_mem dout,
-                                  cl_mem dq, cl_mem dk, cl_mem dv, cl_uint num_wait,
-                                  const cl_event *wait_list, cl_event *event)
+fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc *desc,
+                                     const fcl_attention_aux *aux, cl_mem q, cl_mem k, cl_mem v,
+                                     cl_mem o, cl_mem lse, cl_mem dout, cl_mem dq, cl_mem dk,
+                                     cl_mem dv, cl_uint num_wait, const cl_event *wait_list,
+                                     cl_event *event)
 {
     if (ctx == NULL || desc == NULL || q == NULL || k == NULL || v == NULL || o == NULL ||
         dout == NULL || dq == NULL || dk == NULL || dv == NULL ||
@@ -118,32 +126,25 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *de
     if (lse == NULL)
         return FCL_ERROR_MISSING_LSE;
     FCL_TRY(fcl_validate_desc(desc));
-    const fcl_attention_desc *d = desc;
-    const size_t es = fcl_dtype_size(d->dtype);
-    const size_t B = d->batch, Hq = d->heads_q, Hk = d->heads_kv, D = d->head_dim;
-    const size_t Sq = d->seqlen_q, Sk = d->seqlen_k;
-    fcl_tensor_ref t[10] = {
-        fcl_tensor_ref_make("q", q, d->q, B, Hq, Sq, D, es, 0),
-        fcl_tensor_ref_make("k", k, d->k, B, Hk, Sk, D, es, 0),
-        fcl_tensor_ref_make("v", v, d->v, B, Hk, Sk, D, es, 0),
-        fcl_tensor_ref_make("o", o, d->o, B, Hq, Sq, D, es, 0),
-        fcl_lse_ref(d, lse, 0),
-        fcl_tensor_ref_make("dout", dout, d->dout, B, Hq, Sq, D, es, 0),
-        fcl_tensor_ref_make("dq", dq, d->dq, B, Hq, Sq, D, es, 1),
-        fcl_tensor_ref_make("dk", dk, d->dk, B, Hk, Sk, D, es, 1),
-        fcl_tensor_ref_make("dv", dv, d->dv, B, Hk, Sk, D, es, 1),
-    };
-    FCL_TRY(fcl_validate_tensors(ctx, t, 9));
+    const cl_mem mem[FCL_BACKWARD_TENSORS] = {q, k, v, o, lse, dout, dq, dk, dv};
+    fcl_tensor_ref t[FCL_BACKWARD_TENSORS];
+    fcl_backward_tensors(desc, mem, t);
+    FCL_TRY(fcl_validate_tensors(ctx, t, FCL_BACKWARD_TENSORS));
+    fcl_variants var;
+    FCL_TRY(fcl_variants_prepare(ctx, desc, aux, num_wait, wait_list, &var));
 
     /* Build and check every kernel before anything is enqueued. */
     fcl_resolved *r_dq = NULL, *r_dkdv = NULL;
-    FCL_TRY(fcl_resolve(ctx, FCL_KERNEL_BACKWARD_DQ, D, d->dtype, &r_dq));
-    FCL_TRY(fcl_resolve(ctx, FCL_KERNEL_BACKWARD_DKDV, D, d->dtype, &r_dkdv));
+    const size_t D = desc->head_dim;
+    FCL_TRY(fcl_resolve(ctx, FCL_KERNEL_BACKWARD_DQ, D, desc->dtype, var.features, &r_dq));
+    FCL_TRY(fcl_resolve(ctx, FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype, var.features, &r_dkdv));
 
     fcl_status st = FCL_OK;
-    cl_mem delta = fcl_buffer_create(ctx, CL_MEM_READ_WRITE, B * Hq * Sq * sizeof(float), NULL, &st);
+    const size_t batch = desc->varlen ? 1 : desc->batch;
+    const size_t delta_bytes = batch * desc->heads_q * (size_t)var.lse_rows * sizeof(float);
+    cl_mem delta = fcl_buffer_create(ctx, CL_MEM_READ_WRITE, delta_bytes, NULL, &st);
     FCL_TRY(st);
-    backward_call call = {desc, q, k, v, o, lse, dout, dq, dk, dv, delta};
+    backward_call call = {desc, &var, q, k, v, o, lse, dout, dq, dk, dv, delta};
     /* Events chain the kernels, so a caller's out-of-order queue works too. */
     cl_event ev_delta = NULL, ev_parts[2] = {NULL, NULL};
     st = enqueue_delta(ctx, r_dq, &call, num_wait, wait_list, &ev_delta);
@@ -161,4 +162,13 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *de
     /* Released now, freed by OpenCL once the kernels using it are done. */
     fcl_buffer_release(ctx, delta);
     return st;
+}
+
+fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *desc, cl_mem q,
+                                  cl_mem k, cl_mem v, cl_mem o, cl_mem lse, cl_mem dout,
+                                  cl_mem dq, cl_mem dk, cl_mem dv, cl_uint num_wait,
+                                  const cl_event *wait_list, cl_event *event)
+{
+    return fcl_attention_backward_ex(ctx, desc, NULL, q, k, v, o, lse, dout, dq, dk, dv, num_wait,
+                                     wait_list, event);
 }

@@ -138,12 +138,7 @@ void fcl_context_destroy(fcl_context *ctx)
 {
     if (ctx == NULL)
         return;
-    for (size_t i = 0; i < ctx->num_resolved; ++i) {
-        if (ctx->resolved[i]->kernel != NULL)
-            clReleaseKernel(ctx->resolved[i]->kernel);
-        free(ctx->resolved[i]);
-    }
-    free(ctx->resolved);
+    fcl_forget_resolved(ctx);
     for (size_t i = 0; i < ctx->num_programs; ++i) {
         clReleaseProgram(ctx->programs[i].program);
         free(ctx->programs[i].key);

@@ -5,17 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Drops every resolved kernel so the next call plans again. */
-static void forget_resolved(fcl_context *ctx)
-{
-    for (size_t i = 0; i < ctx->num_resolved; ++i) {
-        if (ctx->resolved[i]->kernel != NULL)
-            clReleaseKernel(ctx->resolved[i]->kernel);
-        free(ctx->resolved[i]);
-    }
-    ctx->num_resolved = 0;
-}
-
 fcl_status fcl_debug_set_tile(fcl_context *ctx, fcl_kernel_kind kind, int rows, int cols, int ty,
                               int tx)
 {
@@ -25,7 +14,7 @@ fcl_status fcl_debug_set_tile(fcl_context *ctx, fcl_kernel_kind kind, int rows, 
         return FCL_ERROR_INVALID_VALUE;
     if (rows == 0) { /* back to the table */
         ctx->has_tile_override[kind] = 0;
-        forget_resolved(ctx);
+        fcl_forget_resolved(ctx); /* the next call plans again */
         return FCL_OK;
     }
     if (rows < 1 || cols < 1 || ty < 1 || tx < 1)
@@ -33,7 +22,7 @@ fcl_status fcl_debug_set_tile(fcl_context *ctx, fcl_kernel_kind kind, int rows, 
     fcl_tuned_tile t = {rows, cols, ty, tx, "forced by a tuning tool"};
     ctx->tile_override[kind] = t;
     ctx->has_tile_override[kind] = 1;
-    forget_resolved(ctx);
+    fcl_forget_resolved(ctx); /* the next call plans again */
     return FCL_OK;
 }
 
@@ -44,7 +33,7 @@ fcl_status fcl_debug_set_build_options(fcl_context *ctx, const char *options)
     if (strlen(options) >= sizeof ctx->extra_build_options)
         return FCL_ERROR_INVALID_VALUE;
     fcl_copy_string(ctx->extra_build_options, sizeof ctx->extra_build_options, options);
-    forget_resolved(ctx);
+    fcl_forget_resolved(ctx); /* the next call plans again */
     return FCL_OK;
 }
 
@@ -52,7 +41,7 @@ fcl_status fcl_debug_kernel_log(fcl_context *ctx, fcl_kernel_kind kind, size_t h
                                 fcl_dtype dtype, char *log, size_t size)
 {
     fcl_resolved *r = NULL;
-    FCL_TRY(fcl_resolve(ctx, kind, head_dim, dtype, &r));
+    FCL_TRY(fcl_resolve(ctx, kind, head_dim, dtype, 0, &r));
     cl_program prog = NULL;
     cl_int err = clGetKernelInfo(r->kernel, CL_KERNEL_PROGRAM, sizeof prog, &prog, NULL);
     if (err == CL_SUCCESS)

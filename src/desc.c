@@ -77,6 +77,9 @@ void fcl_attention_desc_init(fcl_attention_desc *desc, size_t batch, size_t head
     desc->k = desc->v = desc->dk = desc->dv =
         fcl_layout_contiguous(layout, heads_kv, seqlen_k, head_dim);
     desc->lse_offset = 0;
+    desc->window_left = -1;
+    desc->window_right = -1;
+    desc->alibi = FCL_ALIBI_NONE;
 }
 
 float fcl_effective_scale(const fcl_attention_desc *desc)

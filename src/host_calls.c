@@ -1,7 +1,8 @@
 /* host_calls.c - the host-pointer conveniences: copy in, run, copy out, wait.
  * Each tensor travels as the byte range [offset, end of its last element);
  * outputs are copied in first too, so bytes between strided rows that the
- * kernel does not write come back unchanged. */
+ * kernel does not write come back unchanged.  The aux arrays (ALiBi slopes,
+ * cu_seqlens, block mask) travel whole. */
 #include "internal.h"
 
 #include <string.h>
@@ -14,14 +15,14 @@ typedef struct host_tensor {
 } host_tensor;
 
 /* Describes tensor `t` of host array `base` and re-bases its layout to 0. */
-static fcl_status host_range(const fcl_tensor_ref *t, const void *base, int is_output,
-                             fcl_layout *rebased, host_tensor *h)
+static fcl_status host_range(const fcl_tensor_ref *t, const void *base, fcl_layout *rebased,
+                             host_tensor *h)
 {
     uint64_t end = 0;
     FCL_TRY(fcl_tensor_extent_bytes(t, &end));
     const size_t begin = t->layout.offset * t->elem_size;
     h->src = (const char *)base + begin;
-    h->dst = is_output ? (char *)base + begin : NULL;
+    h->dst = t->is_output ? (char *)base + begin : NULL;
     h->bytes = (size_t)end - begin;
     h->mem = NULL;
     *rebased = t->layout;
@@ -29,27 +30,57 @@ static fcl_status host_range(const fcl_tensor_ref *t, const void *base, int is_o
     return FCL_OK;
 }
 
-static void release_all(fcl_context *ctx, host_tensor *h, size_t n)
+/* Aux arrays, as inputs of known size (0 bytes: absent). */
+enum { AUX_ALIBI, AUX_CU_Q, AUX_CU_K, AUX_BLOCKS, AUX_COUNT };
+
+static void aux_ranges(const fcl_attention_desc *d, const fcl_attention_aux_host *aux,
+                       host_tensor h[AUX_COUNT])
 {
-    for (size_t i = 0; i < n; ++i)
-        fcl_buffer_release(ctx, h[i].mem);
+    memset(h, 0, AUX_COUNT * sizeof *h);
+    if (aux == NULL)
+        return;
+    if (d->alibi != FCL_ALIBI_NONE && aux->alibi_slopes != NULL) {
+        const size_t n = d->alibi == FCL_ALIBI_PER_BATCH_HEAD ? d->batch * d->heads_q : d->heads_q;
+        h[AUX_ALIBI].src = aux->alibi_slopes;
+        h[AUX_ALIBI].bytes = n * sizeof(float);
+    }
+    if (d->varlen && aux->cu_seqlens_q != NULL && aux->cu_seqlens_k != NULL) {
+        h[AUX_CU_Q].src = aux->cu_seqlens_q;
+        h[AUX_CU_K].src = aux->cu_seqlens_k;
+        h[AUX_CU_Q].bytes = h[AUX_CU_K].bytes = (d->batch + 1) * sizeof(int32_t);
+    }
+    if (d->block_m > 0 && d->block_n > 0 && aux->block_mask != NULL) {
+        const size_t nbm = (d->seqlen_q + d->block_m - 1) / d->block_m;
+        const size_t nbn = (d->seqlen_k + d->block_n - 1) / d->block_n;
+        h[AUX_BLOCKS].src = aux->block_mask;
+        h[AUX_BLOCKS].bytes = (d->batch - 1) * d->block_mask_stride_batch +
+                              (d->heads_q - 1) * d->block_mask_stride_head + nbm * nbn;
+    }
 }
+
+typedef fcl_status (*run_fn)(fcl_context *ctx, const fcl_attention_desc *d,
+                             const fcl_attention_aux *aux, host_tensor *h);
 
 /* Creates every buffer (copying the host bytes in), runs `run`, reads the
  * outputs back.  Nothing reaches the host outputs unless everything worked. */
-static fcl_status run_on_host_arrays(fcl_context *ctx, host_tensor *h, size_t n,
-                                     fcl_status (*run)(fcl_context *, const void *, host_tensor *),
-                                     const void *user)
+static fcl_status run_on_host_arrays(fcl_context *ctx, const fcl_attention_desc *d,
+                                     host_tensor *h, size_t n, const fcl_attention_aux_host *aux_host,
+                                     run_fn run)
 {
+    host_tensor ah[AUX_COUNT];
+    aux_ranges(d, aux_host, ah);
     fcl_status st = FCL_OK;
-    for (size_t i = 0; i < n && st == FCL_OK; ++i) {
-        if (h[i].src == NULL)
+    for (size_t i = 0; i < n + AUX_COUNT && st == FCL_OK; ++i) {
+        host_tensor *t = i < n ? &h[i] : &ah[i - n];
+        if (t->src == NULL || t->bytes == 0)
             continue;
-        cl_mem_flags flags = CL_MEM_COPY_HOST_PTR | (h[i].dst ? CL_MEM_READ_WRITE : CL_MEM_READ_ONLY);
-        h[i].mem = fcl_buffer_create(ctx, flags, h[i].bytes, (void *)h[i].src, &st);
+        cl_mem_flags flags = CL_MEM_COPY_HOST_PTR | (t->dst ? CL_MEM_READ_WRITE : CL_MEM_READ_ONLY);
+        t->mem = fcl_buffer_create(ctx, flags, t->bytes, (void *)t->src, &st);
     }
+    const fcl_attention_aux aux = {ah[AUX_ALIBI].mem, ah[AUX_CU_Q].mem, ah[AUX_CU_K].mem,
+                                   ah[AUX_BLOCKS].mem};
     if (st == FCL_OK)
-        st = run(ctx, user, h);
+        st = run(ctx, d, &aux, h);
     if (st == FCL_OK)
         st = clFinish(ctx->queue);
     for (size_t i = 0; i < n && st == FCL_OK; ++i) {
@@ -58,67 +89,67 @@ static fcl_status run_on_host_arrays(fcl_context *ctx, host_tensor *h, size_t n,
         st = clEnqueueReadBuffer(ctx->queue, h[i].mem, CL_TRUE, 0, h[i].bytes, h[i].dst, 0, NULL,
                                  NULL);
     }
-    release_all(ctx, h, n);
+    for (size_t i = 0; i < n; ++i)
+        fcl_buffer_release(ctx, h[i].mem);
+    for (size_t i = 0; i < AUX_COUNT; ++i)
+        fcl_buffer_release(ctx, ah[i].mem);
     return st;
 }
 
 /* ---- forward ------------------------------------------------------------- */
 
-enum { FQ, FK, FV, FO, FLSE, F_COUNT };
-
-static fcl_status run_forward(fcl_context *ctx, const void *user, host_tensor *h)
+static fcl_status run_forward(fcl_context *ctx, const fcl_attention_desc *d,
+                              const fcl_attention_aux *aux, host_tensor *h)
 {
-    return fcl_attention_forward(ctx, user, h[FQ].mem, h[FK].mem, h[FV].mem, h[FO].mem,
-                                 h[FLSE].mem, 0, NULL, NULL);
+    return fcl_attention_forward_ex(ctx, d, aux, h[0].mem, h[1].mem, h[2].mem, h[3].mem, h[4].mem,
+                                    0, NULL, NULL);
+}
+
+fcl_status fcl_attention_forward_host_ex(fcl_context *ctx, const fcl_attention_desc *desc,
+                                         const fcl_attention_aux_host *aux, const void *q,
+                                         const void *k, const void *v, void *o, float *lse)
+{
+    if (ctx == NULL || desc == NULL || q == NULL || k == NULL || v == NULL || o == NULL)
+        return FCL_ERROR_NULL_ARGUMENT;
+    FCL_TRY(fcl_validate_desc(desc));
+    const cl_mem none[FCL_FORWARD_TENSORS] = {NULL, NULL, NULL, NULL, NULL};
+    fcl_tensor_ref t[FCL_FORWARD_TENSORS];
+    fcl_forward_tensors(desc, none, t);
+    FCL_TRY(fcl_validate_tensors(ctx, t, FCL_FORWARD_TENSORS));
+    const void *base[FCL_FORWARD_TENSORS] = {q, k, v, o, lse};
+    fcl_attention_desc local = *desc;
+    fcl_layout *layouts[FCL_FORWARD_TENSORS] = {&local.q, &local.k, &local.v, &local.o, NULL};
+    fcl_layout lse_layout;
+    host_tensor h[FCL_FORWARD_TENSORS];
+    memset(h, 0, sizeof h);
+    for (int i = 0; i < FCL_FORWARD_TENSORS; ++i)
+        if (base[i] != NULL)
+            FCL_TRY(host_range(&t[i], base[i], layouts[i] ? layouts[i] : &lse_layout, &h[i]));
+    local.lse_offset = 0;
+    return run_on_host_arrays(ctx, &local, h, FCL_FORWARD_TENSORS, aux, run_forward);
 }
 
 fcl_status fcl_attention_forward_host(fcl_context *ctx, const fcl_attention_desc *desc,
                                       const void *q, const void *k, const void *v, void *o,
                                       float *lse)
 {
-    if (ctx == NULL || desc == NULL || q == NULL || k == NULL || v == NULL || o == NULL)
-        return FCL_ERROR_NULL_ARGUMENT;
-    FCL_TRY(fcl_validate_desc(desc));
-    const fcl_attention_desc *d = desc;
-    const size_t es = fcl_dtype_size(d->dtype);
-    fcl_tensor_ref t[F_COUNT] = {
-        fcl_tensor_ref_make("q", NULL, d->q, d->batch, d->heads_q, d->seqlen_q, d->head_dim, es, 0),
-        fcl_tensor_ref_make("k", NULL, d->k, d->batch, d->heads_kv, d->seqlen_k, d->head_dim, es, 0),
-        fcl_tensor_ref_make("v", NULL, d->v, d->batch, d->heads_kv, d->seqlen_k, d->head_dim, es, 0),
-        fcl_tensor_ref_make("o", NULL, d->o, d->batch, d->heads_q, d->seqlen_q, d->head_dim, es, 1),
-        fcl_lse_ref(d, NULL, 1),
-    };
-    FCL_TRY(fcl_validate_tensors(ctx, t, F_COUNT));
-    fcl_attention_desc local = *desc;
-    host_tensor h[F_COUNT];
-    memset(h, 0, sizeof h);
-    FCL_TRY(host_range(&t[FQ], q, 0, &local.q, &h[FQ]));
-    FCL_TRY(host_range(&t[FK], k, 0, &local.k, &h[FK]));
-    FCL_TRY(host_range(&t[FV], v, 0, &local.v, &h[FV]));
-    FCL_TRY(host_range(&t[FO], o, 1, &local.o, &h[FO]));
-    if (lse != NULL) {
-        fcl_layout lse_layout;
-        FCL_TRY(host_range(&t[FLSE], lse, 1, &lse_layout, &h[FLSE]));
-        local.lse_offset = 0;
-    }
-    return run_on_host_arrays(ctx, h, F_COUNT, run_forward, &local);
+    return fcl_attention_forward_host_ex(ctx, desc, NULL, q, k, v, o, lse);
 }
 
 /* ---- backward ------------------------------------------------------------ */
 
-enum { BQ, BK, BV, BO, BLSE, BDO, BDQ, BDK, BDV, B_COUNT };
-
-static fcl_status run_backward(fcl_context *ctx, const void *user, host_tensor *h)
+static fcl_status run_backward(fcl_context *ctx, const fcl_attention_desc *d,
+                               const fcl_attention_aux *aux, host_tensor *h)
 {
-    return fcl_attention_backward(ctx, user, h[BQ].mem, h[BK].mem, h[BV].mem, h[BO].mem,
-                                  h[BLSE].mem, h[BDO].mem, h[BDQ].mem, h[BDK].mem, h[BDV].mem, 0,
-                                  NULL, NULL);
+    return fcl_attention_backward_ex(ctx, d, aux, h[0].mem, h[1].mem, h[2].mem, h[3].mem, h[4].mem,
+                                     h[5].mem, h[6].mem, h[7].mem, h[8].mem, 0, NULL, NULL);
 }
 
-fcl_status fcl_attention_backward_host(fcl_context *ctx, const fcl_attention_desc *desc,
-                                       const void *q, const void *k, const void *v,
-                                       const void *o, const float *lse, const void *dout,
-                                       void *dq, void *dk, void *dv)
+fcl_status fcl_attention_backward_host_ex(fcl_context *ctx, const fcl_attention_desc *desc,
+                                          const fcl_attention_aux_host *aux, const void *q,
+                                          const void *k, const void *v, const void *o,
+                                          const float *lse, const void *dout, void *dq, void *dk,
+                                          void *dv)
 {
     if (ctx == NULL || desc == NULL || q == NULL || k == NULL || v == NULL || o == NULL ||
         dout == NULL || dq == NULL || dk == NULL || dv == NULL)
@@ -126,35 +157,28 @@ fcl_status fcl_attention_backward_host(fcl_context *ctx, const fcl_attention_des
     if (lse == NULL)
         return FCL_ERROR_MISSING_LSE;
     FCL_TRY(fcl_validate_desc(desc));
-    const fcl_attention_desc *d = desc;
-    const size_t es = fcl_dtype_size(d->dtype);
-    const size_t B = d->batch, Hq = d->heads_q, Hk = d->heads_kv, D = d->head_dim;
-    const size_t Sq = d->seqlen_q, Sk = d->seqlen_k;
-    fcl_tensor_ref t[B_COUNT] = {
-        fcl_tensor_ref_make("q", NULL, d->q, B, Hq, Sq, D, es, 0),
-        fcl_tensor_ref_make("k", NULL, d->k, B, Hk, Sk, D, es, 0),
-        fcl_tensor_ref_make("v", NULL, d->v, B, Hk, Sk, D, es, 0),
-        fcl_tensor_ref_make("o", NULL, d->o, B, Hq, Sq, D, es, 0),
-        fcl_lse_ref(d, NULL, 0),
-        fcl_tensor_ref_make("dout", NULL, d->dout, B, Hq, Sq, D, es, 0),
-        fcl_tensor_ref_make("dq", NULL, d->dq, B, Hq, Sq, D, es, 1),
-        fcl_tensor_ref_make("dk", NULL, d->dk, B, Hk, Sk, D, es, 1),
-        fcl_tensor_ref_make("dv", NULL, d->dv, B, Hk, Sk, D, es, 1),
-    };
-    FCL_TRY(fcl_validate_tensors(ctx, t, B_COUNT));
+    const cl_mem none[FCL_BACKWARD_TENSORS] = {NULL};
+    fcl_tensor_ref t[FCL_BACKWARD_TENSORS];
+    fcl_backward_tensors(desc, none, t);
+    FCL_TRY(fcl_validate_tensors(ctx, t, FCL_BACKWARD_TENSORS));
+    const void *base[FCL_BACKWARD_TENSORS] = {q, k, v, o, lse, dout, dq, dk, dv};
     fcl_attention_desc local = *desc;
     fcl_layout lse_layout;
-    host_tensor h[B_COUNT];
+    fcl_layout *layouts[FCL_BACKWARD_TENSORS] = {&local.q,    &local.k,  &local.v,
+                                                 &local.o,    &lse_layout, &local.dout,
+                                                 &local.dq,   &local.dk, &local.dv};
+    host_tensor h[FCL_BACKWARD_TENSORS];
     memset(h, 0, sizeof h);
-    FCL_TRY(host_range(&t[BQ], q, 0, &local.q, &h[BQ]));
-    FCL_TRY(host_range(&t[BK], k, 0, &local.k, &h[BK]));
-    FCL_TRY(host_range(&t[BV], v, 0, &local.v, &h[BV]));
-    FCL_TRY(host_range(&t[BO], o, 0, &local.o, &h[BO]));
-    FCL_TRY(host_range(&t[BLSE], lse, 0, &lse_layout, &h[BLSE]));
+    for (int i = 0; i < FCL_BACKWARD_TENSORS; ++i)
+        FCL_TRY(host_range(&t[i], base[i], layouts[i], &h[i]));
     local.lse_offset = 0;
-    FCL_TRY(host_range(&t[BDO], dout, 0, &local.dout, &h[BDO]));
-    FCL_TRY(host_range(&t[BDQ], dq, 1, &local.dq, &h[BDQ]));
-    FCL_TRY(host_range(&t[BDK], dk, 1, &local.dk, &h[BDK]));
-    FCL_TRY(host_range(&t[BDV], dv, 1, &local.dv, &h[BDV]));
-    return run_on_host_arrays(ctx, h, B_COUNT, run_backward, &local);
+    return run_on_host_arrays(ctx, &local, h, FCL_BACKWARD_TENSORS, aux, run_backward);
+}
+
+fcl_status fcl_attention_backward_host(fcl_context *ctx, const fcl_attention_desc *desc,
+                                       const void *q, const void *k, const void *v,
+                                       const void *o, const float *lse, const void *dout,
+                                       void *dq, void *dk, void *dv)
+{
+    return fcl_attention_backward_host_ex(ctx, desc, NULL, q, k, v, o, lse, dout, dq, dk, dv);
 }

@@ -86,6 +86,7 @@ typedef struct fcl_resolved {
     fcl_kernel_kind kind;
     size_t head_dim;
     fcl_dtype dtype;
+    unsigned features;            /* FCL_FEAT_* bits compiled in */
     fcl_plan_full plan;
     cl_kernel kernel;             /* owned; one per resolved plan */
     fcl_plan_limits limits;       /* the limits this plan was made under */
@@ -140,7 +141,11 @@ fcl_status fcl_select_device(int platform_index, int device_index, cl_device_id 
 
 /* ---- programs and kernels (program_cache.c, kernel_sources.c) -------------- */
 
-typedef enum fcl_program_id { FCL_PROGRAM_FORWARD, FCL_PROGRAM_BACKWARD } fcl_program_id;
+typedef enum fcl_program_id {
+    FCL_PROGRAM_FORWARD,
+    FCL_PROGRAM_BACKWARD,
+    FCL_PROGRAM_UTIL              /* Philox and dropout-mask kernels */
+} fcl_program_id;
 
 /* The embedded .cl sources of one program, in order (generated file). */
 size_t fcl_program_sources(fcl_program_id id, const char **sources, size_t capacity);
@@ -149,13 +154,16 @@ fcl_status fcl_get_program(fcl_context *ctx, fcl_program_id id, const char *opti
                            cl_program *out);
 void fcl_set_build_log(fcl_context *ctx, const char *log);
 
-/* Options (-D defines) for a plan; returns bytes needed like snprintf. */
-int fcl_kernel_options(const fcl_plan_full *plan, char *buf, size_t size);
+/* Options (-D defines) for a plan and variant features; returns bytes needed
+ * like snprintf. */
+int fcl_kernel_options(const fcl_plan_full *plan, unsigned features, char *buf, size_t size);
 
 /* Plans, builds and checks the kernel for (kind, desc), with resource
  * fallback; the result is cached in the context. */
 fcl_status fcl_resolve(fcl_context *ctx, fcl_kernel_kind kind, size_t head_dim, fcl_dtype dtype,
-                       fcl_resolved **out);
+                       unsigned features, fcl_resolved **out);
+/* Releases every resolved kernel (context destruction, tuning hooks). */
+void fcl_forget_resolved(fcl_context *ctx);
 /* Call after a launch failed with `cl_err`: lowers the limits of `r` and
  * re-resolves it in place.  Returns FCL_OK if a smaller plan is ready. */
 fcl_status fcl_resolve_after_launch_failure(fcl_context *ctx, fcl_resolved *r, cl_int cl_err);
@@ -174,8 +182,14 @@ typedef struct fcl_tensor_ref {
 fcl_tensor_ref fcl_tensor_ref_make(const char *name, cl_mem mem, fcl_layout layout, size_t batch,
                                    size_t heads, size_t seqlen, size_t head_dim,
                                    size_t elem_size, int is_output);
-/* The LSE vector (b, h, s) as a tensor with head_dim 1. */
-fcl_tensor_ref fcl_lse_ref(const fcl_attention_desc *desc, cl_mem mem, int is_output);
+/* The tensors of a forward call (q, k, v, o, lse) and of a backward call
+ * (q, k, v, o, lse, dout, dq, dk, dv), shaped as desc says (packed
+ * sequences as one batch entry of total rows); lse_is_output for the forward. */
+enum { FCL_FORWARD_TENSORS = 5, FCL_BACKWARD_TENSORS = 9 };
+void fcl_forward_tensors(const fcl_attention_desc *d, const cl_mem mem[FCL_FORWARD_TENSORS],
+                         fcl_tensor_ref t[FCL_FORWARD_TENSORS]);
+void fcl_backward_tensors(const fcl_attention_desc *d, const cl_mem mem[FCL_BACKWARD_TENSORS],
+                          fcl_tensor_ref t[FCL_BACKWARD_TENSORS]);
 fcl_status fcl_validate_desc(const fcl_attention_desc *desc);
 /* Bytes from the buffer start to one past the tensor's last element. */
 fcl_status fcl_tensor_extent_bytes(const fcl_tensor_ref *t, uint64_t *bytes);
@@ -192,6 +206,7 @@ typedef struct fcl_args {
 
 void fcl_arg_mem(fcl_args *a, cl_mem m);
 void fcl_arg_int(fcl_args *a, int v);
+void fcl_arg_uint(fcl_args *a, uint32_t v);
 void fcl_arg_long(fcl_args *a, int64_t v);
 void fcl_arg_float(fcl_args *a, float v);
 /* offset, stride_batch, stride_head, stride_seq as four longs */
@@ -204,6 +219,40 @@ typedef fcl_status (*fcl_set_args_fn)(const fcl_resolved *r, cl_kernel k, const 
 fcl_status fcl_launch(fcl_context *ctx, fcl_resolved *r, fcl_set_args_fn set_args,
                       const void *user, cl_uint num_wait, const cl_event *wait_list,
                       cl_event *event);
+
+/* ---- attention variants (variants.c) -------------------------------------- */
+
+/* Must match cl/common.cl. */
+enum {
+    FCL_FEAT_SOFTCAP = 1,
+    FCL_FEAT_ALIBI = 2,
+    FCL_FEAT_DROPOUT = 4,
+    FCL_FEAT_VARLEN = 8,
+    FCL_FEAT_BLOCKMASK = 16
+};
+
+/* A call's variants in kernel form; the trailing kernel arguments. */
+typedef struct fcl_variants {
+    unsigned features;            /* FCL_FEAT_* bits: part of the kernel build */
+    int window_left, window_right;
+    int lse_rows;                 /* seqlen_q, or total_q for packed sequences */
+    float softcap;
+    cl_mem alibi;
+    int64_t alibi_stride_batch;
+    uint32_t seed_lo, seed_hi, dropout_offset, dropout_threshold;
+    float keep_scale;
+    cl_mem cu_q, cu_k;
+    cl_mem block_mask;
+    int64_t block_mask_stride_batch, block_mask_stride_head;
+    int block_m, block_n, block_nbn;
+} fcl_variants;
+
+/* Checks desc's variants and aux's buffers (reading cu_seqlens back after
+ * the wait list). */
+fcl_status fcl_variants_prepare(fcl_context *ctx, const fcl_attention_desc *desc,
+                                const fcl_attention_aux *aux, cl_uint num_wait,
+                                const cl_event *wait, fcl_variants *v);
+void fcl_arg_variants(fcl_args *a, const fcl_variants *v);
 
 /* ---- device memory (memory.c) --------------------------------------------- */
 

@@ -4,13 +4,14 @@
 
 #include <stdio.h>
 
-int fcl_kernel_options(const fcl_plan_full *plan, char *buf, size_t size)
+int fcl_kernel_options(const fcl_plan_full *plan, unsigned features, char *buf, size_t size)
 {
     static const char *const kernel_macro[] = {"FCL_KERNEL_FORWARD", "FCL_KERNEL_DKDV",
                                                "FCL_KERNEL_DQ"};
     return snprintf(buf, size,
                     "-cl-std=CL1.2 -D%s=1 -DFCL_DTYPE=%d -DD_PAD=%d -DBR=%d -DBC=%d -DTY=%d -DTX=%d "
-                    "-DFCL_FORCE_UNROLL=%d",
+                    "-DFCL_FORCE_UNROLL=%d -DFCL_FEATURES=%u",
                     kernel_macro[plan->pub.kernel], (int)plan->pub.dtype, plan->d_pad,
-                    (int)plan->pub.br, (int)plan->pub.bc, plan->ty, plan->tx, plan->force_unroll);
+                    (int)plan->pub.br, (int)plan->pub.bc, plan->ty, plan->tx, plan->force_unroll,
+                    features);
 }

@@ -11,6 +11,11 @@ static void set_arg(fcl_args *a, size_t size, const void *value)
 
 void fcl_arg_mem(fcl_args *a, cl_mem m) { set_arg(a, sizeof m, &m); }
 void fcl_arg_int(fcl_args *a, int v) { set_arg(a, sizeof(cl_int), &v); }
+void fcl_arg_uint(fcl_args *a, uint32_t v)
+{
+    cl_uint x = v;
+    set_arg(a, sizeof x, &x);
+}
 void fcl_arg_long(fcl_args *a, int64_t v)
 {
     cl_long x = (cl_long)v;

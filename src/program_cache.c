@@ -17,14 +17,19 @@ extern const char fcl_cl_common[];
 extern const char fcl_cl_tile_portable[];
 extern const char fcl_cl_flash_fwd[];
 extern const char fcl_cl_flash_bwd[];
+extern const char fcl_cl_util[];
 
 size_t fcl_program_sources(fcl_program_id id, const char **sources, size_t capacity)
 {
     const char *list[4];
     size_t n = 0;
     list[n++] = fcl_cl_common;
-    list[n++] = fcl_cl_tile_portable;
-    list[n++] = id == FCL_PROGRAM_FORWARD ? fcl_cl_flash_fwd : fcl_cl_flash_bwd;
+    if (id == FCL_PROGRAM_UTIL) {
+        list[n++] = fcl_cl_util;
+    } else {
+        list[n++] = fcl_cl_tile_portable;
+        list[n++] = id == FCL_PROGRAM_FORWARD ? fcl_cl_flash_fwd : fcl_cl_flash_bwd;
+    }
     for (size_t i = 0; i < n && i < capacity; ++i)
         sources[i] = list[i];
     return n;

@@ -42,7 +42,7 @@ static fcl_status build_checked(fcl_context *ctx, fcl_resolved *r)
         FCL_TRY(fcl_plan_make(&ctx->caps, r->kind, r->head_dim, r->dtype, &r->limits, forced,
                               &r->plan));
         char options[640];
-        int n = fcl_kernel_options(&r->plan, options, sizeof options);
+        int n = fcl_kernel_options(&r->plan, r->features, options, sizeof options);
         if (ctx->extra_build_options[0] != '\0' && n > 0 && (size_t)n < sizeof options)
             fcl_appendf(options, sizeof options, " %s", ctx->extra_build_options);
         fcl_program_id pid =
@@ -99,11 +99,12 @@ static fcl_status build_checked(fcl_context *ctx, fcl_resolved *r)
 }
 
 fcl_status fcl_resolve(fcl_context *ctx, fcl_kernel_kind kind, size_t head_dim, fcl_dtype dtype,
-                       fcl_resolved **out)
+                       unsigned features, fcl_resolved **out)
 {
     for (size_t i = 0; i < ctx->num_resolved; ++i) {
         fcl_resolved *r = ctx->resolved[i];
-        if (r->kind == kind && r->head_dim == head_dim && r->dtype == dtype) {
+        if (r->kind == kind && r->head_dim == head_dim && r->dtype == dtype &&
+            r->features == features) {
             *out = r;
             return FCL_OK;
         }
@@ -120,6 +121,7 @@ fcl_status fcl_resolve(fcl_context *ctx, fcl_kernel_kind kind, size_t head_dim, 
     r->kind = kind;
     r->head_dim = head_dim;
     r->dtype = dtype;
+    r->features = features;
     fcl_status st = build_checked(ctx, r);
     if (st != FCL_OK) {
         free(r);
@@ -159,7 +161,19 @@ fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *desc, fcl_
         return FCL_ERROR_INVALID_VALUE;
     FCL_TRY(fcl_validate_desc(desc));
     fcl_resolved *r = NULL;
-    FCL_TRY(fcl_resolve(ctx, kernel, desc->head_dim, desc->dtype, &r));
+    FCL_TRY(fcl_resolve(ctx, kernel, desc->head_dim, desc->dtype, 0, &r));
     *plan = r->plan.pub;
     return FCL_OK;
+}
+
+void fcl_forget_resolved(fcl_context *ctx)
+{
+    for (size_t i = 0; i < ctx->num_resolved; ++i) {
+        if (ctx->resolved[i]->kernel != NULL)
+            clReleaseKernel(ctx->resolved[i]->kernel);
+        free(ctx->resolved[i]);
+    }
+    free(ctx->resolved);
+    ctx->resolved = NULL;
+    ctx->num_resolved = 0;
 }

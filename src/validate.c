@@ -32,6 +32,9 @@ fcl_status fcl_validate_desc(const fcl_attention_desc *desc)
         return FCL_ERROR_INVALID_VALUE;
     if (desc->causal != 0 && desc->causal != 1)
         return FCL_ERROR_INVALID_VALUE;
+    if (desc->varlen && (desc->total_q == 0 || desc->total_k == 0 ||
+                         desc->total_q > MAX_SEQLEN || desc->total_k > MAX_SEQLEN))
+        return FCL_ERROR_INVALID_SHAPE;
     return FCL_OK;
 }
 
@@ -183,13 +186,57 @@ fcl_tensor_ref fcl_tensor_ref_make(const char *name, cl_mem mem, fcl_layout layo
     return t;
 }
 
-fcl_tensor_ref fcl_lse_ref(const fcl_attention_desc *desc, cl_mem mem, int is_output)
+/* Shapes as the kernels see them: packed sequences are one batch entry of
+ * total_q (or total_k) rows, and their LSE is (heads_q, total_q). */
+typedef struct tensor_shape {
+    size_t batch, rows_q, rows_k;
+} tensor_shape;
+
+static tensor_shape shape_of(const fcl_attention_desc *d)
 {
+    tensor_shape s = {d->batch, d->seqlen_q, d->seqlen_k};
+    if (d->varlen) {
+        s.batch = 1;
+        s.rows_q = d->total_q;
+        s.rows_k = d->total_k;
+    }
+    return s;
+}
+
+static fcl_tensor_ref lse_ref(const fcl_attention_desc *d, cl_mem mem, int is_output)
+{
+    const tensor_shape sh = shape_of(d);
     fcl_layout l;
-    l.offset = desc->lse_offset;
+    l.offset = d->lse_offset;
     l.stride_seq = 1;
-    l.stride_head = desc->seqlen_q;
-    l.stride_batch = desc->heads_q * desc->seqlen_q;
-    return fcl_tensor_ref_make("lse", mem, l, desc->batch, desc->heads_q, desc->seqlen_q, 1,
-                               sizeof(float), is_output);
+    l.stride_head = sh.rows_q;
+    l.stride_batch = d->heads_q * sh.rows_q;
+    return fcl_tensor_ref_make("lse", mem, l, sh.batch, d->heads_q, sh.rows_q, 1, sizeof(float),
+                               is_output);
+}
+
+void fcl_forward_tensors(const fcl_attention_desc *d, const cl_mem mem[FCL_FORWARD_TENSORS],
+                         fcl_tensor_ref t[FCL_FORWARD_TENSORS])
+{
+    const tensor_shape sh = shape_of(d);
+    const size_t es = fcl_dtype_size(d->dtype), D = d->head_dim;
+    t[0] = fcl_tensor_ref_make("q", mem[0], d->q, sh.batch, d->heads_q, sh.rows_q, D, es, 0);
+    t[1] = fcl_tensor_ref_make("k", mem[1], d->k, sh.batch, d->heads_kv, sh.rows_k, D, es, 0);
+    t[2] = fcl_tensor_ref_make("v", mem[2], d->v, sh.batch, d->heads_kv, sh.rows_k, D, es, 0);
+    t[3] = fcl_tensor_ref_make("o", mem[3], d->o, sh.batch, d->heads_q, sh.rows_q, D, es, 1);
+    t[4] = lse_ref(d, mem[4], 1);
+}
+
+void fcl_backward_tensors(const fcl_attention_desc *d, const cl_mem mem[FCL_BACKWARD_TENSORS],
+                          fcl_tensor_ref t[FCL_BACKWARD_TENSORS])
+{
+    fcl_forward_tensors(d, mem, t);
+    t[3].is_output = 0; /* O and LSE are inputs of the backward */
+    t[4].is_output = 0;
+    const tensor_shape sh = shape_of(d);
+    const size_t es = fcl_dtype_size(d->dtype), D = d->head_dim;
+    t[5] = fcl_tensor_ref_make("dout", mem[5], d->dout, sh.batch, d->heads_q, sh.rows_q, D, es, 0);
+    t[6] = fcl_tensor_ref_make("dq", mem[6], d->dq, sh.batch, d->heads_q, sh.rows_q, D, es, 1);
+    t[7] = fcl_tensor_ref_make("dk", mem[7], d->dk, sh.batch, d->heads_kv, sh.rows_k, D, es, 1);
+    t[8] = fcl_tensor_ref_make("dv", mem[8], d->dv, sh.batch, d->heads_kv, sh.rows_k, D, es, 1);
 }

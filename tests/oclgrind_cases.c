@@ -15,9 +15,9 @@ int main(void)
     /* the device's own plan runs the first two cases, each profile one */
     const fa_case cases[] = {
         /* B Hq Hk Sq Sk d dtype causal scale layout padded scales seed */
-        {1, 2, 1, 19, 33, 16, FCL_DTYPE_FP32, 1, 0, FCL_LAYOUT_BSHD, 1, {0, 0, 0}, 1},
-        {2, 1, 1, 33, 9, 24, FCL_DTYPE_FP16, 1, 0, FCL_LAYOUT_BHSD, 0, {0, 0, 0}, 2},
-        {1, 1, 1, 17, 17, 8, FCL_DTYPE_BF16, 0, 0.5f, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 3},
+        {1, 2, 1, 19, 33, 16, FCL_DTYPE_FP32, 1, 0, FCL_LAYOUT_BSHD, 1, {0, 0, 0}, 1, NULL},
+        {2, 1, 1, 33, 9, 24, FCL_DTYPE_FP16, 1, 0, FCL_LAYOUT_BHSD, 0, {0, 0, 0}, 2, NULL},
+        {1, 1, 1, 17, 17, 8, FCL_DTYPE_BF16, 0, 0.5f, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 3, NULL},
     };
     int failures = 0;
     for (size_t p = 0; p < sizeof profiles / sizeof profiles[0]; ++p) {

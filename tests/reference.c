@@ -7,11 +7,107 @@
 #include <stdlib.h>
 #include <string.h>
 
-int ref_visible(const ref_problem *p, size_t i, size_t j)
+size_t ref_len_q(const ref_problem *p, size_t b)
 {
-    if (!p->causal)
-        return 1;
-    return (long long)j <= (long long)i + (long long)p->seqlen_k - (long long)p->seqlen_q;
+    return p->var && p->var->cu_q ? (size_t)(p->var->cu_q[b + 1] - p->var->cu_q[b]) : p->seqlen_q;
+}
+
+size_t ref_len_k(const ref_problem *p, size_t b)
+{
+    return p->var && p->var->cu_k ? (size_t)(p->var->cu_k[b + 1] - p->var->cu_k[b]) : p->seqlen_k;
+}
+
+int ref_visible(const ref_problem *p, size_t b, size_t h, size_t i, size_t j)
+{
+    const long diag = (long)ref_len_k(p, b) - (long)ref_len_q(p, b);
+    const long li = (long)i, lj = (long)j;
+    long left = -1, right = p->causal ? 0 : -1;
+    if (p->var) {
+        left = p->var->window_left;
+        if (!p->causal)
+            right = p->var->window_right;
+    }
+    if (j >= ref_len_k(p, b) || i >= ref_len_q(p, b))
+        return 0;
+    if (left >= 0 && lj < li + diag - left)
+        return 0;
+    if (right >= 0 && lj > li + diag + right)
+        return 0;
+    if (p->var && p->var->block_mask) {
+        const ref_variants *v = p->var;
+        const size_t nbn = (p->seqlen_k + v->block_n - 1) / v->block_n;
+        const unsigned char *m = v->block_mask + b * v->block_stride_b + h * v->block_stride_h;
+        if (!m[(i / v->block_m) * nbn + j / v->block_n])
+            return 0;
+    }
+    return 1;
+}
+
+void ref_philox4x32_10(const uint32_t ctr_in[4], const uint32_t key_in[2], uint32_t out[4])
+{
+    uint32_t c[4] = {ctr_in[0], ctr_in[1], ctr_in[2], ctr_in[3]};
+    uint32_t k[2] = {key_in[0], key_in[1]};
+    for (int round = 0; round < 10; ++round) {
+        if (round > 0) {
+            k[0] += 0x9E3779B9u;
+            k[1] += 0xBB67AE85u;
+        }
+        const uint64_t p0 = (uint64_t)0xD2511F53u * c[0], p1 = (uint64_t)0xCD9E8D57u * c[2];
+        const uint32_t n0 = (uint32_t)(p1 >> 32) ^ c[1] ^ k[0], n1 = (uint32_t)p1;
+        const uint32_t n2 = (uint32_t)(p0 >> 32) ^ c[3] ^ k[1], n3 = (uint32_t)p0;
+        c[0] = n0, c[1] = n1, c[2] = n2, c[3] = n3;
+    }
+    memcpy(out, c, sizeof c);
+}
+
+double ref_dropout_factor(const ref_problem *p, size_t b, size_t h, size_t i, size_t j)
+{
+    const ref_variants *v = p->var;
+    if (v == NULL || v->dropout_p == 0)
+        return 1.0;
+    const double t = floor(v->dropout_p * 4294967296.0 + 0.5);
+    const uint32_t threshold = t >= 4294967295.0 ? 0xFFFFFFFFu : (uint32_t)t;
+    const uint32_t ctr[4] = {(uint32_t)j, (uint32_t)(i >> 2), (uint32_t)(b * p->heads_q + h),
+                             v->dropout_offset};
+    const uint32_t key[2] = {(uint32_t)v->dropout_seed, (uint32_t)(v->dropout_seed >> 32)};
+    uint32_t r[4];
+    ref_philox4x32_10(ctr, key, r);
+    /* the kernels scale by the fp32 value of 1 / (1 - p) */
+    return r[i & 3] >= threshold ? (double)(float)(1.0 / (1.0 - v->dropout_p)) : 0.0;
+}
+
+/* score of (i, j) from q.k: scale, softcap, ALiBi; *t = tanh for the softcap. */
+static double score(const ref_problem *p, size_t b, size_t h, size_t i, size_t j, double qk,
+                    double *t)
+{
+    double s = qk * p->scale;
+    *t = 0;
+    if (p->var && p->var->softcap > 0) {
+        *t = tanh(s / p->var->softcap);
+        s = p->var->softcap * *t;
+    }
+    if (p->var && p->var->alibi_slopes) {
+        const long diag = (long)ref_len_k(p, b) - (long)ref_len_q(p, b);
+        const double slope = p->var->alibi_slopes[b * p->var->alibi_stride_b + h];
+        s -= slope * fabs((double)((long)i + diag - (long)j));
+    }
+    return s;
+}
+
+static float score_f(const ref_problem *p, size_t b, size_t h, size_t i, size_t j, float qk, float *t)
+{
+    float s = qk * (float)p->scale;
+    *t = 0;
+    if (p->var && p->var->softcap > 0) {
+        *t = tanhf(s / (float)p->var->softcap);
+        s = (float)p->var->softcap * *t;
+    }
+    if (p->var && p->var->alibi_slopes) {
+        const long diag = (long)ref_len_k(p, b) - (long)ref_len_q(p, b);
+        const float slope = (float)p->var->alibi_slopes[b * p->var->alibi_stride_b + h];
+        s -= slope * (float)labs((long)i + diag - (long)j);
+    }
+    return s;
 }
 
 static size_t idx(size_t heads, size_t seq, size_t dim, size_t b, size_t h, size_t s)
@@ -25,34 +121,37 @@ void ref_forward_f64(const ref_problem *p, const double *q, const double *k, con
     const size_t D = p->head_dim, Sq = p->seqlen_q, Sk = p->seqlen_k;
     const size_t group = p->heads_q / p->heads_kv;
     double *s = malloc(Sk * sizeof *s);
+    memset(o, 0, p->batch * p->heads_q * Sq * D * sizeof *o);
+    for (size_t x = 0; x < p->batch * p->heads_q * Sq; ++x)
+        lse[x] = INFINITY;
     for (size_t b = 0; b < p->batch; ++b)
         for (size_t h = 0; h < p->heads_q; ++h)
-            for (size_t i = 0; i < Sq; ++i) {
+            for (size_t i = 0; i < ref_len_q(p, b); ++i) {
                 const double *qi = q + idx(p->heads_q, Sq, D, b, h, i);
                 double *oi = o + idx(p->heads_q, Sq, D, b, h, i);
-                double m = -INFINITY;
+                double m = -INFINITY, t;
                 for (size_t j = 0; j < Sk; ++j) {
                     s[j] = -INFINITY;
-                    if (!ref_visible(p, i, j))
+                    if (!ref_visible(p, b, h, i, j))
                         continue;
                     const double *kj = k + idx(p->heads_kv, Sk, D, b, h / group, j);
                     double dot = 0;
                     for (size_t d = 0; d < D; ++d)
                         dot += qi[d] * kj[d];
-                    s[j] = dot * p->scale;
+                    s[j] = score(p, b, h, i, j, dot, &t);
                     if (s[j] > m)
                         m = s[j];
                 }
-                memset(oi, 0, D * sizeof *oi);
                 double l = 0;
                 for (size_t j = 0; j < Sk; ++j) {
                     if (s[j] == -INFINITY)
                         continue;
                     const double e = exp(s[j] - m);
                     l += e;
+                    const double ez = e * ref_dropout_factor(p, b, h, i, j);
                     const double *vj = v + idx(p->heads_kv, Sk, D, b, h / group, j);
                     for (size_t d = 0; d < D; ++d)
-                        oi[d] += e * vj[d];
+                        oi[d] += ez * vj[d];
                 }
                 for (size_t d = 0; d < D && l > 0; ++d)
                     oi[d] /= l;
@@ -66,24 +165,26 @@ void ref_forward_lowp(const ref_problem *p, const double *q, const double *k, co
 {
     const size_t D = p->head_dim, Sq = p->seqlen_q, Sk = p->seqlen_k;
     const size_t group = p->heads_q / p->heads_kv;
-    const float scale = (float)p->scale;
     float *s = malloc(Sk * sizeof *s);
     float *acc = malloc(D * sizeof *acc);
+    memset(o, 0, p->batch * p->heads_q * Sq * D * sizeof *o);
+    for (size_t x = 0; x < p->batch * p->heads_q * Sq; ++x)
+        lse[x] = INFINITY;
     for (size_t b = 0; b < p->batch; ++b)
         for (size_t h = 0; h < p->heads_q; ++h)
-            for (size_t i = 0; i < Sq; ++i) {
+            for (size_t i = 0; i < ref_len_q(p, b); ++i) {
                 const double *qi = q + idx(p->heads_q, Sq, D, b, h, i);
                 double *oi = o + idx(p->heads_q, Sq, D, b, h, i);
-                float m = -INFINITY;
+                float m = -INFINITY, t;
                 for (size_t jj = Sk; jj-- > 0;) { /* keys in reverse order */
                     s[jj] = -INFINITY;
-                    if (!ref_visible(p, i, jj))
+                    if (!ref_visible(p, b, h, i, jj))
                         continue;
                     const double *kj = k + idx(p->heads_kv, Sk, D, b, h / group, jj);
                     float dot = 0;
                     for (size_t d = D; d-- > 0;)
                         dot += (float)qi[d] * (float)kj[d];
-                    s[jj] = dot * scale;
+                    s[jj] = score_f(p, b, h, i, jj, dot, &t);
                     m = fmaxf(m, s[jj]);
                 }
                 float l = 0;
@@ -97,7 +198,8 @@ void ref_forward_lowp(const ref_problem *p, const double *q, const double *k, co
                 for (size_t jj = Sk; jj-- > 0;) {
                     if (s[jj] == -INFINITY || l == 0)
                         continue;
-                    const float pj = s[jj] / l; /* normalised before PV, unlike the kernel */
+                    /* normalised before PV, unlike the kernel */
+                    const float pj = s[jj] / l * (float)ref_dropout_factor(p, b, h, i, jj);
                     const double *vj = v + idx(p->heads_kv, Sk, D, b, h / group, jj);
                     for (size_t d = 0; d < D; ++d)
                         acc[d] += pj * (float)vj[d];
@@ -111,7 +213,7 @@ void ref_forward_lowp(const ref_problem *p, const double *q, const double *k, co
 }
 
 /* The gradient recipe shared by both precisions: T is double or float. */
-#define BACKWARD_BODY(T, EXP, FORWARD, ROUND)                                              \
+#define BACKWARD_BODY(T, EXP, SCORE, FORWARD, ROUND)                                      \
     const size_t D = p->head_dim, Sq = p->seqlen_q, Sk = p->seqlen_k;                      \
     const size_t group = p->heads_q / p->heads_kv;                                         \
     const size_t nq = p->batch * p->heads_q * Sq * D, nk = p->batch * p->heads_kv * Sk * D; \
@@ -120,10 +222,11 @@ void ref_forward_lowp(const ref_problem *p, const double *q, const double *k, co
     T *gk = calloc(nk, sizeof *gk), *gv = calloc(nk, sizeof *gv);                          \
     T *gq = malloc(D * sizeof *gq);                                                        \
     FORWARD(p, q, k, v, o, lse);                                                           \
+    memset(dq, 0, nq * sizeof *dq);                                                        \
     const T scale = (T)p->scale;                                                           \
     for (size_t b = 0; b < p->batch; ++b)                                                  \
         for (size_t h = 0; h < p->heads_q; ++h)                                            \
-            for (size_t i = 0; i < Sq; ++i) {                                              \
+            for (size_t i = 0; i < ref_len_q(p, b); ++i) {                                 \
                 const size_t qo = idx(p->heads_q, Sq, D, b, h, i);                         \
                 const T L = (T)lse[(b * p->heads_q + h) * Sq + i];                         \
                 T delta = 0;                                                               \
@@ -132,18 +235,19 @@ void ref_forward_lowp(const ref_problem *p, const double *q, const double *k, co
                 for (size_t d = 0; d < D; ++d)                                             \
                     gq[d] = 0;                                                             \
                 for (size_t j = 0; j < Sk; ++j) {                                          \
-                    if (!ref_visible(p, i, j) || isinf((double)L))                         \
+                    if (!ref_visible(p, b, h, i, j) || isinf((double)L))                   \
                         continue;                                                          \
                     const size_t ko = idx(p->heads_kv, Sk, D, b, h / group, j);            \
-                    T s = 0, dp = 0;                                                       \
+                    T qk = 0, dp = 0, t;                                                   \
                     for (size_t d = 0; d < D; ++d) {                                       \
-                        s += (T)q[qo + d] * (T)k[ko + d];                                  \
+                        qk += (T)q[qo + d] * (T)k[ko + d];                                 \
                         dp += (T)dout[qo + d] * (T)v[ko + d];                              \
                     }                                                                      \
-                    const T pij = EXP(s * scale - L);                                      \
-                    const T ds = pij * (dp - delta);                                       \
+                    const T z = (T)ref_dropout_factor(p, b, h, i, j);                      \
+                    const T pij = EXP(SCORE(p, b, h, i, j, qk, &t) - L);                   \
+                    const T ds = pij * (dp * z - delta) * (1 - t * t);                     \
                     for (size_t d = 0; d < D; ++d) {                                       \
-                        gv[ko + d] += pij * (T)dout[qo + d];                               \
+                        gv[ko + d] += pij * z * (T)dout[qo + d];                           \
                         gk[ko + d] += scale * ds * (T)q[qo + d];                           \
                         gq[d] += scale * ds * (T)k[ko + d];                                \
                     }                                                                      \
@@ -167,11 +271,11 @@ void ref_forward_lowp(const ref_problem *p, const double *q, const double *k, co
 void ref_backward_f64(const ref_problem *p, const double *q, const double *k, const double *v,
                       const double *dout, double *dq, double *dk, double *dv)
 {
-    BACKWARD_BODY(double, exp, ref_forward_f64, ROUND_NONE);
+    BACKWARD_BODY(double, exp, score, ref_forward_f64, ROUND_NONE);
 }
 
 void ref_backward_lowp(const ref_problem *p, const double *q, const double *k, const double *v,
                        const double *dout, double *dq, double *dk, double *dv)
 {
-    BACKWARD_BODY(float, expf, ref_forward_lowp, ROUND_STORAGE);
+    BACKWARD_BODY(float, expf, score_f, ref_forward_lowp, ROUND_STORAGE);
 }

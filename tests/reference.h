@@ -11,16 +11,41 @@
 #include "flashcl.h"
 
 #include <stddef.h>
+#include <stdint.h>
+
+/* The attention variants, as the library defines them (flashcl.h). */
+typedef struct ref_variants {
+    long window_left, window_right;  /* -1: unbounded */
+    double softcap;                  /* 0: off */
+    const double *alibi_slopes;      /* NULL: none; slope of (b, h) at b * alibi_stride_b + h */
+    size_t alibi_stride_b;
+    double dropout_p;                /* 0: off */
+    uint64_t dropout_seed;
+    uint32_t dropout_offset;
+    const int *cu_q, *cu_k;          /* NULL: every sequence has the full lengths */
+    const unsigned char *block_mask; /* NULL: none */
+    size_t block_m, block_n, block_stride_b, block_stride_h;
+} ref_variants;
 
 typedef struct ref_problem {
     size_t batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
     double scale;
     int causal;
     fcl_dtype dtype;   /* storage type: what the low-precision reference rounds to */
+    const ref_variants *var; /* NULL: plain attention */
 } ref_problem;
 
-/* 1 if query row i may see key j (causal aligned bottom-right). */
-int ref_visible(const ref_problem *p, size_t i, size_t j);
+/* Sequence b's lengths (its own with cu_seqlens, else the full ones). */
+size_t ref_len_q(const ref_problem *p, size_t b);
+size_t ref_len_k(const ref_problem *p, size_t b);
+
+/* 1 if query row i of sequence b may see key j (window/causal aligned
+ * bottom-right on the sequence's own lengths, and the block mask). */
+int ref_visible(const ref_problem *p, size_t b, size_t h, size_t i, size_t j);
+
+/* Philox4x32-10 on the host, and the dropout factor 0 or 1/(1-p) of (i, j). */
+void ref_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+double ref_dropout_factor(const ref_problem *p, size_t b, size_t h, size_t i, size_t j);
 
 /* float64 forward: o and lse (lse = +inf for a row that sees no key). */
 void ref_forward_f64(const ref_problem *p, const double *q, const double *k, const double *v,

@@ -126,7 +126,7 @@ static void test_wrap_callers_opencl_objects(void **state)
     fcl_context *bad = NULL;
     assert_int_equal(fcl_context_create_from_cl(fcl_context_cl_context(owner), queue, dev, NULL, &bad),
                      FCL_ERROR_INVALID_VALUE);
-    fa_case c = {1, 2, 1, 40, 50, 32, FCL_DTYPE_FP16, 1, 0, FCL_LAYOUT_BHSD, 0, {0, 0, 0}, 3};
+    fa_case c = {1, 2, 1, 40, 50, 32, FCL_DTYPE_FP16, 1, 0, FCL_LAYOUT_BHSD, 0, {0, 0, 0}, 3, NULL};
     fa_result r;
     assert_true(fa_check_forward(ctx, &c, &r));
     /* the caller may release its references first: we hold our own */
@@ -160,7 +160,7 @@ static void test_host_calls(void **state)
     d.causal = 1;
     assert_int_equal(fcl_attention_forward_host(ctx, &d, q, k, v, o, lse), FCL_OK);
     assert_int_equal(fcl_attention_backward_host(ctx, &d, q, k, v, o, lse, dout, dq, dk, dv), FCL_OK);
-    ref_problem p = {Bn, Hn, Hn, Sq, Sk, Dn, 1.0 / sqrt(Dn), 1, FCL_DTYPE_FP32};
+    ref_problem p = {Bn, Hn, Hn, Sq, Sk, Dn, 1.0 / sqrt(Dn), 1, FCL_DTYPE_FP32, NULL};
     ref_forward_f64(&p, qd, kd, vd, od, lsed);
     ref_backward_f64(&p, qd, kd, vd, dod, dqd, dkd, dvd);
     double e = 0;
@@ -213,7 +213,7 @@ static void test_no_quadratic_buffers(void **state)
     (void)state;
     fcl_context *ctx = test_context(NULL);
     enum { Bn = 1, Hn = 2, N = 1500, Dn = 16 };
-    fa_case c = {Bn, Hn, Hn, N, N, Dn, FCL_DTYPE_FP32, 1, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 9};
+    fa_case c = {Bn, Hn, Hn, N, N, Dn, FCL_DTYPE_FP32, 1, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 9, NULL};
     fcl_context_reset_memory_stats(ctx);
     fa_result r;
     assert_true(fa_check_backward(ctx, &c, &r)); /* runs our forward and backward */
@@ -235,7 +235,7 @@ static void test_disk_cache(void **state)
     fcl_context_options o;
     fcl_context_options_init(&o);
     o.cache_dir = dir;
-    fa_case c = {1, 1, 1, 30, 30, 16, FCL_DTYPE_BF16, 0, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 4};
+    fa_case c = {1, 1, 1, 30, 30, 16, FCL_DTYPE_BF16, 0, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 4, NULL};
     fa_result r;
     for (int round = 0; round < 2; ++round) {
         fcl_context *ctx = NULL;

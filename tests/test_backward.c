@@ -34,7 +34,7 @@ static int teardown(void **state)
 
 static fa_case base_case(void)
 {
-    fa_case c = {1, 2, 2, 67, 91, 64, FCL_DTYPE_FP32, 0, 0.0f, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 1};
+    fa_case c = {1, 2, 2, 67, 91, 64, FCL_DTYPE_FP32, 0, 0.0f, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 1, NULL};
     return c;
 }
 
@@ -229,7 +229,7 @@ static void test_finite_differences(void **state)
     (void)state;
     enum { B = 1, HQ = 2, HK = 1, SQ = 5, SK = 7, D = 4 };
     const size_t nq = B * HQ * SQ * D, nk = B * HK * SK * D;
-    ref_problem p = {B, HQ, HK, SQ, SK, D, 0.5, 1, FCL_DTYPE_FP32};
+    ref_problem p = {B, HQ, HK, SQ, SK, D, 0.5, 1, FCL_DTYPE_FP32, NULL};
     double x[3][B * HQ * SK * D], dout[B * HQ * SQ * D];
     const size_t n[3] = {nq, nk, nk};
     rng g = {77};

@@ -29,7 +29,7 @@ static int teardown(void **state)
 
 static fa_case base_case(void)
 {
-    fa_case c = {1, 2, 2, 97, 113, 64, FCL_DTYPE_FP32, 0, 0.0f, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 1};
+    fa_case c = {1, 2, 2, 97, 113, 64, FCL_DTYPE_FP32, 0, 0.0f, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 1, NULL};
     return c;
 }
 

@@ -145,7 +145,7 @@ static void test_local_bytes_match_compiler(void **state)
         assert_non_null(ctx);
         for (int k = 0; k < 3; ++k) {
             fcl_resolved *r = NULL;
-            assert_int_equal(fcl_resolve(ctx, kinds[k], 80, FCL_DTYPE_FP16, &r), FCL_OK);
+            assert_int_equal(fcl_resolve(ctx, kinds[k], 80, FCL_DTYPE_FP16, 0, &r), FCL_OK);
             cl_ulong used = 0;
             assert_int_equal(clGetKernelWorkGroupInfo(r->kernel, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE,
                                                       sizeof used, &used, NULL),
@@ -166,7 +166,7 @@ static void test_launch_failure_fallback(void **state)
     fcl_context *ctx = test_context("nvidia-h100");
     assert_non_null(ctx);
     fcl_resolved *r = NULL;
-    assert_int_equal(fcl_resolve(ctx, FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP32, &r), FCL_OK);
+    assert_int_equal(fcl_resolve(ctx, FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP32, 0, &r), FCL_OK);
     const uint64_t before = r->plan.pub.local_bytes;
     assert_int_equal(fcl_resolve_after_launch_failure(ctx, r, CL_OUT_OF_RESOURCES), FCL_OK);
     assert_true(r->plan.pub.local_bytes < before);
@@ -177,7 +177,7 @@ static void test_launch_failure_fallback(void **state)
     fcl_plan shown;
     assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &shown), FCL_OK);
     assert_int_equal(shown.local_bytes, r->plan.pub.local_bytes); /* the report follows */
-    fa_case c = {1, 2, 2, 70, 90, 64, FCL_DTYPE_FP32, 1, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 5};
+    fa_case c = {1, 2, 2, 70, 90, 64, FCL_DTYPE_FP32, 1, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 5, NULL};
     fa_result res;
     assert_true(fa_check_forward(ctx, &c, &res));
     /* other errors are not resource problems: passed through */

@@ -15,15 +15,15 @@ static void run_profile(const char *name, uint64_t seed)
     assert_non_null(ctx);
     /* B Hq Hk Sq Sk d dtype causal scale layout padded scales seed */
     const fa_case forward[] = {
-        {1, 2, 2, 77, 77, 64, FCL_DTYPE_FP16, 1, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, seed},
-        {2, 4, 2, 50, 131, 128, FCL_DTYPE_FP32, 0, 0, FCL_LAYOUT_BHSD, 1, {0, 0, 0}, seed + 1},
-        {1, 3, 1, 65, 40, 40, FCL_DTYPE_BF16, 1, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, seed + 2},
-        {1, 1, 1, 70, 90, 256, FCL_DTYPE_FP32, 1, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, seed + 3},
+        {1, 2, 2, 77, 77, 64, FCL_DTYPE_FP16, 1, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, seed, NULL},
+        {2, 4, 2, 50, 131, 128, FCL_DTYPE_FP32, 0, 0, FCL_LAYOUT_BHSD, 1, {0, 0, 0}, seed + 1, NULL},
+        {1, 3, 1, 65, 40, 40, FCL_DTYPE_BF16, 1, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, seed + 2, NULL},
+        {1, 1, 1, 70, 90, 256, FCL_DTYPE_FP32, 1, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, seed + 3, NULL},
     };
     const fa_case backward[] = {
-        {1, 2, 1, 70, 53, 64, FCL_DTYPE_FP32, 1, 0, FCL_LAYOUT_BSHD, 1, {0, 0, 0}, seed + 4},
-        {1, 2, 2, 45, 66, 128, FCL_DTYPE_BF16, 0, 0, FCL_LAYOUT_BHSD, 0, {0, 0, 0}, seed + 5},
-        {1, 1, 1, 33, 33, 256, FCL_DTYPE_FP16, 1, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, seed + 6},
+        {1, 2, 1, 70, 53, 64, FCL_DTYPE_FP32, 1, 0, FCL_LAYOUT_BSHD, 1, {0, 0, 0}, seed + 4, NULL},
+        {1, 2, 2, 45, 66, 128, FCL_DTYPE_BF16, 0, 0, FCL_LAYOUT_BHSD, 0, {0, 0, 0}, seed + 5, NULL},
+        {1, 1, 1, 33, 33, 256, FCL_DTYPE_FP16, 1, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, seed + 6, NULL},
     };
     fa_result r;
     for (size_t i = 0; i < sizeof forward / sizeof forward[0]; ++i)

@@ -139,9 +139,13 @@ fcl_context *test_context(const char *profile)
 
 enum { GUARD_ELEMS = 37 };
 
+/* A (batch, heads, seqlen, dim) tensor in a device buffer with guards.  With
+ * `cu` (packed sequences) sequence b holds rows cu[b] .. cu[b+1]-1 of one
+ * packed batch entry; canonical rows past a sequence's length do not exist. */
 typedef struct dev_tensor {
     fcl_layout layout;
     size_t batch, heads, seqlen, dim, es;
+    const int *cu;
     size_t elems;            /* buffer length in elements, guards included */
     unsigned char *image;    /* host copy of the whole buffer */
     unsigned char *is_elem;  /* 1 where a tensor element lives */
@@ -190,34 +194,34 @@ static double get_value(const unsigned char *p, fcl_dtype dt)
     return dt == FCL_DTYPE_FP16 ? half_bits_to_float(b) : bf16_bits_to_float(b);
 }
 
-static fcl_layout case_layout(const fa_case *c, size_t heads, size_t seqlen)
+static size_t rows_of(const dev_tensor *t, size_t b)
 {
-    const size_t D = c->head_dim;
-    fcl_layout l = fcl_layout_contiguous(c->layout, heads, seqlen, D);
-    if (!c->padded)
-        return l;
-    if (c->layout == FCL_LAYOUT_BSHD) {
-        l.stride_head = D + 3;
-        l.stride_seq = heads * l.stride_head + 5;
-        l.stride_batch = seqlen * l.stride_seq + 7;
-        l.offset = 11;
-    } else {
-        l.stride_seq = D + 2;
-        l.stride_head = seqlen * l.stride_seq + 3;
-        l.stride_batch = heads * l.stride_head + 5;
-        l.offset = 13;
-    }
-    return l;
+    return t->cu ? (size_t)(t->cu[b + 1] - t->cu[b]) : t->seqlen;
 }
 
 static size_t elem_index(const dev_tensor *t, size_t b, size_t h, size_t s, size_t d)
 {
+    if (t->cu)
+        return t->layout.offset + ((size_t)t->cu[b] + s) * t->layout.stride_seq +
+               h * t->layout.stride_head + d;
     return t->layout.offset + b * t->layout.stride_batch + h * t->layout.stride_head +
            s * t->layout.stride_seq + d;
 }
 
+/* Runs the statements given for every element that exists, with `at` its
+ * index in the buffer and `n` its canonical index. */
+#define FOR_EACH_ELEMENT(t, at, n, ...)                                           \
+    for (size_t b_ = 0, n = 0; b_ < (t)->batch; ++b_)                              \
+        for (size_t h_ = 0; h_ < (t)->heads; ++h_)                                 \
+            for (size_t s_ = 0; s_ < (t)->seqlen; ++s_)                            \
+                for (size_t d_ = 0; d_ < (t)->dim; ++d_, ++n)                      \
+                    if (s_ < rows_of((t), b_)) {                                   \
+                        const size_t at = elem_index((t), b_, h_, s_, d_);         \
+                        __VA_ARGS__                                                \
+                    }
+
 static int tensor_create(dev_tensor *t, fcl_context *ctx, fcl_layout layout, size_t B, size_t H,
-                         size_t S, size_t D, fcl_dtype dt, const double *values)
+                         size_t S, size_t D, const int *cu, fcl_dtype dt, const double *values)
 {
     memset(t, 0, sizeof *t);
     t->layout = layout;
@@ -225,22 +229,20 @@ static int tensor_create(dev_tensor *t, fcl_context *ctx, fcl_layout layout, siz
     t->heads = H;
     t->seqlen = S;
     t->dim = D;
+    t->cu = cu;
     t->es = dt == FCL_DTYPE_FP32 ? 4 : 2;
-    t->elems = elem_index(t, B - 1, H - 1, S - 1, D - 1) + 1 + GUARD_ELEMS;
+    size_t last = 0;
+    FOR_EACH_ELEMENT(t, at, n, { if (at > last) last = at; })
+    t->elems = last + 1 + GUARD_ELEMS;
     t->image = malloc(t->elems * t->es);
     t->is_elem = calloc(t->elems, 1);
     for (size_t i = 0; i < t->elems; ++i)
         put_fill(t->image + i * t->es, t->es);
-    size_t n = 0;
-    for (size_t b = 0; b < B; ++b)
-        for (size_t h = 0; h < H; ++h)
-            for (size_t s = 0; s < S; ++s)
-                for (size_t d = 0; d < D; ++d, ++n) {
-                    size_t at = elem_index(t, b, h, s, d);
-                    t->is_elem[at] = 1;
-                    if (values != NULL)
-                        put_value(t->image + at * t->es, dt, values[n]);
-                }
+    FOR_EACH_ELEMENT(t, at, n, {
+        t->is_elem[at] = 1;
+        if (values != NULL)
+            put_value(t->image + at * t->es, dt, values[n]);
+    })
     cl_int err = CL_SUCCESS;
     t->mem = clCreateBuffer(fcl_context_cl_context(ctx), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
                             t->elems * t->es, t->image, &err);
@@ -260,8 +262,8 @@ static void tensor_free(dev_tensor *t)
     memset(t, 0, sizeof *t);
 }
 
-/* Reads the buffer back, checks fill/guards, gathers values (canonical order).
- * Returns the number of problems and adds them to res. */
+/* Reads the buffer back, checks fill and guards, gathers the values in
+ * canonical order (0 where a packed sequence has no such row). */
 static void tensor_read(fcl_context *ctx, const dev_tensor *t, fcl_dtype dt, double *out,
                         fa_result *res)
 {
@@ -281,13 +283,17 @@ static void tensor_read(fcl_context *ctx, const dev_tensor *t, fcl_dtype dt, dou
         if (t->is_elem[i] && is_fill(p, t->es))
             res->unwritten++;
     }
-    size_t n = 0;
-    for (size_t b = 0; b < t->batch; ++b)
-        for (size_t h = 0; h < t->heads; ++h)
-            for (size_t s = 0; s < t->seqlen; ++s)
-                for (size_t d = 0; d < t->dim; ++d)
-                    out[n++] = get_value(img + elem_index(t, b, h, s, d) * t->es, dt);
+    memset(out, 0, t->batch * t->heads * t->seqlen * t->dim * sizeof *out);
+    FOR_EACH_ELEMENT(t, at, n, { out[n] = get_value(img + at * t->es, dt); })
     free(img);
+}
+
+/* 1 for canonical elements that exist. */
+static unsigned char *tensor_valid(const dev_tensor *t)
+{
+    unsigned char *v = calloc(t->batch * t->heads * t->seqlen * t->dim, 1);
+    FOR_EACH_ELEMENT(t, at, n, { (void)at; v[n] = 1; })
+    return v;
 }
 
 /* ---- comparisons ------------------------------------------------------------- */
@@ -300,12 +306,16 @@ static double *random_tensor(rng *r, size_t n, double scale, fcl_dtype dt)
     return x;
 }
 
-/* Applies the tolerance rule to one tensor; keeps the worst ratio in res. */
+/* Applies the tolerance rule to one tensor's existing elements; keeps the
+ * worst ratio in res. */
 static int compare(const char *name, const double *ours, const double *lowp, const double *ref,
-                   size_t n, double factor, fcl_dtype dt, size_t sum_terms, fa_result *res)
+                   const unsigned char *valid, size_t n, double factor, fcl_dtype dt,
+                   size_t sum_terms, fa_result *res)
 {
     double err = 0, err_lp = 0, maxref = 0;
     for (size_t i = 0; i < n; ++i) {
+        if (!valid[i])
+            continue;
         if (!isfinite(ref[i])) {
             if (!(ours[i] == ref[i]))
                 res->nonfinite++;
@@ -330,27 +340,12 @@ static int compare(const char *name, const double *ours, const double *lowp, con
     return err <= tol;
 }
 
-static ref_problem problem_of(const fa_case *c)
+fa_variants fa_no_variants(void)
 {
-    ref_problem p = {c->batch,    c->heads_q,
-                     c->heads_kv, c->seqlen_q,
-                     c->seqlen_k, c->head_dim,
-                     c->scale != 0 ? (double)c->scale : 1.0 / sqrt((double)c->head_dim),
-                     c->causal,   c->dtype};
-    return p;
-}
-
-static fcl_attention_desc desc_of(const fa_case *c)
-{
-    fcl_attention_desc d;
-    fcl_attention_desc_init(&d, c->batch, c->heads_q, c->heads_kv, c->seqlen_q, c->seqlen_k,
-                            c->head_dim, c->dtype, c->layout);
-    d.softmax_scale = c->scale;
-    d.causal = c->causal;
-    d.q = d.o = d.dout = d.dq = case_layout(c, c->heads_q, c->seqlen_q);
-    d.k = d.v = d.dk = d.dv = case_layout(c, c->heads_kv, c->seqlen_k);
-    d.lse_offset = c->padded ? 3 : 0;
-    return d;
+    fa_variants v;
+    memset(&v, 0, sizeof v);
+    v.window_left = v.window_right = -1;
+    return v;
 }
 
 void fa_describe(const fa_case *c, char *buf, size_t n)
@@ -360,11 +355,19 @@ void fa_describe(const fa_case *c, char *buf, size_t n)
              fcl_dtype_name(c->dtype), c->causal ? " causal" : "", (double)c->scale,
              c->layout == FCL_LAYOUT_BSHD ? "bshd" : "bhsd", c->padded ? " padded" : "",
              (unsigned long long)c->seed);
+    const fa_variants *v = c->var;
+    if (v == NULL)
+        return;
+    size_t used = strlen(buf);
+    snprintf(buf + used, n - used, " window=(%ld,%ld) softcap=%g alibi=%d dropout=%g%s block=%zux%zu@%.2f",
+             v->window_left, v->window_right, (double)v->softcap, (int)v->alibi,
+             (double)v->dropout_p, v->seqlens_q ? " varlen" : "", v->block_m, v->block_n,
+             v->block_density);
 }
 
 static int report(const char *what, const fa_case *c, int ok, const fa_result *res)
 {
-    char buf[256];
+    char buf[512];
     fa_describe(c, buf, sizeof buf);
     if (ok && getenv("FCL_TEST_VERBOSE") != NULL)
         fprintf(stderr, "ok %s [%s]: worst %s err %.3g low-precision %.3g tol %.3g (%.0f%% of tol)\n",
@@ -381,35 +384,165 @@ static int report(const char *what, const fa_case *c, int ok, const fa_result *r
     return 0;
 }
 
-/* The inputs of a case, canonical order, storage-rounded. */
-typedef struct case_inputs {
-    double *q, *k, *v, *dout;
-    size_t nq, nk, nlse;
-} case_inputs;
+/* ---- one case: inputs, descriptor, references, aux buffers ------------------- */
 
-static case_inputs make_inputs(const fa_case *c)
+typedef struct case_state {
+    const fa_case *c;
+    double *q, *k, *v, *dout;      /* canonical, storage-rounded */
+    size_t nq, nk, nlse;
+    int *cu_q, *cu_k;              /* packed sequences, else NULL */
+    float *slopes;                 /* ALiBi slopes as the device sees them */
+    double *slopes_d;
+    unsigned char *blocks;         /* block mask */
+    fcl_attention_desc desc;
+    ref_variants rvar;
+    ref_problem prob;
+    fcl_attention_aux aux;         /* device copies */
+} case_state;
+
+static fcl_layout case_layout(const fa_case *c, size_t heads, size_t seqlen)
 {
-    case_inputs in;
-    rng r = {c->seed * 7919u + 17u};
-    in.nq = c->batch * c->heads_q * c->seqlen_q * c->head_dim;
-    in.nk = c->batch * c->heads_kv * c->seqlen_k * c->head_dim;
-    in.nlse = c->batch * c->heads_q * c->seqlen_q;
-    double s[3];
-    for (int i = 0; i < 3; ++i)
-        s[i] = c->input_scale[i] != 0 ? c->input_scale[i] : 1.0;
-    in.q = random_tensor(&r, in.nq, s[0], c->dtype);
-    in.k = random_tensor(&r, in.nk, s[1], c->dtype);
-    in.v = random_tensor(&r, in.nk, s[2], c->dtype);
-    in.dout = random_tensor(&r, in.nq, 1.0, c->dtype);
-    return in;
+    const size_t D = c->head_dim;
+    if (c->var && c->var->seqlens_q) { /* packed: (total, heads, dim) */
+        fcl_layout l = fcl_layout_contiguous(FCL_LAYOUT_BSHD, heads, seqlen, D);
+        l.stride_batch = 0;
+        if (c->padded) {
+            l.stride_head = D + 3;
+            l.stride_seq = heads * l.stride_head + 5;
+            l.offset = 11;
+        }
+        return l;
+    }
+    fcl_layout l = fcl_layout_contiguous(c->layout, heads, seqlen, D);
+    if (!c->padded)
+        return l;
+    if (c->layout == FCL_LAYOUT_BSHD) {
+        l.stride_head = D + 3;
+        l.stride_seq = heads * l.stride_head + 5;
+        l.stride_batch = seqlen * l.stride_seq + 7;
+        l.offset = 11;
+    } else {
+        l.stride_seq = D + 2;
+        l.stride_head = seqlen * l.stride_seq + 3;
+        l.stride_batch = heads * l.stride_head + 5;
+        l.offset = 13;
+    }
+    return l;
 }
 
-static void free_inputs(case_inputs *in)
+static cl_mem device_copy(fcl_context *ctx, const void *host, size_t bytes)
 {
-    free(in->q);
-    free(in->k);
-    free(in->v);
-    free(in->dout);
+    cl_int err;
+    cl_mem m = clCreateBuffer(fcl_context_cl_context(ctx), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                              bytes, (void *)host, &err);
+    return err == CL_SUCCESS ? m : NULL;
+}
+
+static int *prefix_sums(const int *lengths, size_t n)
+{
+    int *cu = malloc((n + 1) * sizeof *cu);
+    cu[0] = 0;
+    for (size_t i = 0; i < n; ++i)
+        cu[i + 1] = cu[i] + lengths[i];
+    return cu;
+}
+
+static void case_init(fcl_context *ctx, const fa_case *c, case_state *st)
+{
+    memset(st, 0, sizeof *st);
+    st->c = c;
+    rng r = {c->seed * 7919u + 17u};
+    st->nq = c->batch * c->heads_q * c->seqlen_q * c->head_dim;
+    st->nk = c->batch * c->heads_kv * c->seqlen_k * c->head_dim;
+    st->nlse = c->batch * c->heads_q * c->seqlen_q;
+    double sc[3];
+    for (int i = 0; i < 3; ++i)
+        sc[i] = c->input_scale[i] != 0 ? c->input_scale[i] : 1.0;
+    st->q = random_tensor(&r, st->nq, sc[0], c->dtype);
+    st->k = random_tensor(&r, st->nk, sc[1], c->dtype);
+    st->v = random_tensor(&r, st->nk, sc[2], c->dtype);
+    st->dout = random_tensor(&r, st->nq, 1.0, c->dtype);
+
+    fcl_attention_desc *d = &st->desc;
+    fcl_attention_desc_init(d, c->batch, c->heads_q, c->heads_kv, c->seqlen_q, c->seqlen_k,
+                            c->head_dim, c->dtype, c->layout);
+    d->softmax_scale = c->scale;
+    d->causal = c->causal;
+    d->q = d->o = d->dout = d->dq = case_layout(c, c->heads_q, c->seqlen_q);
+    d->k = d->v = d->dk = d->dv = case_layout(c, c->heads_kv, c->seqlen_k);
+    d->lse_offset = c->padded ? 3 : 0;
+    st->prob = (ref_problem){c->batch, c->heads_q, c->heads_kv, c->seqlen_q, c->seqlen_k,
+                             c->head_dim, c->scale != 0 ? (double)c->scale : 1.0 / sqrt((double)c->head_dim),
+                             c->causal, c->dtype, NULL};
+    const fa_variants *v = c->var;
+    if (v == NULL)
+        return;
+    ref_variants *rv = &st->rvar;
+    st->prob.var = rv;
+    rv->window_left = v->window_left;
+    rv->window_right = v->window_right;
+    d->window_left = v->window_left;
+    d->window_right = v->window_right;
+    rv->softcap = v->softcap;
+    d->softcap = v->softcap;
+    if (v->alibi != FCL_ALIBI_NONE) {
+        const size_t n = v->alibi == FCL_ALIBI_PER_HEAD ? c->heads_q : c->batch * c->heads_q;
+        st->slopes = malloc(n * sizeof *st->slopes);
+        st->slopes_d = malloc(n * sizeof *st->slopes_d);
+        for (size_t i = 0; i < n; ++i) {
+            const size_t h = i % c->heads_q, b = i / c->heads_q;
+            st->slopes[i] = (float)(pow(2.0, -8.0 * (double)(h + 1) / (double)c->heads_q) *
+                                    (1.0 + 0.25 * (double)b));
+            st->slopes_d[i] = st->slopes[i];
+        }
+        rv->alibi_slopes = st->slopes_d;
+        rv->alibi_stride_b = v->alibi == FCL_ALIBI_PER_HEAD ? 0 : c->heads_q;
+        d->alibi = v->alibi;
+        st->aux.alibi_slopes = device_copy(ctx, st->slopes, n * sizeof(float));
+    }
+    rv->dropout_p = v->dropout_p;
+    rv->dropout_seed = v->dropout_seed;
+    rv->dropout_offset = v->dropout_offset;
+    d->dropout_p = v->dropout_p;
+    d->dropout_seed = v->dropout_seed;
+    d->dropout_offset = v->dropout_offset;
+    if (v->seqlens_q) {
+        st->cu_q = prefix_sums(v->seqlens_q, c->batch);
+        st->cu_k = prefix_sums(v->seqlens_k, c->batch);
+        rv->cu_q = st->cu_q;
+        rv->cu_k = st->cu_k;
+        d->varlen = 1;
+        d->total_q = (size_t)st->cu_q[c->batch];
+        d->total_k = (size_t)st->cu_k[c->batch];
+        d->lse_offset = c->padded ? 3 : 0;
+        st->aux.cu_seqlens_q = device_copy(ctx, st->cu_q, (c->batch + 1) * sizeof(int));
+        st->aux.cu_seqlens_k = device_copy(ctx, st->cu_k, (c->batch + 1) * sizeof(int));
+    }
+    if (v->block_m) {
+        const size_t nbm = (c->seqlen_q + v->block_m - 1) / v->block_m;
+        const size_t nbn = (c->seqlen_k + v->block_n - 1) / v->block_n;
+        const size_t per = nbm * nbn, count = v->block_mask_shared ? 1 : c->batch * c->heads_q;
+        st->blocks = malloc(per * count);
+        for (size_t i = 0; i < per * count; ++i)
+            st->blocks[i] = rng_uniform(&r) < v->block_density ? (unsigned char)(1 + i % 3) : 0;
+        rv->block_mask = st->blocks;
+        rv->block_m = d->block_m = v->block_m;
+        rv->block_n = d->block_n = v->block_n;
+        rv->block_stride_h = d->block_mask_stride_head = v->block_mask_shared ? 0 : per;
+        rv->block_stride_b = d->block_mask_stride_batch = v->block_mask_shared ? 0 : per * c->heads_q;
+        st->aux.block_mask = device_copy(ctx, st->blocks, per * count);
+    }
+}
+
+static void case_free(case_state *st)
+{
+    free(st->q), free(st->k), free(st->v), free(st->dout);
+    free(st->cu_q), free(st->cu_k), free(st->slopes), free(st->slopes_d), free(st->blocks);
+    cl_mem aux[4] = {st->aux.alibi_slopes, st->aux.cu_seqlens_q, st->aux.cu_seqlens_k,
+                     st->aux.block_mask};
+    for (int i = 0; i < 4; ++i)
+        if (aux[i])
+            clReleaseMemObject(aux[i]);
 }
 
 /* The forward's device tensors for a case. */
@@ -418,19 +551,24 @@ typedef struct fwd_buffers {
     dev_tensor lse; /* as a (B, Hq, Sq, 1) tensor at lse_offset */
 } fwd_buffers;
 
-static int make_forward_buffers(fcl_context *ctx, const fa_case *c, const fcl_attention_desc *d,
-                                const case_inputs *in, fwd_buffers *fb)
+static fcl_layout lse_layout(const case_state *st)
 {
-    fcl_layout lse_layout = {d->lse_offset, c->heads_q * c->seqlen_q, c->seqlen_q, 1};
-    return tensor_create(&fb->q, ctx, d->q, c->batch, c->heads_q, c->seqlen_q, c->head_dim,
-                         c->dtype, in->q) &&
-           tensor_create(&fb->k, ctx, d->k, c->batch, c->heads_kv, c->seqlen_k, c->head_dim,
-                         c->dtype, in->k) &&
-           tensor_create(&fb->v, ctx, d->v, c->batch, c->heads_kv, c->seqlen_k, c->head_dim,
-                         c->dtype, in->v) &&
-           tensor_create(&fb->o, ctx, d->o, c->batch, c->heads_q, c->seqlen_q, c->head_dim,
-                         c->dtype, NULL) &&
-           tensor_create(&fb->lse, ctx, lse_layout, c->batch, c->heads_q, c->seqlen_q, 1,
+    const fa_case *c = st->c;
+    if (st->cu_q) /* (heads_q, total_q) */
+        return (fcl_layout){st->desc.lse_offset, 0, st->desc.total_q, 1};
+    return (fcl_layout){st->desc.lse_offset, c->heads_q * c->seqlen_q, c->seqlen_q, 1};
+}
+
+static int make_forward_buffers(fcl_context *ctx, const case_state *st, fwd_buffers *fb)
+{
+    const fa_case *c = st->c;
+    const fcl_attention_desc *d = &st->desc;
+    const size_t B = c->batch, Hq = c->heads_q, Hk = c->heads_kv, D = c->head_dim;
+    return tensor_create(&fb->q, ctx, d->q, B, Hq, c->seqlen_q, D, st->cu_q, c->dtype, st->q) &&
+           tensor_create(&fb->k, ctx, d->k, B, Hk, c->seqlen_k, D, st->cu_k, c->dtype, st->k) &&
+           tensor_create(&fb->v, ctx, d->v, B, Hk, c->seqlen_k, D, st->cu_k, c->dtype, st->v) &&
+           tensor_create(&fb->o, ctx, d->o, B, Hq, c->seqlen_q, D, st->cu_q, c->dtype, NULL) &&
+           tensor_create(&fb->lse, ctx, lse_layout(st), B, Hq, c->seqlen_q, 1, st->cu_q,
                          FCL_DTYPE_FP32, NULL);
 }
 
@@ -443,14 +581,53 @@ static void free_forward_buffers(fwd_buffers *fb)
     tensor_free(&fb->lse);
 }
 
-static int run_forward(fcl_context *ctx, const fcl_attention_desc *d, fwd_buffers *fb)
+static int run_forward(fcl_context *ctx, const case_state *st, fwd_buffers *fb)
 {
-    fcl_status st = fcl_attention_forward(ctx, d, fb->q.mem, fb->k.mem, fb->v.mem, fb->o.mem,
-                                          fb->lse.mem, 0, NULL, NULL);
-    if (st == FCL_OK)
-        st = clFinish(fcl_context_cl_queue(ctx));
-    if (st != FCL_OK) {
-        fprintf(stderr, "forward: %s\n%s\n", fcl_status_string(st), fcl_context_build_log(ctx));
+    fcl_status s = fcl_attention_forward_ex(ctx, &st->desc, &st->aux, fb->q.mem, fb->k.mem,
+                                            fb->v.mem, fb->o.mem, fb->lse.mem, 0, NULL, NULL);
+    if (s == FCL_OK)
+        s = clFinish(fcl_context_cl_queue(ctx));
+    if (s != FCL_OK) {
+        fprintf(stderr, "forward: %s\n%s\n", fcl_status_string(s), fcl_context_build_log(ctx));
+        return 0;
+    }
+    return 1;
+}
+
+/* The backward's extra tensors. */
+typedef struct bwd_buffers {
+    dev_tensor dout, dq, dk, dv;
+} bwd_buffers;
+
+static int make_backward_buffers(fcl_context *ctx, const case_state *st, bwd_buffers *bb)
+{
+    const fa_case *c = st->c;
+    const fcl_attention_desc *d = &st->desc;
+    const size_t B = c->batch, Hq = c->heads_q, Hk = c->heads_kv, D = c->head_dim;
+    return tensor_create(&bb->dout, ctx, d->dout, B, Hq, c->seqlen_q, D, st->cu_q, c->dtype,
+                         st->dout) &&
+           tensor_create(&bb->dq, ctx, d->dq, B, Hq, c->seqlen_q, D, st->cu_q, c->dtype, NULL) &&
+           tensor_create(&bb->dk, ctx, d->dk, B, Hk, c->seqlen_k, D, st->cu_k, c->dtype, NULL) &&
+           tensor_create(&bb->dv, ctx, d->dv, B, Hk, c->seqlen_k, D, st->cu_k, c->dtype, NULL);
+}
+
+static void free_backward_buffers(bwd_buffers *bb)
+{
+    tensor_free(&bb->dout);
+    tensor_free(&bb->dq);
+    tensor_free(&bb->dk);
+    tensor_free(&bb->dv);
+}
+
+static int run_backward(fcl_context *ctx, const case_state *st, fwd_buffers *fb, bwd_buffers *bb)
+{
+    fcl_status s = fcl_attention_backward_ex(ctx, &st->desc, &st->aux, fb->q.mem, fb->k.mem,
+                                             fb->v.mem, fb->o.mem, fb->lse.mem, bb->dout.mem,
+                                             bb->dq.mem, bb->dk.mem, bb->dv.mem, 0, NULL, NULL);
+    if (s == FCL_OK)
+        s = clFinish(fcl_context_cl_queue(ctx));
+    if (s != FCL_OK) {
+        fprintf(stderr, "backward: %s\n%s\n", fcl_status_string(s), fcl_context_build_log(ctx));
         return 0;
     }
     return 1;
@@ -459,7 +636,7 @@ static int run_forward(fcl_context *ctx, const fcl_attention_desc *d, fwd_buffer
 /* Rows that see no key (causal with seqlen_q > seqlen_k): O = 0, LSE = +inf. */
 static int check_masked_rows(const fa_case *c, const double *o, const double *lse)
 {
-    if (!c->causal || c->seqlen_q <= c->seqlen_k)
+    if (!c->causal || c->seqlen_q <= c->seqlen_k || c->var != NULL)
         return -1;
     const size_t masked = c->seqlen_q - c->seqlen_k;
     for (size_t bh = 0; bh < c->batch * c->heads_q; ++bh)
@@ -476,30 +653,30 @@ static int check_masked_rows(const fa_case *c, const double *o, const double *ls
 int fa_check_forward(fcl_context *ctx, const fa_case *c, fa_result *res)
 {
     memset(res, 0, sizeof *res);
-    case_inputs in = make_inputs(c);
-    fcl_attention_desc d = desc_of(c);
+    case_state st;
+    case_init(ctx, c, &st);
     fwd_buffers fb;
     memset(&fb, 0, sizeof fb);
-    int ok = make_forward_buffers(ctx, c, &d, &in, &fb) && run_forward(ctx, &d, &fb);
+    int ok = make_forward_buffers(ctx, &st, &fb) && run_forward(ctx, &st, &fb);
     if (ok) {
-        double *o = malloc(in.nq * sizeof *o), *lse = malloc(in.nlse * sizeof *lse);
-        double *o64 = malloc(in.nq * sizeof *o), *lse64 = malloc(in.nlse * sizeof *lse);
-        double *olp = malloc(in.nq * sizeof *o), *lselp = malloc(in.nlse * sizeof *lse);
+        double *o = malloc(st.nq * sizeof *o), *lse = malloc(st.nlse * sizeof *lse);
+        double *o64 = malloc(st.nq * sizeof *o), *lse64 = malloc(st.nlse * sizeof *lse);
+        double *olp = malloc(st.nq * sizeof *o), *lselp = malloc(st.nlse * sizeof *lse);
         tensor_read(ctx, &fb.o, c->dtype, o, res);
         tensor_read(ctx, &fb.lse, FCL_DTYPE_FP32, lse, res);
-        ref_problem p = problem_of(c);
-        ref_forward_f64(&p, in.q, in.k, in.v, o64, lse64);
-        ref_forward_lowp(&p, in.q, in.k, in.v, olp, lselp);
+        ref_forward_f64(&st.prob, st.q, st.k, st.v, o64, lse64);
+        ref_forward_lowp(&st.prob, st.q, st.k, st.v, olp, lselp);
+        unsigned char *vo = tensor_valid(&fb.o), *vl = tensor_valid(&fb.lse);
         const size_t terms = c->head_dim + c->seqlen_k;
-        ok = compare("o", o, olp, o64, in.nq, 2.0, c->dtype, terms, res);
-        ok = compare("lse", lse, lselp, lse64, in.nlse, 2.0, FCL_DTYPE_FP32, terms, res) && ok;
+        ok = compare("o", o, olp, o64, vo, st.nq, 2.0, c->dtype, terms, res);
+        ok = compare("lse", lse, lselp, lse64, vl, st.nlse, 2.0, FCL_DTYPE_FP32, terms, res) && ok;
         res->masked_rows_ok = check_masked_rows(c, o, lse);
         ok = ok && res->masked_rows_ok != 0 && res->unwritten == 0 && res->guard_bad == 0 &&
              res->nonfinite == 0;
-        free(o), free(lse), free(o64), free(lse64), free(olp), free(lselp);
+        free(o), free(lse), free(o64), free(lse64), free(olp), free(lselp), free(vo), free(vl);
     }
     free_forward_buffers(&fb);
-    free_inputs(&in);
+    case_free(&st);
     return report("forward", c, ok, res);
 }
 
@@ -507,57 +684,41 @@ int fa_check_backward(fcl_context *ctx, const fa_case *c, fa_result *res)
 {
     memset(res, 0, sizeof *res);
     res->masked_rows_ok = -1;
-    case_inputs in = make_inputs(c);
-    fcl_attention_desc d = desc_of(c);
+    case_state st;
+    case_init(ctx, c, &st);
     fwd_buffers fb;
-    dev_tensor dout, dq, dk, dv;
+    bwd_buffers bb;
     memset(&fb, 0, sizeof fb);
-    memset(&dout, 0, sizeof dout), memset(&dq, 0, sizeof dq);
-    memset(&dk, 0, sizeof dk), memset(&dv, 0, sizeof dv);
-    const size_t B = c->batch, Hq = c->heads_q, Hk = c->heads_kv, D = c->head_dim;
-    int ok = make_forward_buffers(ctx, c, &d, &in, &fb) && run_forward(ctx, &d, &fb) &&
-             tensor_create(&dout, ctx, d.dout, B, Hq, c->seqlen_q, D, c->dtype, in.dout) &&
-             tensor_create(&dq, ctx, d.dq, B, Hq, c->seqlen_q, D, c->dtype, NULL) &&
-             tensor_create(&dk, ctx, d.dk, B, Hk, c->seqlen_k, D, c->dtype, NULL) &&
-             tensor_create(&dv, ctx, d.dv, B, Hk, c->seqlen_k, D, c->dtype, NULL);
-    if (ok) {
-        fcl_status st = fcl_attention_backward(ctx, &d, fb.q.mem, fb.k.mem, fb.v.mem, fb.o.mem,
-                                               fb.lse.mem, dout.mem, dq.mem, dk.mem, dv.mem, 0,
-                                               NULL, NULL);
-        if (st == FCL_OK)
-            st = clFinish(fcl_context_cl_queue(ctx));
-        if (st != FCL_OK) {
-            fprintf(stderr, "backward: %s\n%s\n", fcl_status_string(st),
-                    fcl_context_build_log(ctx));
-            ok = 0;
-        }
-    }
+    memset(&bb, 0, sizeof bb);
+    int ok = make_forward_buffers(ctx, &st, &fb) && run_forward(ctx, &st, &fb) &&
+             make_backward_buffers(ctx, &st, &bb) && run_backward(ctx, &st, &fb, &bb);
     if (ok) {
         double *g[3], *g64[3], *glp[3];
-        size_t n[3] = {in.nq, in.nk, in.nk};
+        unsigned char *valid[3];
+        const size_t n[3] = {st.nq, st.nk, st.nk};
+        const dev_tensor *out[3] = {&bb.dq, &bb.dk, &bb.dv};
         for (int i = 0; i < 3; ++i) {
             g[i] = malloc(n[i] * sizeof(double));
             g64[i] = malloc(n[i] * sizeof(double));
             glp[i] = malloc(n[i] * sizeof(double));
+            tensor_read(ctx, out[i], c->dtype, g[i], res);
+            valid[i] = tensor_valid(out[i]);
         }
-        tensor_read(ctx, &dq, c->dtype, g[0], res);
-        tensor_read(ctx, &dk, c->dtype, g[1], res);
-        tensor_read(ctx, &dv, c->dtype, g[2], res);
-        ref_problem p = problem_of(c);
-        ref_backward_f64(&p, in.q, in.k, in.v, in.dout, g64[0], g64[1], g64[2]);
-        ref_backward_lowp(&p, in.q, in.k, in.v, in.dout, glp[0], glp[1], glp[2]);
+        ref_backward_f64(&st.prob, st.q, st.k, st.v, st.dout, g64[0], g64[1], g64[2]);
+        ref_backward_lowp(&st.prob, st.q, st.k, st.v, st.dout, glp[0], glp[1], glp[2]);
         static const char *names[3] = {"dq", "dk", "dv"};
         const size_t terms =
             c->head_dim + (c->seqlen_q > c->seqlen_k ? c->seqlen_q : c->seqlen_k);
         for (int i = 0; i < 3; ++i)
-            ok = compare(names[i], g[i], glp[i], g64[i], n[i], 3.0, c->dtype, terms, res) && ok;
+            ok = compare(names[i], g[i], glp[i], g64[i], valid[i], n[i], 3.0, c->dtype, terms,
+                         res) && ok;
         ok = ok && res->unwritten == 0 && res->guard_bad == 0 && res->nonfinite == 0;
         for (int i = 0; i < 3; ++i)
-            free(g[i]), free(g64[i]), free(glp[i]);
+            free(g[i]), free(g64[i]), free(glp[i]), free(valid[i]);
     }
-    tensor_free(&dout), tensor_free(&dq), tensor_free(&dk), tensor_free(&dv);
+    free_backward_buffers(&bb);
     free_forward_buffers(&fb);
-    free_inputs(&in);
+    case_free(&st);
     return report("backward", c, ok, res);
 }
 
@@ -575,28 +736,20 @@ static unsigned char *read_all(fcl_context *ctx, const dev_tensor *t)
 
 int fa_check_deterministic(fcl_context *ctx, const fa_case *c, int backward)
 {
-    case_inputs in = make_inputs(c);
-    fcl_attention_desc d = desc_of(c);
+    case_state st;
+    case_init(ctx, c, &st);
     unsigned char *first[4] = {NULL, NULL, NULL, NULL};
     int same = 1;
     for (int rep = 0; rep < 2 && same; ++rep) {
         fwd_buffers fb;
-        dev_tensor dout, dq, dk, dv;
+        bwd_buffers bb;
         memset(&fb, 0, sizeof fb);
-        memset(&dout, 0, sizeof dout), memset(&dq, 0, sizeof dq);
-        memset(&dk, 0, sizeof dk), memset(&dv, 0, sizeof dv);
-        const size_t B = c->batch, Hq = c->heads_q, Hk = c->heads_kv, D = c->head_dim;
-        int ok = make_forward_buffers(ctx, c, &d, &in, &fb) && run_forward(ctx, &d, &fb);
+        memset(&bb, 0, sizeof bb);
+        int ok = make_forward_buffers(ctx, &st, &fb) && run_forward(ctx, &st, &fb);
         const dev_tensor *outs[4] = {&fb.o, NULL, NULL, NULL};
         if (ok && backward) {
-            ok = tensor_create(&dout, ctx, d.dout, B, Hq, c->seqlen_q, D, c->dtype, in.dout) &&
-                 tensor_create(&dq, ctx, d.dq, B, Hq, c->seqlen_q, D, c->dtype, NULL) &&
-                 tensor_create(&dk, ctx, d.dk, B, Hk, c->seqlen_k, D, c->dtype, NULL) &&
-                 tensor_create(&dv, ctx, d.dv, B, Hk, c->seqlen_k, D, c->dtype, NULL) &&
-                 fcl_attention_backward(ctx, &d, fb.q.mem, fb.k.mem, fb.v.mem, fb.o.mem,
-                                        fb.lse.mem, dout.mem, dq.mem, dk.mem, dv.mem, 0, NULL,
-                                        NULL) == FCL_OK;
-            outs[1] = &dq, outs[2] = &dk, outs[3] = &dv;
+            ok = make_backward_buffers(ctx, &st, &bb) && run_backward(ctx, &st, &fb, &bb);
+            outs[1] = &bb.dq, outs[2] = &bb.dk, outs[3] = &bb.dv;
         }
         for (int i = 0; i < 4 && ok; ++i) {
             if (outs[i] == NULL)
@@ -612,11 +765,11 @@ int fa_check_deterministic(fcl_context *ctx, const fa_case *c, int backward)
             }
         }
         same = same && ok;
-        tensor_free(&dout), tensor_free(&dq), tensor_free(&dk), tensor_free(&dv);
+        free_backward_buffers(&bb);
         free_forward_buffers(&fb);
     }
     for (int i = 0; i < 4; ++i)
         free(first[i]);
-    free_inputs(&in);
+    case_free(&st);
     return same;
 }

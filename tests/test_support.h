@@ -51,6 +51,24 @@ double unit_roundoff(fcl_dtype dtype);
 fcl_context *test_context(const char *profile);
 
 /* ---- one attention problem ---- */
+
+/* Variants of a case (see fcl_attention_desc); start from fa_no_variants(). */
+typedef struct fa_variants {
+    long window_left, window_right; /* -1: unbounded */
+    float softcap;                  /* 0: off */
+    fcl_alibi_mode alibi;           /* slopes 2^(-8(h+1)/H), times 1 + b/4 per batch */
+    float dropout_p;                /* 0: off */
+    uint64_t dropout_seed;
+    uint32_t dropout_offset;
+    const int *seqlens_q;           /* packed sequences: `batch` lengths; NULL: not packed */
+    const int *seqlens_k;
+    size_t block_m, block_n;        /* block-sparse: a random mask; 0: none */
+    double block_density;           /* fraction of non-zero blocks */
+    int block_mask_shared;          /* 1: one mask for every batch entry and head */
+} fa_variants;
+
+fa_variants fa_no_variants(void);
+
 typedef struct fa_case {
     size_t batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
     fcl_dtype dtype;
@@ -60,6 +78,7 @@ typedef struct fa_case {
     int padded;              /* strides with gaps and a non-zero offset */
     double input_scale[3];   /* multiply q, k, v (0 means 1) */
     uint64_t seed;
+    const fa_variants *var;  /* NULL: plain attention */
 } fa_case;
 
 typedef struct fa_result {

@@ -22,7 +22,7 @@ static double now_s(void)
 
 int main(int argc, char **argv)
 {
-    fa_case c = {2, 12, 12, 1024, 1024, 64, FCL_DTYPE_FP16, 1, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 2026};
+    fa_case c = {2, 12, 12, 1024, 1024, 64, FCL_DTYPE_FP16, 1, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 2026, NULL};
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--seqlen")) c.seqlen_q = c.seqlen_k = strtoull(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--batch")) c.batch = strtoull(argv[i + 1], NULL, 10);

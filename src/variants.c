@@ -1,0 +1,155 @@
+/* variants.c - the attention variants of one call (window, softcap, ALiBi,
+ * dropout, packed sequences, block-sparse mask): checked, and put in the form
+ * the kernels take, including the FCL_FEATURES bits they are compiled with. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A window at least as long as both sequences is no window; this also keeps
+ * the kernels' int arithmetic on windows far from overflow. */
+static int kernel_window(int64_t w, size_t longest)
+{
+    if (w < 0 || (uint64_t)w >= longest)
+        return -1;
+    return (int)w;
+}
+
+/* Size and context of an aux buffer. */
+static fcl_status check_aux_buffer(const fcl_context *ctx, cl_mem mem, uint64_t bytes)
+{
+    if (mem == NULL)
+        return FCL_ERROR_NULL_ARGUMENT;
+    cl_context owner = NULL;
+    size_t size = 0;
+    cl_int err = clGetMemObjectInfo(mem, CL_MEM_CONTEXT, sizeof owner, &owner, NULL);
+    if (err == CL_SUCCESS)
+        err = clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof size, &size, NULL);
+    if (err != CL_SUCCESS)
+        return err;
+    if (owner != ctx->cl_ctx)
+        return FCL_ERROR_WRONG_CONTEXT;
+    return (uint64_t)size < bytes ? FCL_ERROR_BUFFER_TOO_SMALL : FCL_OK;
+}
+
+/* Reads cu_seqlens back and checks: 0 first, never decreasing, no sequence
+ * longer than the stated maximum, the last within the packed rows. */
+static fcl_status check_cu_seqlens(fcl_context *ctx, cl_mem mem, size_t batch, size_t max_len,
+                                   size_t total, cl_uint num_wait, const cl_event *wait)
+{
+    FCL_TRY(check_aux_buffer(ctx, mem, (uint64_t)(batch + 1) * sizeof(cl_int)));
+    cl_int *cu = malloc((batch + 1) * sizeof *cu);
+    if (cu == NULL)
+        return FCL_ERROR_OUT_OF_HOST_MEMORY;
+    fcl_status st = clEnqueueReadBuffer(ctx->queue, mem, CL_TRUE, 0, (batch + 1) * sizeof *cu, cu,
+                                        num_wait, wait, NULL);
+    if (st == FCL_OK && cu[0] != 0)
+        st = FCL_ERROR_INVALID_CU_SEQLENS;
+    for (size_t b = 0; b < batch && st == FCL_OK; ++b)
+        if (cu[b + 1] < cu[b] || (size_t)(cu[b + 1] - cu[b]) > max_len)
+            st = FCL_ERROR_INVALID_CU_SEQLENS;
+    if (st == FCL_OK && (size_t)cu[batch] > total)
+        st = FCL_ERROR_INVALID_CU_SEQLENS;
+    free(cu);
+    return st;
+}
+
+fcl_status fcl_variants_prepare(fcl_context *ctx, const fcl_attention_desc *d,
+                                const fcl_attention_aux *aux, cl_uint num_wait,
+                                const cl_event *wait, fcl_variants *v)
+{
+    static const fcl_attention_aux no_aux;
+    if (aux == NULL)
+        aux = &no_aux;
+    memset(v, 0, sizeof *v);
+
+    if (d->window_left < -1 || d->window_right < -1)
+        return FCL_ERROR_INVALID_VALUE;
+    const size_t longest = d->seqlen_q > d->seqlen_k ? d->seqlen_q : d->seqlen_k;
+    v->window_left = kernel_window(d->window_left, longest);
+    v->window_right = d->causal ? 0 : kernel_window(d->window_right, longest);
+
+    if (!isfinite(d->softcap) || d->softcap < 0.0f)
+        return FCL_ERROR_INVALID_VALUE;
+    v->softcap = 1.0f;
+    if (d->softcap > 0.0f) {
+        v->features |= FCL_FEAT_SOFTCAP;
+        v->softcap = d->softcap;
+    }
+
+    if (d->alibi == FCL_ALIBI_PER_HEAD || d->alibi == FCL_ALIBI_PER_BATCH_HEAD) {
+        const size_t n = d->alibi == FCL_ALIBI_PER_HEAD ? d->heads_q : d->batch * d->heads_q;
+        FCL_TRY(check_aux_buffer(ctx, aux->alibi_slopes, (uint64_t)n * sizeof(float)));
+        v->features |= FCL_FEAT_ALIBI;
+        v->alibi = aux->alibi_slopes;
+        v->alibi_stride_batch = d->alibi == FCL_ALIBI_PER_HEAD ? 0 : (int64_t)d->heads_q;
+    } else if (d->alibi != FCL_ALIBI_NONE) {
+        return FCL_ERROR_INVALID_VALUE;
+    }
+
+    if (!(d->dropout_p >= 0.0f && d->dropout_p < 1.0f)) /* NaN fails too */
+        return FCL_ERROR_INVALID_VALUE;
+    if (d->dropout_p > 0.0f) {
+        const double t = floor((double)d->dropout_p * 4294967296.0 + 0.5);
+        v->features |= FCL_FEAT_DROPOUT;
+        v->dropout_threshold = t >= 4294967295.0 ? 0xFFFFFFFFu : (uint32_t)t;
+        v->keep_scale = (float)(1.0 / (1.0 - (double)d->dropout_p));
+        v->seed_lo = (uint32_t)(d->dropout_seed & 0xFFFFFFFFu);
+        v->seed_hi = (uint32_t)(d->dropout_seed >> 32);
+        v->dropout_offset = d->dropout_offset;
+    }
+
+    v->lse_rows = (int)d->seqlen_q;
+    if (d->varlen == 1) {
+        FCL_TRY(check_cu_seqlens(ctx, aux->cu_seqlens_q, d->batch, d->seqlen_q, d->total_q,
+                                 num_wait, wait));
+        FCL_TRY(check_cu_seqlens(ctx, aux->cu_seqlens_k, d->batch, d->seqlen_k, d->total_k,
+                                 num_wait, wait));
+        v->features |= FCL_FEAT_VARLEN;
+        v->cu_q = aux->cu_seqlens_q;
+        v->cu_k = aux->cu_seqlens_k;
+        v->lse_rows = (int)d->total_q;
+    } else if (d->varlen != 0) {
+        return FCL_ERROR_INVALID_VALUE;
+    }
+
+    if (d->block_m != 0 || d->block_n != 0) {
+        if (d->block_m == 0 || d->block_n == 0 || d->block_m > d->seqlen_q ||
+            d->block_n > d->seqlen_k)
+            return FCL_ERROR_INVALID_VALUE;
+        const uint64_t nbm = (d->seqlen_q + d->block_m - 1) / d->block_m;
+        const uint64_t nbn = (d->seqlen_k + d->block_n - 1) / d->block_n;
+        const uint64_t bytes = (uint64_t)(d->batch - 1) * d->block_mask_stride_batch +
+                               (uint64_t)(d->heads_q - 1) * d->block_mask_stride_head + nbm * nbn;
+        FCL_TRY(check_aux_buffer(ctx, aux->block_mask, bytes));
+        v->features |= FCL_FEAT_BLOCKMASK;
+        v->block_mask = aux->block_mask;
+        v->block_mask_stride_batch = (int64_t)d->block_mask_stride_batch;
+        v->block_mask_stride_head = (int64_t)d->block_mask_stride_head;
+        v->block_m = (int)d->block_m;
+        v->block_n = (int)d->block_n;
+        v->block_nbn = (int)nbn;
+    }
+    return FCL_OK;
+}
+
+void fcl_arg_variants(fcl_args *a, const fcl_variants *v)
+{
+    fcl_arg_mem(a, v->cu_q);
+    fcl_arg_mem(a, v->cu_k);
+    fcl_arg_float(a, v->softcap);
+    fcl_arg_mem(a, v->alibi);
+    fcl_arg_long(a, v->alibi_stride_batch);
+    fcl_arg_uint(a, v->seed_lo);
+    fcl_arg_uint(a, v->seed_hi);
+    fcl_arg_uint(a, v->dropout_offset);
+    fcl_arg_uint(a, v->dropout_threshold);
+    fcl_arg_float(a, v->keep_scale);
+    fcl_arg_mem(a, v->block_mask);
+    fcl_arg_long(a, v->block_mask_stride_batch);
+    fcl_arg_long(a, v->block_mask_stride_head);
+    fcl_arg_int(a, v->block_m);
+    fcl_arg_int(a, v->block_n);
+    fcl_arg_int(a, v->block_nbn);
+}
