@@ -19,12 +19,18 @@ for step in $steps; do
     info)
       for d in 64 128; do
         timeout 120 "$B/tools/flashcl-info" --head-dim $d --dtype fp32 2>&1 | tee -a "$OUT/info.txt"
-      done ;;
+      done
+      timeout 60 "$B/tools/flashcl-info" --head-dim 128 --json > "$OUT/info.json" 2>&1 ;;
     tests)
-      for t in test_forward test_backward; do
+      for t in test_forward test_backward test_variants test_profiles test_plan test_api test_errors; do
         ( time timeout 300 "$B/tests/$t" ) > "$OUT/$t.log" 2>&1
         echo "$t: rc=$?"; grep -E "PASSED|FAILED|FAIL " "$OUT/$t.log" | head -20
       done ;;
+    variants)
+      timeout 300 "$B/bench/flashcl-bench-variants" --reps 5 --out "$OUT/bench_variants.csv" \
+        2>&1 | tee "$OUT/bench_variants.txt"
+      PYTHONUNBUFFERED=1 timeout 240 python3 bench/sdpa_variants.py --csv "$OUT/sdpa_variants.csv" \
+        2>&1 | tee "$OUT/sdpa_variants.txt" ;;
     tune)
       timeout 300 "$B/bench/flashcl-tune" --verbose-build --reps 5 2>&1 | tee "$OUT/tune_fp32.txt" ;;
     bench-probe)

@@ -81,8 +81,8 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
     const int hk = h / q_per_kv;
     const fcl_seq sq = fcl_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, window_left, window_right);
     const int r0 = qb * BR;
-    if (r0 >= sq.seqlen_q) return; /* a shorter packed sequence: uniform per group */
-    const int rows = min(BR, sq.seqlen_q - r0);
+    /* no early return before the barriers: see flash_fwd.cl */
+    const int rows = clamp(sq.seqlen_q - r0, 0, BR);
     const fcl_mask mask = sq.mask;
     fcl_score_mods mods = {scale, softcap, 0.0f};
 #if FCL_HAS(FCL_FEAT_ALIBI)
@@ -117,7 +117,7 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
     const long k_head = k_off + fcl_batch_offset(b, k_sb) + hk * k_sh + sq.k_row0 * k_ss;
     const long v_head = v_off + fcl_batch_offset(b, v_sb) + hk * v_sh + sq.k_row0 * v_ss;
     const int key_begin = fcl_key_begin(mask, r0);
-    const int key_end = fcl_key_end(mask, r0 + rows);
+    const int key_end = rows > 0 ? fcl_key_end(mask, r0 + rows) : 0;
     for (int c0 = (key_begin / BC) * BC; c0 < key_end; c0 += BC) {
         const int cols = min(BC, sq.seqlen_k - c0);
 #if FCL_HAS(FCL_FEAT_BLOCKMASK)
@@ -227,8 +227,8 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
     const int hk = bhk % heads_kv, b = bhk / heads_kv;
     const fcl_seq sq = fcl_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, window_left, window_right);
     const int c0 = kb * BC;
-    if (c0 >= sq.seqlen_k) return; /* a shorter packed sequence: uniform per group */
-    const int cols = min(BC, sq.seqlen_k - c0);
+    /* no early return before the barriers: see flash_fwd.cl */
+    const int cols = clamp(sq.seqlen_k - c0, 0, BC);
     const fcl_mask mask = sq.mask;
     const fcl_dropout drop = {(uint2)(seed_lo, seed_hi), drop_offset, drop_threshold, keep_scale};
 
@@ -245,7 +245,7 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
         for (int n = 0; n < DN; ++n) dk[i][n] = dv[i][n] = 0.0f;
 
     const int row_begin = fcl_row_begin(mask, c0);
-    const int row_end = fcl_row_end(mask, c0 + cols, sq.seqlen_q);
+    const int row_end = cols > 0 ? fcl_row_end(mask, c0 + cols, sq.seqlen_q) : 0;
     for (int h = hk * q_per_kv; h < (hk + 1) * q_per_kv; ++h) {
         const int bh = b * heads_q + h;
         const long q_head = q_off + fcl_batch_offset(b, q_sb) + h * q_sh + sq.q_row0 * q_ss;

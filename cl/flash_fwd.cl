@@ -61,8 +61,10 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
     const int hk = h / q_per_kv;
     const fcl_seq sq = fcl_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, window_left, window_right);
     const int r0 = qb * BR;
-    if (r0 >= sq.seqlen_q) return; /* a shorter packed sequence: uniform per group */
-    const int rows = min(BR, sq.seqlen_q - r0);
+    /* Q blocks past a shorter packed sequence have no rows: they load zeros,
+     * visit no key block and store nothing.  (Not an early return: PoCL
+     * miscompiled one before the barriers, writing past the output.) */
+    const int rows = clamp(sq.seqlen_q - r0, 0, BR);
     const fcl_mask mask = sq.mask;
 
     fcl_score_mods mods = {scale, softcap, 0.0f};
@@ -91,7 +93,7 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
     }
 
     const int key_begin = fcl_key_begin(mask, r0);
-    const int key_end = fcl_key_end(mask, r0 + rows);
+    const int key_end = rows > 0 ? fcl_key_end(mask, r0 + rows) : 0;
     for (int c0 = (key_begin / BC) * BC; c0 < key_end; c0 += BC) {
         const int cols = min(BC, sq.seqlen_k - c0);
 #if FCL_HAS(FCL_FEAT_BLOCKMASK)

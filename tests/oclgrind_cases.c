@@ -1,4 +1,5 @@
-/* oclgrind_cases - small forward and backward cases meant to run under
+/* oclgrind_cases - small forward and backward cases (plain, and with every
+ * attention variant) meant to run under
  * Oclgrind (`oclgrind --data-races --uninitialized ...`), which then reports
  * data races, out-of-bounds accesses and reads of uninitialised memory in
  * the kernels.  The tile plans of the device and of a few emulated profiles
@@ -33,6 +34,28 @@ int main(void)
         }
         fcl_context_destroy(ctx);
     }
+    /* every variant at once, on the device's own plan */
+    const int lq[2] = {13, 0}, lk[2] = {19, 4};
+    fa_variants v = fa_no_variants();
+    v.window_left = 6;
+    v.alibi = FCL_ALIBI_PER_BATCH_HEAD;
+    v.softcap = 10.0f;
+    v.dropout_p = 0.2f;
+    v.dropout_seed = 3;
+    v.seqlens_q = lq;
+    v.seqlens_k = lk;
+    v.block_m = 4;
+    v.block_n = 8;
+    v.block_density = 0.7;
+    const fa_case all = {2, 2, 1, 13, 19, 8, FCL_DTYPE_FP32, 1, 0, FCL_LAYOUT_BSHD, 1,
+                         {0, 0, 0}, 4, &v};
+    fcl_context *ctx = test_context(NULL);
+    if (ctx == NULL)
+        return 1;
+    fa_result r;
+    failures += !fa_check_forward(ctx, &all, &r);
+    failures += !fa_check_backward(ctx, &all, &r);
+    fcl_context_destroy(ctx);
     printf("oclgrind cases: %d failure(s)\n", failures);
     return failures != 0;
 }

@@ -1,6 +1,7 @@
 /* test_profiles.c - every emulated device profile's plan (its tile sizes and
  * work-group shape, from its local memory and limits) runs on the real
- * device and is checked against the float64 reference, forward and backward. */
+ * device and is checked against the float64 reference, forward and backward,
+ * plain and with every attention variant at once. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,6 +31,24 @@ static void run_profile(const char *name, uint64_t seed)
         assert_true(fa_check_forward(ctx, &forward[i], &r));
     for (size_t i = 0; i < sizeof backward / sizeof backward[0]; ++i)
         assert_true(fa_check_backward(ctx, &backward[i], &r));
+
+    /* every variant at once, on this profile's tiles */
+    const int lq[3] = {45, 0, 70}, lk[3] = {60, 9, 70};
+    fa_variants v = fa_no_variants();
+    v.window_left = 20;
+    v.alibi = FCL_ALIBI_PER_HEAD;
+    v.softcap = 25.0f;
+    v.dropout_p = 0.15f;
+    v.dropout_seed = seed;
+    v.seqlens_q = lq;
+    v.seqlens_k = lk;
+    v.block_m = 16;
+    v.block_n = 24;
+    v.block_density = 0.75;
+    const fa_case all = {3, 4, 2, 70, 70, 48, FCL_DTYPE_FP16, 1, 0, FCL_LAYOUT_BSHD, 0,
+                         {0, 0, 0}, seed + 7, &v};
+    assert_true(fa_check_forward(ctx, &all, &r));
+    assert_true(fa_check_backward(ctx, &all, &r));
     fcl_context_destroy(ctx);
 }
 
