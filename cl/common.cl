@@ -217,12 +217,27 @@ inline bool fcl_block_on(const fcl_blocks bl, int i, int j)
     return bl.mask[(long)(i / bl.block_m) * bl.nbn + j / bl.block_n] != 0;
 }
 
-/* Whether any block meets rows [r0, r1) x keys [c0, c1) (both non-empty):
- * tiles that meet none are skipped whole. */
-inline bool fcl_blocks_any(const fcl_blocks bl, int r0, int r1, int c0, int c1)
+/* How the blocks meet rows [r0, r1) x keys [c0, c1) (both non-empty): none
+ * on (the tile is skipped whole), all on (no per-score test needed), or some. */
+enum { FCL_BLOCKS_NONE = 0, FCL_BLOCKS_SOME = 1, FCL_BLOCKS_ALL = 2 };
+
+inline int fcl_blocks_cover(const fcl_blocks bl, int r0, int r1, int c0, int c1)
 {
+    bool any = false, all = true;
     for (int bi = r0 / bl.block_m; bi <= (r1 - 1) / bl.block_m; ++bi)
-        for (int bj = c0 / bl.block_n; bj <= (c1 - 1) / bl.block_n; ++bj)
-            if (bl.mask[(long)bi * bl.nbn + bj] != 0) return true;
-    return false;
+        for (int bj = c0 / bl.block_n; bj <= (c1 - 1) / bl.block_n; ++bj) {
+            const bool on = bl.mask[(long)bi * bl.nbn + bj] != 0;
+            any = any || on;
+            all = all && on;
+        }
+    return !any ? FCL_BLOCKS_NONE : all ? FCL_BLOCKS_ALL : FCL_BLOCKS_SOME;
+}
+
+/* Dropout of four consecutive rows i4 .. i4+3 (i4 a multiple of 4) at key j,
+ * from one Philox call: bit w set when row i4 + w is kept. */
+inline uint fcl_dropout_keep4(const fcl_dropout d, int bh, int i4, int j)
+{
+    const uint4 r = fcl_philox4x32_10((uint4)((uint)j, (uint)i4 >> 2, (uint)bh, d.offset), d.key);
+    return (uint)(r.x >= d.threshold) | (uint)(r.y >= d.threshold) << 1 |
+           (uint)(r.z >= d.threshold) << 2 | (uint)(r.w >= d.threshold) << 3;
 }

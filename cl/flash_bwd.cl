@@ -121,7 +121,8 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
     for (int c0 = (key_begin / BC) * BC; c0 < key_end; c0 += BC) {
         const int cols = min(BC, sq.seqlen_k - c0);
 #if FCL_HAS(FCL_FEAT_BLOCKMASK)
-        if (!fcl_blocks_any(blocks, r0, r0 + rows, c0, c0 + cols)) continue;
+        const int cover = fcl_blocks_cover(blocks, r0, r0 + rows, c0, c0 + cols);
+        if (cover == FCL_BLOCKS_NONE) continue;
 #endif
         barrier(CLK_LOCAL_MEM_FENCE);
         fcl_load_tile(Ks, KS_LD, BC, K, k_head + (long)c0 * k_ss, k_ss, cols, head_dim, lid);
@@ -142,7 +143,8 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
                 const int row = r0 + ty * RM + i, col = c0 + tx + TX * j;
                 bool vis = fcl_visible(mask, row, col);
 #if FCL_HAS(FCL_FEAT_BLOCKMASK)
-                vis = vis && row < sq.seqlen_q && fcl_block_on(blocks, row, col);
+                vis = vis && (cover == FCL_BLOCKS_ALL ||
+                              (row < sq.seqlen_q && fcl_block_on(blocks, row, col)));
 #endif
                 float t = 0.0f, ds = 0.0f;
                 if (vis) {
@@ -261,7 +263,8 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
         for (int r0 = (row_begin / BR) * BR; r0 < row_end; r0 += BR) {
             const int rows = min(BR, sq.seqlen_q - r0);
 #if FCL_HAS(FCL_FEAT_BLOCKMASK)
-            if (!fcl_blocks_any(blocks, r0, r0 + rows, c0, c0 + cols)) continue;
+            const int cover = fcl_blocks_cover(blocks, r0, r0 + rows, c0, c0 + cols);
+        if (cover == FCL_BLOCKS_NONE) continue;
 #endif
             barrier(CLK_LOCAL_MEM_FENCE);
             fcl_load_tile(Qs, QS_LD, BR, Q, q_head + (long)r0 * q_ss, q_ss, rows, head_dim, lid);
@@ -290,7 +293,8 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
                     const int row = r0 + r, key = c0 + ty * RM + i;
                     bool vis = fcl_visible(mask, row, key);
 #if FCL_HAS(FCL_FEAT_BLOCKMASK)
-                    vis = vis && r < rows && fcl_block_on(blocks, row, key);
+                    vis = vis && (cover == FCL_BLOCKS_ALL ||
+                                  (r < rows && fcl_block_on(blocks, row, key)));
 #endif
                     float p = 0.0f, ds = 0.0f;
                     if (vis) {

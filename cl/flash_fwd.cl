@@ -97,7 +97,8 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
     for (int c0 = (key_begin / BC) * BC; c0 < key_end; c0 += BC) {
         const int cols = min(BC, sq.seqlen_k - c0);
 #if FCL_HAS(FCL_FEAT_BLOCKMASK)
-        if (!fcl_blocks_any(blocks, r0, r0 + rows, c0, c0 + cols)) continue;
+        const int cover = fcl_blocks_cover(blocks, r0, r0 + rows, c0, c0 + cols);
+        if (cover == FCL_BLOCKS_NONE) continue;
 #endif
         barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is consumed */
         fcl_load_tile(Ks, KS_LD, BC, K, k_head + (long)c0 * k_ss, k_ss, cols, head_dim, lid);
@@ -120,7 +121,8 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
                 const int row = r0 + ty * RM + i, col = c0 + tx + TX * j;
                 bool vis = fcl_visible(mask, row, col);
 #if FCL_HAS(FCL_FEAT_BLOCKMASK)
-                vis = vis && row < sq.seqlen_q && fcl_block_on(blocks, row, col);
+                vis = vis && (cover == FCL_BLOCKS_ALL ||
+                              (row < sq.seqlen_q && fcl_block_on(blocks, row, col)));
 #endif
                 float t;
                 s[i][j] = vis ? fcl_modify_score(s[i][j], mods, row, col, mask.diag, &t) : -INFINITY;
@@ -128,6 +130,25 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
             }
         }
         fcl_rows_max(mt, RM, red, ty, tx);
+#if FCL_HAS(FCL_FEAT_DROPOUT)
+        /* which of this work-item's probabilities dropout keeps, one Philox
+         * call per four rows when the rows come in aligned fours */
+        uint keep[RN];
+        FCL_UNROLL
+        for (int j = 0; j < RN; ++j) {
+            keep[j] = 0;
+            const int col = c0 + tx + TX * j, row0 = r0 + ty * RM;
+#if RM % 4 == 0
+            FCL_UNROLL
+            for (int i4 = 0; i4 < RM; i4 += 4)
+                keep[j] |= fcl_dropout_keep4(drop, bh, row0 + i4, col) << i4;
+#else
+            FCL_UNROLL
+            for (int i = 0; i < RM; ++i)
+                keep[j] |= (uint)(fcl_dropout_factor(drop, bh, row0 + i, col) != 0.0f) << i;
+#endif
+        }
+#endif
 
         FCL_UNROLL
         for (int i = 0; i < RM; ++i) {
@@ -148,7 +169,7 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
                 float p = exp(s[i][j] - m_use);
                 l[i] += p; /* the softmax sums what dropout will drop */
 #if FCL_HAS(FCL_FEAT_DROPOUT)
-                if (p != 0.0f) p *= fcl_dropout_factor(drop, bh, r0 + ty * RM + i, c0 + tx + TX * j);
+                p *= (keep[j] >> i) & 1u ? drop.keep_scale : 0.0f;
 #endif
                 Pt[(tx + TX * j) * PT_LD + ty * RM + i] = p;
             }
