@@ -41,6 +41,7 @@ typedef struct config {
     int reps;
     int backward;
     int naive;
+    int portable_only;
     const char *out;
 } config;
 
@@ -347,13 +348,13 @@ static void usage(void)
     fprintf(stderr,
             "usage: flashcl-bench [--device P:D] [--dtype fp32|fp16|bf16] [--head-dims 64,128]\n"
             "       [--seqlens 512,1024,...] [--causal 0,1] [--tokens 16384] [--hidden 2048]\n"
-            "       [--reps 10] [--backward] [--no-naive] [--out results.csv]\n");
+            "       [--reps 10] [--backward] [--no-naive] [--portable-only] [--out results.csv]\n");
 }
 
 int main(int argc, char **argv)
 {
     config c = {NULL, FCL_DTYPE_FP32, {64, 128}, 2, {512, 1024, 2048, 4096, 8192, 16384}, 6,
-                {0, 1}, 2, 16384, 2048, 10, 0, 1, NULL};
+                {0, 1}, 2, 16384, 2048, 10, 0, 1, 0, NULL};
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(a, "--device")) c.device = v, ++i;
@@ -372,6 +373,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--reps")) c.reps = atoi(v), ++i;
         else if (!strcmp(a, "--backward")) c.backward = 1;
         else if (!strcmp(a, "--no-naive")) c.naive = 0;
+        else if (!strcmp(a, "--portable-only")) c.portable_only = 1;
         else if (!strcmp(a, "--out")) c.out = v, ++i;
         else { usage(); return 2; }
     }
@@ -380,6 +382,7 @@ int main(int argc, char **argv)
 
     fcl_context_options co;
     fcl_context_options_init(&co);
+    co.portable_only = c.portable_only;
     if (c.device && sscanf(c.device, "%d:%d", &co.platform_index, &co.device_index) != 2) {
         usage();
         return 2;
@@ -416,8 +419,9 @@ int main(int argc, char **argv)
                 info.name, info.platform_name, info.driver_version, date, FCL_GIT_COMMIT);
         fprintf(out, "# fp32_fma_ceiling_tflops: %.3f\n# tokens: %zu\n# hidden: %zu\n# reps: %d (median)\n",
                 ceiling, c.tokens, c.hidden, c.reps);
-        fprintf(out, "pass,dtype,d,causal,N,B,H,ours_ms,ours_tflops,pct_of_fp32_ceiling,naive_ms,"
-                     "naive_tflops,speedup,ours_extra_mib,naive_extra_mib,rel_diff_vs_naive,note\n");
+        fprintf(out, "pass,dtype,d,causal,N,B,H,variant,ours_ms,ours_tflops,pct_of_fp32_ceiling,"
+                     "naive_ms,naive_tflops,speedup,ours_extra_mib,naive_extra_mib,rel_diff_vs_naive,"
+                     "note\n");
     }
     printf("%-4s %-4s %4s %6s %6s %4s %4s | %9s %8s %6s | %9s %8s | %7s | %9s %10s | %9s %s\n", "pass",
            "type", "d", "causal", "N", "B", "H", "ours ms", unit_name, "%ceil", "naive ms",
@@ -523,17 +527,23 @@ int main(int argc, char **argv)
                         if (dP) clReleaseMemObject(dP);
                         if (delta) clReleaseMemObject(delta);
                     }
+                    fcl_plan plan;
+                    st = fcl_plan_query(fctx, &desc, bwd ? FCL_KERNEL_BACKWARD_DQ : FCL_KERNEL_FORWARD, &plan);
+                    if (st != FCL_OK) {
+                        fprintf(stderr, "flashcl: plan: %s\n", fcl_status_string(st));
+                        return 1;
+                    }
                     const double tf = pfl / ours / 1e12, ntf = pfl / naive_s / 1e12;
                     const double shown = tf * 1e12 / unit, nshown = ntf * 1e12 / unit;
-                    printf("%-4s %-4s %4zu %6d %6zu %4zu %4zu | %9.3f %8.2f %5.1f%% | %9.3f %8.2f | %6.2fx | %9.2f %10.1f | %9.2e %s\n",
+                    printf("%-4s %-4s %4zu %6d %6zu %4zu %4zu | %9.3f %8.2f %5.1f%% | %9.3f %8.2f | %6.2fx | %9.2f %10.1f | %9.2e %s%s\n",
                            bwd ? "bwd" : "fwd", fcl_dtype_name(c.dtype), t.d, causal, t.N, t.B, t.H,
                            ours * 1e3, shown, 100 * tf / ceiling, naive_s * 1e3, nshown, naive_s / ours, ours_mib,
-                           naive_mib, diff, note);
+                           naive_mib, diff, note, strcmp(plan.variant, "portable-fma") ? " [tensor cores]" : "");
                     fflush(stdout);
                     if (out)
-                        fprintf(out, "%s,%s,%zu,%d,%zu,%zu,%zu,%.4f,%.6f,%.1f,%.4f,%.6f,%.2f,%.3f,%.1f,%.2e,%s\n",
+                        fprintf(out, "%s,%s,%zu,%d,%zu,%zu,%zu,%s,%.4f,%.6f,%.1f,%.4f,%.6f,%.2f,%.3f,%.1f,%.2e,%s\n",
                                 bwd ? "bwd" : "fwd", fcl_dtype_name(c.dtype), t.d, causal, t.N, t.B, t.H,
-                                ours * 1e3, tf, 100 * tf / ceiling, naive_s * 1e3, ntf, naive_s / ours,
+                                plan.variant, ours * 1e3, tf, 100 * tf / ceiling, naive_s * 1e3, ntf, naive_s / ours,
                                 ours_mib, naive_mib, diff, note);
                     free(times);
                 }

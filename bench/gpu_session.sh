@@ -25,7 +25,20 @@ for step in $steps; do
       for t in test_forward test_backward test_variants test_profiles test_plan test_api test_errors; do
         ( time timeout 300 "$B/tests/$t" ) > "$OUT/$t.log" 2>&1
         echo "$t: rc=$?"; grep -E "PASSED|FAILED|FAIL " "$OUT/$t.log" | head -20
+      done
+      cat "$OUT"/test_*.log > "$OUT/tests.log"; rm -f "$OUT"/test_*.log ;;
+    fast)
+      for dt in fp16 bf16; do
+        timeout 280 "$B/bench/flashcl-bench" --dtype $dt --head-dims 64,128,256 --seqlens 1024,4096,16384 \
+          --backward --no-naive --reps 5 --out "$OUT/fast_$dt.csv" 2>&1 | grep -v '^\[' | tee "$OUT/fast_$dt.txt"
       done ;;
+    portable)
+      timeout 300 "$B/bench/flashcl-bench" --dtype fp16 --head-dims 64,128,256 --seqlens 1024,4096,16384 \
+        --backward --no-naive --portable-only --reps 5 --out "$OUT/portable_fp16.csv" 2>&1 \
+        | grep -v '^\[' | tee "$OUT/portable_fp16.txt" ;;
+    anchor)
+      PYTHONUNBUFFERED=1 timeout 300 python3 .carry/sdpa_anchor.py --csv "$OUT/sdpa_anchor.csv" \
+        2>&1 | tee "$OUT/sdpa_anchor.txt" ;;
     variants)
       timeout 300 "$B/bench/flashcl-bench-variants" --reps 5 --out "$OUT/bench_variants.csv" \
         2>&1 | tee "$OUT/bench_variants.txt"

@@ -1,29 +1,23 @@
 /* flash_fwd.cl - FlashAttention-2 forward.
  *
  * One work-group per (Q block of BR rows, query head, batch entry).  The Q
- * block stays in __local memory while K/V blocks of BC keys stream through;
- * each work-item keeps its rows' running max m, partial sum l and output
+ * block stays on chip while K/V blocks of BC keys stream through; each
+ * work-item keeps its rows' running max m, partial sum l and output
  * accumulator in registers (online softmax).  Scores exist only as one
- * BR x BC tile in __local memory.  K/V blocks outside the window or the
- * block-sparse mask are skipped whole.
+ * BR x BC tile on chip.  K/V blocks outside the window or the block-sparse
+ * mask are skipped whole.
  *
- * __local tiles (fp32):
- *   Qt [D_PAD][QT_LD]  Q block transposed: a row group reads its RM rows of
- *                      one dimension as one contiguous run (broadcast)
- *   Ks [BC][KS_LD]     K block, odd row stride: work-items read different
- *                      keys of one dimension without bank conflicts
- *   Vs [BC][D_PAD]     V block
- *   Pt [BC][PT_LD]     probabilities (dropped out, if so), transposed like Qt
- *   red[BR][TX]        row reductions
+ * The loop, the masking, the score modifiers and the online softmax are
+ * written once, here.  How tiles are held and multiplied is a piece:
+ * tile_portable.cl (fp32 __local tiles, multiply-adds; every device) or
+ * tile_nv_mma.cl (fp16/bf16 tiles, mma.sync tensor cores; NVIDIA sm_80+).
+ * A piece provides: RM, RN, DN (the work-item's register tile s[RM][RN] and
+ * output acc[RM][DN]), FCL_ROW(i) / FCL_COL(j) / FCL_OCOL(n) (what tile
+ * row, key column and head_dim column those registers are), FCL_FWD_IDS,
+ * FCL_FWD_LOCALS, FCL_FWD_LOAD_Q, FCL_FWD_LOAD_KV, FCL_FWD_QK, FCL_ROWS_MAX /
+ * FCL_ROWS_SUM (over the work-items sharing a row), FCL_FIRST_IN_ROW,
+ * FCL_FWD_SET_P and FCL_FWD_PV.
  */
-
-#define RM (BR / TY)
-#define RN (BC / TX)
-#define DN (D_PAD / TX)
-#define QT_LD (BR + 4)
-#define KS_LD (D_PAD + 1)
-#define VS_LD (D_PAD)
-#define PT_LD (BR + 4)
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
@@ -42,14 +36,8 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
                  float keep_scale, __global const uchar *block_mask, long bm_sb, long bm_sh,
                  int block_m, int block_n, int block_nbn)
 {
-    __local float Qt[D_PAD * QT_LD] FCL_ALIGNED;
-    __local float Ks[BC * KS_LD] FCL_ALIGNED;
-    __local float Vs[BC * VS_LD] FCL_ALIGNED;
-    __local float Pt[BC * PT_LD] FCL_ALIGNED;
-    __local float red[BR * TX] FCL_ALIGNED;
-
-    const int lid = (int)get_local_id(0);
-    const int ty = lid / TX, tx = lid - (lid / TX) * TX;
+    FCL_FWD_LOCALS;
+    FCL_FWD_IDS;
     /* One dimension of work-groups: (Q block, batch*head), batch*head fastest.
      * Q blocks go in reverse: under a causal mask the last ones see the most
      * keys, so they start first and the tail of the launch is short. */
@@ -81,7 +69,7 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
     const long k_head = k_off + fcl_batch_offset(b, k_sb) + hk * k_sh + sq.k_row0 * k_ss;
     const long v_head = v_off + fcl_batch_offset(b, v_sb) + hk * v_sh + sq.k_row0 * v_ss;
 
-    fcl_load_tile_t(Qt, QT_LD, BR, Q, q_base, q_ss, rows, head_dim, lid);
+    FCL_FWD_LOAD_Q(q_base, q_ss, rows, head_dim);
 
     float m[RM], l[RM], acc[RM][DN];
     FCL_UNROLL
@@ -100,17 +88,11 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
         const int cover = fcl_blocks_cover(blocks, r0, r0 + rows, c0, c0 + cols);
         if (cover == FCL_BLOCKS_NONE) continue;
 #endif
-        barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is consumed */
-        fcl_load_tile(Ks, KS_LD, BC, K, k_head + (long)c0 * k_ss, k_ss, cols, head_dim, lid);
-        fcl_load_tile(Vs, VS_LD, BC, V, v_head + (long)c0 * v_ss, v_ss, cols, head_dim, lid);
-        barrier(CLK_LOCAL_MEM_FENCE);
+        FCL_FWD_LOAD_KV(k_head + (long)c0 * k_ss, k_ss, v_head + (long)c0 * v_ss, v_ss, cols,
+                        head_dim);
 
         float s[RM][RN];
-        FCL_UNROLL
-        for (int i = 0; i < RM; ++i)
-            FCL_UNROLL
-            for (int j = 0; j < RN; ++j) s[i][j] = 0.0f;
-        FCL_TILE_PRODUCT(s, RM, RN, D_PAD, Qt + ty * RM, QT_LD, Ks + tx * KS_LD, TX * KS_LD, 1);
+        FCL_FWD_QK(s);
 
         float mt[RM];
         FCL_UNROLL
@@ -118,7 +100,7 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
             mt[i] = -INFINITY;
             FCL_UNROLL
             for (int j = 0; j < RN; ++j) {
-                const int row = r0 + ty * RM + i, col = c0 + tx + TX * j;
+                const int row = r0 + FCL_ROW(i), col = c0 + FCL_COL(j);
                 bool vis = fcl_visible(mask, row, col);
 #if FCL_HAS(FCL_FEAT_BLOCKMASK)
                 vis = vis && (cover == FCL_BLOCKS_ALL ||
@@ -129,23 +111,23 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
                 mt[i] = fmax(mt[i], s[i][j]);
             }
         }
-        fcl_rows_max(mt, RM, red, ty, tx);
+        FCL_ROWS_MAX(mt);
 #if FCL_HAS(FCL_FEAT_DROPOUT)
         /* which of this work-item's probabilities dropout keeps, one Philox
-         * call per four rows when the rows come in aligned fours */
+         * call per four rows when its rows come in aligned fours */
         uint keep[RN];
         FCL_UNROLL
         for (int j = 0; j < RN; ++j) {
             keep[j] = 0;
-            const int col = c0 + tx + TX * j, row0 = r0 + ty * RM;
-#if RM % 4 == 0
+            const int col = c0 + FCL_COL(j);
+#if !FCL_TILE_MMA && RM % 4 == 0
             FCL_UNROLL
             for (int i4 = 0; i4 < RM; i4 += 4)
-                keep[j] |= fcl_dropout_keep4(drop, bh, row0 + i4, col) << i4;
+                keep[j] |= fcl_dropout_keep4(drop, bh, r0 + FCL_ROW(i4), col) << i4;
 #else
             FCL_UNROLL
             for (int i = 0; i < RM; ++i)
-                keep[j] |= (uint)(fcl_dropout_factor(drop, bh, row0 + i, col) != 0.0f) << i;
+                keep[j] |= (uint)(fcl_dropout_factor(drop, bh, r0 + FCL_ROW(i), col) != 0.0f) << i;
 #endif
         }
 #endif
@@ -171,28 +153,26 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
 #if FCL_HAS(FCL_FEAT_DROPOUT)
                 p *= (keep[j] >> i) & 1u ? drop.keep_scale : 0.0f;
 #endif
-                Pt[(tx + TX * j) * PT_LD + ty * RM + i] = p;
+                FCL_FWD_SET_P(s, i, j, p);
             }
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
-
-        FCL_TILE_PRODUCT(acc, RM, DN, BC, Pt + ty * RM, PT_LD, Vs + tx, TX, VS_LD);
+        FCL_FWD_PV(acc, s);
     }
 
-    fcl_rows_sum(l, RM, red, ty, tx);
+    FCL_ROWS_SUM(l);
 
     const long o_base = o_off + fcl_batch_offset(b, o_sb) + h * o_sh + sq.q_row0 * o_ss;
     FCL_UNROLL
     for (int i = 0; i < RM; ++i) {
-        const int row = r0 + ty * RM + i;
+        const int row = r0 + FCL_ROW(i);
         if (row >= sq.seqlen_q) continue;
         const float inv = (l[i] > 0.0f) ? 1.0f / l[i] : 0.0f;
         FCL_UNROLL
         for (int n = 0; n < DN; ++n) {
-            const int col = tx + TX * n;
+            const int col = FCL_OCOL(n);
             if (col < head_dim) fcl_store(O, o_base + (long)row * o_ss + col, acc[i][n] * inv);
         }
-        if (write_lse && tx == 0)
+        if (write_lse && FCL_FIRST_IN_ROW)
             LSE[lse_off + fcl_lse_index(b, h, heads_q, lse_rows, sq, row)] =
                 (l[i] > 0.0f) ? m[i] + log(l[i]) : INFINITY;
     }

@@ -117,3 +117,73 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
         dst[k * ld + r] = x;
     }
 }
+
+/* ---- the forward's pieces (see flash_fwd.cl), portable version ------------
+ * A work-item owns rows ty*RM .. ty*RM+RM-1 of the Q block, key columns
+ * tx + TX*j of the score tile and head_dim columns tx + TX*n of the output.
+ * __local tiles (fp32):
+ *   Qt [D_PAD][QT_LD]  Q block transposed: a row group reads its RM rows of
+ *                      one dimension as one contiguous run (broadcast)
+ *   Ks [BC][KS_LD]     K block, odd row stride: work-items read different
+ *                      keys of one dimension without bank conflicts
+ *   Vs [BC][D_PAD]     V block
+ *   Pt [BC][PT_LD]     probabilities, transposed like Qt
+ *   red[BR][TX]        row reductions */
+#if defined(FCL_KERNEL_FORWARD) && !FCL_TILE_MMA
+
+#define RM (BR / TY)
+#define RN (BC / TX)
+#define DN (D_PAD / TX)
+#define QT_LD (BR + 4)
+#define KS_LD (D_PAD + 1)
+#define VS_LD (D_PAD)
+#define PT_LD (BR + 4)
+
+#define FCL_FWD_IDS                          \
+    const int lid = (int)get_local_id(0);    \
+    const int ty = lid / TX, tx = lid - (lid / TX) * TX
+
+#define FCL_ROW(i) (ty * RM + (i))
+#define FCL_COL(j) (tx + TX * (j))
+#define FCL_OCOL(n) (tx + TX * (n))
+#define FCL_FIRST_IN_ROW (tx == 0)
+
+#define FCL_FWD_LOCALS                                  \
+    __local float Qt[D_PAD * QT_LD] FCL_ALIGNED;        \
+    __local float Ks[BC * KS_LD] FCL_ALIGNED;           \
+    __local float Vs[BC * VS_LD] FCL_ALIGNED;           \
+    __local float Pt[BC * PT_LD] FCL_ALIGNED;           \
+    __local float red[BR * TX] FCL_ALIGNED
+
+#define FCL_FWD_LOAD_Q(q_base, q_ss, rows, head_dim) \
+    fcl_load_tile_t(Qt, QT_LD, BR, Q, (q_base), (q_ss), (rows), (head_dim), lid)
+
+#define FCL_FWD_LOAD_KV(k_base, k_ss, v_base, v_ss, cols, head_dim)                  \
+    do {                                                                             \
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is consumed */           \
+        fcl_load_tile(Ks, KS_LD, BC, K, (k_base), (k_ss), (cols), (head_dim), lid);  \
+        fcl_load_tile(Vs, VS_LD, BC, V, (v_base), (v_ss), (cols), (head_dim), lid);  \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                \
+    } while (0)
+
+#define FCL_FWD_QK(s)                                                                      \
+    do {                                                                                   \
+        FCL_UNROLL                                                                         \
+        for (int i_ = 0; i_ < RM; ++i_)                                                    \
+            FCL_UNROLL                                                                     \
+            for (int j_ = 0; j_ < RN; ++j_) s[i_][j_] = 0.0f;                              \
+        FCL_TILE_PRODUCT(s, RM, RN, D_PAD, Qt + ty * RM, QT_LD, Ks + tx * KS_LD, TX * KS_LD, 1); \
+    } while (0)
+
+#define FCL_ROWS_MAX(v) fcl_rows_max(v, RM, red, ty, tx)
+#define FCL_ROWS_SUM(v) fcl_rows_sum(v, RM, red, ty, tx)
+
+#define FCL_FWD_SET_P(s, i, j, p) (Pt[(tx + TX * (j)) * PT_LD + ty * RM + (i)] = (p))
+
+#define FCL_FWD_PV(acc, s)                                                                 \
+    do {                                                                                   \
+        barrier(CLK_LOCAL_MEM_FENCE); /* every P of the tile is in Pt */                   \
+        FCL_TILE_PRODUCT(acc, RM, DN, BC, Pt + ty * RM, PT_LD, Vs + tx, TX, VS_LD);         \
+    } while (0)
+
+#endif

@@ -339,6 +339,9 @@ typedef struct fcl_context_options {
     int enable_profiling;
     /* 1: trust CL_DEVICE_LOCAL_MEM_SIZE and skip the on-chip memory probe. */
     int skip_local_mem_probe;
+    /* 1: never use a vendor fast path (the NVIDIA tensor-core forward); the
+     * portable kernels everywhere, e.g. to compare the two. */
+    int portable_only;
 } fcl_context_options;
 
 /*! fcl_context_options_init() : sets the defaults described above. */
@@ -431,7 +434,7 @@ typedef struct fcl_plan {
     size_t threads_row;            /* work-group = threads_row x threads_col */
     size_t threads_col;
     uint64_t local_bytes;          /* __local bytes of the kernel */
-    char variant[32];              /* kernel variant, e.g. "portable-fma" */
+    char variant[32];              /* "portable-fma" or "nvidia-mma-sync" (tensor cores) */
     char source[64];               /* "analytic", "tuned: <entry>", ... */
     char reason[384];              /* why (d) differs from (c) */
 } fcl_plan;

@@ -20,6 +20,7 @@ void fcl_context_options_init(fcl_context_options *opts)
 static fcl_status finish_setup(fcl_context *ctx, const fcl_context_options *opts)
 {
     FCL_TRY(fcl_probe_device(ctx->device, &ctx->info, &ctx->extensions));
+    ctx->portable_only = opts->portable_only != 0;
     /* Only GPUs with dedicated on-chip memory can hold more than they report;
      * a CPU's "local" memory is ordinary memory. */
     if ((ctx->info.type & CL_DEVICE_TYPE_GPU) && ctx->info.local_mem_is_dedicated &&

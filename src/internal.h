@@ -60,6 +60,7 @@ typedef struct fcl_plan_full {
     int ty, tx, rm, rn;
     int d_pad;
     int force_unroll;             /* GPUs: unroll register-array loops */
+    int tile_mma;                 /* the tensor-core piece (tile_nv_mma.cl) */
 } fcl_plan_full;
 
 /* Limits a plan must respect beyond the caps: lowered after a build or
@@ -73,6 +74,10 @@ typedef struct fcl_plan_limits {
 fcl_status fcl_plan_make(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
                          fcl_dtype dtype, const fcl_plan_limits *limits,
                          const fcl_tuned_tile *target, fcl_plan_full *out);
+/* The forward on NVIDIA tensor cores (tile_nv_mma.cl): BR = 16 * warps. */
+fcl_status fcl_plan_make_mma(const fcl_caps *caps, size_t head_dim, fcl_dtype dtype,
+                             const fcl_plan_limits *limits, const fcl_tuned_tile *target,
+                             fcl_plan_full *out);
 uint64_t fcl_plan_local_bytes(fcl_kernel_kind kind, int rows, int cols, int d_pad, int tx);
 
 /* ---- the context ---------------------------------------------------------- */
@@ -101,6 +106,7 @@ struct fcl_context {
     char *extensions;
     fcl_caps caps;                /* of the real device or the emulated profile */
     const fcl_profile *profile;   /* NULL unless emulating */
+    int portable_only;            /* no vendor fast paths */
     char *cache_dir;              /* NULL: no disk cache */
     fcl_program_entry *programs;
     size_t num_programs;
@@ -222,14 +228,20 @@ fcl_status fcl_launch(fcl_context *ctx, fcl_resolved *r, fcl_set_args_fn set_arg
 
 /* ---- attention variants (variants.c) -------------------------------------- */
 
-/* Must match cl/common.cl. */
+/* Must match cl/common.cl.  FCL_BUILD_TILE_MMA is not a variant: it marks
+ * kernels built with the tensor-core piece, in the same build-key word. */
 enum {
     FCL_FEAT_SOFTCAP = 1,
     FCL_FEAT_ALIBI = 2,
     FCL_FEAT_DROPOUT = 4,
     FCL_FEAT_VARLEN = 8,
-    FCL_FEAT_BLOCKMASK = 16
+    FCL_FEAT_BLOCKMASK = 16,
+    FCL_FEAT_MASK = 0xFF,
+    FCL_BUILD_TILE_MMA = 0x100
 };
+
+/* Whether the forward of `desc` runs on the NVIDIA tensor-core piece. */
+bool fcl_forward_uses_mma(const fcl_context *ctx, const fcl_attention_desc *desc);
 
 /* A call's variants in kernel form; the trailing kernel arguments. */
 typedef struct fcl_variants {

@@ -39,8 +39,12 @@ static fcl_status build_checked(fcl_context *ctx, fcl_resolved *r)
     for (int attempt = 0; attempt < MAX_ATTEMPTS; ++attempt) {
         const fcl_tuned_tile *forced =
             ctx->has_tile_override[r->kind] ? &ctx->tile_override[r->kind] : NULL;
-        FCL_TRY(fcl_plan_make(&ctx->caps, r->kind, r->head_dim, r->dtype, &r->limits, forced,
-                              &r->plan));
+        if (r->features & FCL_BUILD_TILE_MMA)
+            FCL_TRY(fcl_plan_make_mma(&ctx->caps, r->head_dim, r->dtype, &r->limits, forced,
+                                      &r->plan));
+        else
+            FCL_TRY(fcl_plan_make(&ctx->caps, r->kind, r->head_dim, r->dtype, &r->limits, forced,
+                                  &r->plan));
         char options[640];
         int n = fcl_kernel_options(&r->plan, r->features, options, sizeof options);
         if (ctx->extra_build_options[0] != '\0' && n > 0 && (size_t)n < sizeof options)
@@ -160,8 +164,11 @@ fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *desc, fcl_
         kernel != FCL_KERNEL_BACKWARD_DQ)
         return FCL_ERROR_INVALID_VALUE;
     FCL_TRY(fcl_validate_desc(desc));
+    const unsigned build = kernel == FCL_KERNEL_FORWARD && fcl_forward_uses_mma(ctx, desc)
+                               ? FCL_BUILD_TILE_MMA
+                               : 0;
     fcl_resolved *r = NULL;
-    FCL_TRY(fcl_resolve(ctx, kernel, desc->head_dim, desc->dtype, 0, &r));
+    FCL_TRY(fcl_resolve(ctx, kernel, desc->head_dim, desc->dtype, build, &r));
     *plan = r->plan.pub;
     return FCL_OK;
 }

@@ -252,6 +252,44 @@ static void test_all_together(void **state)
     }
 }
 
+/* Shapes the NVIDIA tensor-core forward takes (fp16/bf16, head_dim a
+ * multiple of 16, aligned rows): there every variant runs through mma.sync;
+ * elsewhere these are more portable cases. */
+static void test_tensor_core_shapes(void **state)
+{
+    (void)state;
+    const int lq[2] = {100, 64}, lk[2] = {130, 64};
+    for (int t = 0; t < 4; ++t) {
+        fa_variants v = fa_no_variants();
+        if (t >= 1) {
+            v.window_left = 40;
+            v.alibi = FCL_ALIBI_PER_HEAD;
+            v.dropout_p = 0.1f;
+            v.dropout_seed = 11;
+        }
+        if (t >= 2) {
+            v.softcap = 15.0f;
+            v.block_m = 32;
+            v.block_n = 32;
+            v.block_density = 0.6;
+        }
+        if (t == 3) {
+            v.seqlens_q = lq;
+            v.seqlens_k = lk;
+        }
+        fa_case c = base_case(&v, 4900 + (uint64_t)t);
+        c.batch = 2;
+        c.heads_q = 4;
+        c.heads_kv = 2;
+        c.seqlen_q = 100;
+        c.seqlen_k = 130;
+        c.head_dim = t % 2 ? 128 : 64;
+        c.dtype = t % 2 ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
+        c.causal = t >= 2;
+        check_both(&c);
+    }
+}
+
 static void test_repeatable_with_dropout(void **state)
 {
     (void)state;
@@ -392,6 +430,7 @@ int main(void)
         cmocka_unit_test(test_varlen),
         cmocka_unit_test(test_block_sparse),
         cmocka_unit_test(test_all_together),
+        cmocka_unit_test(test_tensor_core_shapes),
         cmocka_unit_test(test_repeatable_with_dropout),
         cmocka_unit_test(test_invalid_parameters),
     };
