@@ -21,8 +21,10 @@ for step in $steps; do
         timeout 120 "$B/tools/flashcl-info" --head-dim $d --dtype fp32 2>&1 | tee -a "$OUT/info.txt"
       done
       timeout 60 "$B/tools/flashcl-info" --head-dim 128 --json > "$OUT/info.json" 2>&1 ;;
-    tests)
-      for t in test_forward test_backward test_variants test_profiles test_plan test_api test_errors; do
+    tests|tests-fast)
+      all="test_forward test_backward test_variants test_profiles test_plan test_api test_errors"
+      [ "$step" = tests-fast ] && all="test_forward test_variants test_plan test_api test_errors"
+      for t in $all; do
         ( time timeout 300 "$B/tests/$t" ) > "$OUT/$t.log" 2>&1
         echo "$t: rc=$?"; grep -E "PASSED|FAILED|FAIL " "$OUT/$t.log" | head -20
       done
@@ -34,7 +36,7 @@ for step in $steps; do
       done ;;
     portable)
       timeout 300 "$B/bench/flashcl-bench" --dtype fp16 --head-dims 64,128,256 --seqlens 1024,4096,16384 \
-        --backward --no-naive --portable-only --reps 5 --out "$OUT/portable_fp16.csv" 2>&1 \
+        --no-naive --portable-only --reps 5 --out "$OUT/portable_fp16.csv" 2>&1 \
         | grep -v '^\[' | tee "$OUT/portable_fp16.txt" ;;
     anchor)
       PYTHONUNBUFFERED=1 timeout 300 python3 .carry/sdpa_anchor.py --csv "$OUT/sdpa_anchor.csv" \

@@ -82,6 +82,16 @@ inline int fcl_key_end(const fcl_mask m, int r1)
     return clamp(r1 - 1 + m.diag + m.right + 1, 0, m.seqlen_k);
 }
 
+/* Whether every key of [c0, c1) is visible from every row of [r0, r1): then
+ * a tile needs no per-score mask. */
+inline bool fcl_tile_inside(const fcl_mask m, int r0, int r1, int c0, int c1)
+{
+    if (c1 > m.seqlen_k) return false;
+    if (m.left >= 0 && c0 < (r1 - 1) + m.diag - m.left) return false;
+    if (m.right >= 0 && c1 - 1 > r0 + m.diag + m.right) return false;
+    return true;
+}
+
 /* The same question from the key side (backward dK/dV): rows that can see
  * any of keys [c0, c1), as [begin, end) clamped to [0, seqlen_q). */
 inline int fcl_row_begin(const fcl_mask m, int c0)

@@ -16,7 +16,9 @@
  * row, key column and head_dim column those registers are), FCL_FWD_IDS,
  * FCL_FWD_LOCALS, FCL_FWD_LOAD_Q, FCL_FWD_LOAD_KV, FCL_FWD_QK, FCL_ROWS_MAX /
  * FCL_ROWS_SUM (over the work-items sharing a row), FCL_FIRST_IN_ROW,
- * FCL_FWD_SET_P and FCL_FWD_PV.
+ * FCL_FWD_SET_P and FCL_FWD_PV, and the exponential it uses: FCL_EXP_UNITS
+ * converts a score to the units of FCL_EXP, FCL_NATURAL_UNITS converts back
+ * (exp itself on the portable path, exp2 on the tensor-core one).
  */
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
@@ -94,6 +96,11 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
         float s[RM][RN];
         FCL_FWD_QK(s);
 
+        /* Only tiles on the edge of the mask test each score. */
+        bool edge = !fcl_tile_inside(mask, r0, r0 + rows, c0, c0 + BC);
+#if FCL_HAS(FCL_FEAT_BLOCKMASK)
+        edge = edge || cover != FCL_BLOCKS_ALL;
+#endif
         float mt[RM];
         FCL_UNROLL
         for (int i = 0; i < RM; ++i) {
@@ -101,13 +108,17 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
             FCL_UNROLL
             for (int j = 0; j < RN; ++j) {
                 const int row = r0 + FCL_ROW(i), col = c0 + FCL_COL(j);
-                bool vis = fcl_visible(mask, row, col);
+                bool vis = true;
+                if (edge) {
+                    vis = fcl_visible(mask, row, col);
 #if FCL_HAS(FCL_FEAT_BLOCKMASK)
-                vis = vis && (cover == FCL_BLOCKS_ALL ||
-                              (row < sq.seqlen_q && fcl_block_on(blocks, row, col)));
+                    vis = vis && (cover == FCL_BLOCKS_ALL ||
+                                  (row < sq.seqlen_q && fcl_block_on(blocks, row, col)));
 #endif
+                }
                 float t;
-                s[i][j] = vis ? fcl_modify_score(s[i][j], mods, row, col, mask.diag, &t) : -INFINITY;
+                s[i][j] = vis ? FCL_EXP_UNITS(fcl_modify_score(s[i][j], mods, row, col, mask.diag, &t))
+                              : -INFINITY;
                 mt[i] = fmax(mt[i], s[i][j]);
             }
         }
@@ -141,14 +152,14 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
              * more instruction per score and keep the fp32 rounding to that
              * of a plain softmax. */
             const float m_use = (m_new == -INFINITY) ? 0.0f : m_new;
-            const float alpha = exp(m[i] - m_use);
+            const float alpha = FCL_EXP(m[i] - m_use);
             m[i] = m_new;
             l[i] *= alpha;
             FCL_UNROLL
             for (int n = 0; n < DN; ++n) acc[i][n] *= alpha;
             FCL_UNROLL
             for (int j = 0; j < RN; ++j) {
-                float p = exp(s[i][j] - m_use);
+                float p = FCL_EXP(s[i][j] - m_use);
                 l[i] += p; /* the softmax sums what dropout will drop */
 #if FCL_HAS(FCL_FEAT_DROPOUT)
                 p *= (keep[j] >> i) & 1u ? drop.keep_scale : 0.0f;
@@ -174,6 +185,6 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
         }
         if (write_lse && FCL_FIRST_IN_ROW)
             LSE[lse_off + fcl_lse_index(b, h, heads_q, lse_rows, sq, row)] =
-                (l[i] > 0.0f) ? m[i] + log(l[i]) : INFINITY;
+                (l[i] > 0.0f) ? FCL_NATURAL_UNITS(m[i]) + log(l[i]) : INFINITY;
     }
 }

@@ -143,6 +143,12 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
     const int lid = (int)get_local_id(0);    \
     const int ty = lid / TX, tx = lid - (lid / TX) * TX
 
+/* Natural units and exp: fp32 storage keeps the rounding of a plain softmax
+ * (exp2 with log2(e) folded into the scores adds two roundings). */
+#define FCL_EXP(x) exp(x)
+#define FCL_EXP_UNITS(x) (x)
+#define FCL_NATURAL_UNITS(x) (x)
+
 #define FCL_ROW(i) (ty * RM + (i))
 #define FCL_COL(j) (tx + TX * (j))
 #define FCL_OCOL(n) (tx + TX * (n))

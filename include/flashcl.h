@@ -422,7 +422,8 @@ typedef struct fcl_plan {
     uint64_t local_mem_reported;
     uint64_t local_mem_usable;
     /* (c): the FlashAttention paper's rule (Algorithm 1), with M the usable
-     * on-chip memory counted in fp32 elements (the on-chip tile type):
+     * on-chip memory counted in elements of the on-chip tile type (fp32 on
+     * the portable path, 16-bit on NVIDIA tensor cores):
      * Bc = ceil(M / 4d), Br = min(Bc, d). */
     uint64_t paper_m_elements;
     size_t paper_bc;
