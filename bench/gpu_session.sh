@@ -21,6 +21,12 @@ for step in $steps; do
         timeout 120 "$B/tools/flashcl-info" --head-dim $d --dtype fp32 2>&1 | tee -a "$OUT/info.txt"
       done
       timeout 60 "$B/tools/flashcl-info" --head-dim 128 --json > "$OUT/info.json" 2>&1 ;;
+    tests-forward)
+      ( time timeout 120 "$B/tests/test_forward" ) > "$OUT/tests.log" 2>&1
+      echo "test_forward: rc=$?" ;;
+    fast-fp16)
+      timeout 200 "$B/bench/flashcl-bench" --dtype fp16 --head-dims 64,128,256 --seqlens 1024,4096,16384 \
+        --no-naive --reps 5 --out "$OUT/fast_fp16.csv" 2>&1 | grep -v '^\[' | tee "$OUT/fast_fp16.txt" ;;
     tests|tests-fast)
       all="test_forward test_backward test_variants test_profiles test_plan test_api test_errors"
       [ "$step" = tests-fast ] && all="test_forward test_variants test_plan test_api test_errors"

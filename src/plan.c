@@ -204,9 +204,10 @@ fcl_status fcl_plan_make(const fcl_caps *caps, fcl_kernel_kind kind, size_t head
  * so BR = 16 * warps; K and V tiles of BC keys; Q, K and V are held as 16-bit
  * values with rows padded by 8 (ldmatrix without bank conflicts):
  * (BR + 2 * BC) * (d + 8) * 2 bytes.  Registers per lane: Q fragments d / 4,
- * scores BC / 2, output d / 2.  Target 8 warps x 64 keys: one K/V tile
- * serves 128 query rows (4 warps gave 121-136 TFLOP/s at N = 4096 on an
- * H200, 0.4x FlashAttention-2: NOTES.md); smaller when local memory is short. */
+ * scores BC / 2, output d / 2.  Target 64 keys, and 4 warps up to d = 64,
+ * 8 above, as measured on an H200 at N = 4096 in fp16 (NOTES.md, runs 6-7):
+ * d = 64: 121 TFLOP/s with 4 warps, 71 with 8; d = 128: 136 with 4, 140 with 8.
+ * Smaller when local memory is short. */
 fcl_status fcl_plan_make_mma(const fcl_caps *caps, size_t head_dim, fcl_dtype dtype,
                              const fcl_plan_limits *limits, const fcl_tuned_tile *target,
                              fcl_plan_full *out)
@@ -220,7 +221,8 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, size_t head_dim, fcl_dtype dt
         local_limit = limits->local_bytes;
     if (limits != NULL && limits->work_group_size != 0 && limits->work_group_size < wg_limit)
         wg_limit = limits->work_group_size;
-    int warps = target ? target->rows / 16 : 8, bc = target ? target->cols : 64;
+    int warps = target ? target->rows / 16 : (head_dim <= 64 ? 4 : 8);
+    int bc = target ? target->cols : 64;
     if (warps < 1 || bc < 16 || bc % 16 != 0)
         return FCL_ERROR_INVALID_VALUE;
     const int d = (int)head_dim;
