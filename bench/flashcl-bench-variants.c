@@ -12,6 +12,7 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "flashcl.h"
 
+#include "bench_util.h"
 #include "build_info.h"
 
 #include <math.h>
@@ -29,19 +30,6 @@
             exit(1);                                                                \
         }                                                                           \
     } while (0)
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 typedef struct variant {
     const char *name;
@@ -207,17 +195,16 @@ int main(int argc, char **argv)
             for (int pass = 0; pass < 2; ++pass) {
                 for (int r = -1; r < reps; ++r) {
                     clFinish(q);
-                    double t0 = now_s();
+                    double t0 = bench_now_s();
                     if (pass == 0)
                         CHECK(fcl_attention_forward_ex(ctx, &desc, &aux, qb, kb, vb, ob, lseb, 0, NULL, NULL));
                     else
                         CHECK(fcl_attention_backward_ex(ctx, &desc, &aux, qb, kb, vb, ob, lseb, dob, dqb,
                                                         dkb, dvb, 0, NULL, NULL));
                     CHECK(clFinish(q));
-                    if (r >= 0) times[r] = now_s() - t0;
+                    if (r >= 0) times[r] = bench_now_s() - t0;
                 }
-                qsort(times, (size_t)reps, sizeof *times, cmp);
-                ms[pass] = times[reps / 2] * 1e3;
+                ms[pass] = bench_median(times, reps) * 1e3;
                 if (vi == 0) plain[pass] = ms[pass];
             }
             const double ft = dense / (ms[0] * 1e-3) / 1e12, bt = 2.5 * dense / (ms[1] * 1e-3) / 1e12;

@@ -11,6 +11,7 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "flashcl.h"
 
+#include "bench_util.h"
 #include "build_info.h"
 
 #include <math.h>
@@ -45,31 +46,12 @@ typedef struct config {
     const char *out;
 } config;
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static double g_start;
 
 /* Progress on stderr, so that a slow or stuck step shows where it is. */
 static void progress(const char *what, size_t N, size_t d)
 {
-    fprintf(stderr, "[%7.1fs] N=%zu d=%zu: %s\n", now_s() - g_start, N, d, what);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    fprintf(stderr, "[%7.1fs] N=%zu d=%zu: %s\n", bench_now_s() - g_start, N, d, what);
 }
 
 static size_t parse_list(const char *s, size_t *out, size_t cap)
@@ -228,16 +210,16 @@ static double measure_fma_ceiling(cl_context ctx, cl_device_id dev, cl_command_q
     double t[7];
     for (int r = 0; r < 7; ++r) {
         CHECK_CL(clFinish(q));
-        double t0 = now_s();
+        double t0 = bench_now_s();
         CHECK_CL(clEnqueueNDRangeKernel(q, k, 1, NULL, &global, &local, 0, NULL, NULL));
         CHECK_CL(clFinish(q));
-        t[r] = now_s() - t0;
+        t[r] = bench_now_s() - t0;
     }
     double flops = 2.0 * 8 * 2048 * (double)global;
     clReleaseMemObject(out);
     clReleaseKernel(k);
     clReleaseProgram(p);
-    return flops / median(t, 7) / 1e12;
+    return flops / bench_median(t, 7) / 1e12;
 }
 
 /* ---- buffers --------------------------------------------------------------------- */
@@ -378,7 +360,7 @@ int main(int argc, char **argv)
         else { usage(); return 2; }
     }
     if (c.reps < 1 || c.reps > 1000) c.reps = 10;
-    g_start = now_s();
+    g_start = bench_now_s();
 
     fcl_context_options co;
     fcl_context_options_init(&co);
@@ -467,7 +449,7 @@ int main(int argc, char **argv)
                     fcl_context_reset_memory_stats(fctx);
                     for (int r = -2; r < c.reps; ++r) {
                         CHECK_CL(clFinish(q));
-                        double t0 = now_s();
+                        double t0 = bench_now_s();
                         st = bwd ? fcl_attention_backward(fctx, &desc, t.q, t.k, t.v, t.o, t.lse, t.dout,
                                                           t.dq, t.dk, t.dv, 0, NULL, NULL)
                                  : fcl_attention_forward(fctx, &desc, t.q, t.k, t.v, t.o, t.lse, 0, NULL, NULL);
@@ -476,11 +458,11 @@ int main(int argc, char **argv)
                             return 1;
                         }
                         CHECK_CL(clFinish(q));
-                        if (r >= 0) times[r] = now_s() - t0;
+                        if (r >= 0) times[r] = bench_now_s() - t0;
                     }
                     fcl_memory_stats ms;
                     fcl_context_memory_stats(fctx, &ms);
-                    const double ours = median(times, c.reps);
+                    const double ours = bench_median(times, c.reps);
                     const double pfl = bwd ? 2.5 * fl : fl;
                     /* extra device memory beyond inputs and outputs: LSE (+ our own buffers) */
                     const double ours_mib = (t.B * t.H * t.N * 4.0 + (double)ms.peak_bytes) / 1048576.0;
@@ -500,11 +482,11 @@ int main(int argc, char **argv)
                             progress("standard attention: running", t.N, t.d);
                             for (int r = -1; r < c.reps; ++r) {
                                 CHECK_CL(clFinish(q));
-                                double t0 = now_s();
+                                double t0 = bench_now_s();
                                 cl_int e = naive_forward(q, &nv, &t, S, causal);
                                 if (e == CL_SUCCESS && bwd) {
                                     CHECK_CL(clFinish(q));
-                                    t0 = now_s(); /* time the backward alone */
+                                    t0 = bench_now_s(); /* time the backward alone */
                                     e = naive_backward(q, &nv, &t, S, dP, delta);
                                 }
                                 if (e == CL_SUCCESS) e = clFinish(q);
@@ -512,11 +494,11 @@ int main(int argc, char **argv)
                                     snprintf(note, sizeof note, "naive failed: %s", fcl_status_string(e));
                                     break;
                                 }
-                                if (r >= 0) times[r] = now_s() - t0;
+                                if (r >= 0) times[r] = bench_now_s() - t0;
                             }
                             if (!note[0]) {
                                 progress("comparing outputs", t.N, t.d);
-                                naive_s = median(times, c.reps);
+                                naive_s = bench_median(times, c.reps);
                                 diff = bwd ? fmax(rel_diff(q, t.dq, c.dtype, t.dqf, n),
                                                   fmax(rel_diff(q, t.dk, c.dtype, t.dkf, n),
                                                        rel_diff(q, t.dv, c.dtype, t.dvf, n)))

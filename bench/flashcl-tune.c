@@ -8,6 +8,8 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "internal.h"
 
+#include "bench_util.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,19 +34,6 @@ static const tile dkdv_tiles[] = {
     {64, 64, 16, 16}, {64, 64, 16, 8}, {128, 64, 16, 16}, {128, 32, 16, 8}, {64, 32, 16, 8},
     {64, 32, 8, 8},   {128, 64, 16, 8}, {64, 64, 8, 16},  {128, 32, 32, 8},
 };
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 typedef struct problem {
     fcl_attention_desc desc;
@@ -84,7 +73,7 @@ static double time_pass(fcl_context *ctx, problem *p, int backward, int reps)
     double t[32];
     for (int r = -1; r < reps; ++r) {
         clFinish(fcl_context_cl_queue(ctx));
-        double t0 = now_s();
+        double t0 = bench_now_s();
         fcl_status st = backward ? fcl_attention_backward(ctx, &p->desc, p->q, p->k, p->v, p->o,
                                                           p->lse, p->dout, p->dq, p->dk, p->dv, 0,
                                                           NULL, NULL)
@@ -97,10 +86,9 @@ static double time_pass(fcl_context *ctx, problem *p, int backward, int reps)
             return -1;
         }
         if (r >= 0)
-            t[r] = now_s() - t0;
+            t[r] = bench_now_s() - t0;
     }
-    qsort(t, (size_t)reps, sizeof t[0], cmp);
-    return t[reps / 2];
+    return bench_median(t, reps);
 }
 
 /* Prints the lines of the build log that report registers and spills. */

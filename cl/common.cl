@@ -243,6 +243,47 @@ inline int fcl_blocks_cover(const fcl_blocks bl, int r0, int r1, int c0, int c1)
     return !any ? FCL_BLOCKS_NONE : all ? FCL_BLOCKS_ALL : FCL_BLOCKS_SOME;
 }
 
+/* ---- the per-(batch, head) state of the variants, as every kernel needs it */
+typedef struct {
+    fcl_score_mods mods;
+    fcl_dropout drop;
+    fcl_blocks blocks;
+} fcl_variant_state;
+
+inline fcl_variant_state fcl_variant_state_make(int b, int h, float scale, float softcap,
+                                                __global const float *alibi, long alibi_sb,
+                                                uint seed_lo, uint seed_hi, uint drop_offset,
+                                                uint drop_threshold, float keep_scale,
+                                                __global const uchar *block_mask, long bm_sb,
+                                                long bm_sh, int block_m, int block_n,
+                                                int block_nbn)
+{
+    fcl_variant_state v;
+    v.mods.scale = scale;
+    v.mods.softcap = softcap;
+    v.mods.slope = 0.0f;
+#if FCL_HAS(FCL_FEAT_ALIBI)
+    v.mods.slope = alibi[(long)b * alibi_sb + h];
+#endif
+    v.drop.key = (uint2)(seed_lo, seed_hi);
+    v.drop.offset = drop_offset;
+    v.drop.threshold = drop_threshold;
+    v.drop.keep_scale = keep_scale;
+    v.blocks.mask = block_mask;
+    v.blocks.block_m = block_m;
+    v.blocks.block_n = block_n;
+    v.blocks.nbn = block_nbn;
+#if FCL_HAS(FCL_FEAT_BLOCKMASK)
+    v.blocks.mask += (long)b * bm_sb + (long)h * bm_sh;
+#endif
+    return v;
+}
+
+/* The kernel arguments that fcl_variant_state_make takes, in order. */
+#define FCL_VARIANT_ARGS(b, h)                                                          \
+    (b), (h), scale, softcap, alibi, alibi_sb, seed_lo, seed_hi, drop_offset,           \
+        drop_threshold, keep_scale, block_mask, bm_sb, bm_sh, block_m, block_n, block_nbn
+
 /* Dropout of four consecutive rows i4 .. i4+3 (i4 a multiple of 4) at key j,
  * from one Philox call: bit w set when row i4 + w is kept. */
 inline uint fcl_dropout_keep4(const fcl_dropout d, int bh, int i4, int j)

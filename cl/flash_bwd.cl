@@ -84,15 +84,10 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
     /* no early return before the barriers: see flash_fwd.cl */
     const int rows = clamp(sq.seqlen_q - r0, 0, BR);
     const fcl_mask mask = sq.mask;
-    fcl_score_mods mods = {scale, softcap, 0.0f};
-#if FCL_HAS(FCL_FEAT_ALIBI)
-    mods.slope = alibi[(long)b * alibi_sb + h];
-#endif
-    const fcl_dropout drop = {(uint2)(seed_lo, seed_hi), drop_offset, drop_threshold, keep_scale};
-    fcl_blocks blocks = {block_mask, block_m, block_n, block_nbn};
-#if FCL_HAS(FCL_FEAT_BLOCKMASK)
-    blocks.mask += (long)b * bm_sb + (long)h * bm_sh;
-#endif
+    const fcl_variant_state vs = fcl_variant_state_make(FCL_VARIANT_ARGS(b, h));
+    const fcl_score_mods mods = vs.mods;
+    const fcl_dropout drop = vs.drop;
+    const fcl_blocks blocks = vs.blocks;
 
     const long q_row = sq.q_row0 + r0;
     fcl_load_tile_t(Qt, QT_LD, BR, Q, q_off + fcl_batch_offset(b, q_sb) + h * q_sh + q_row * q_ss,
@@ -232,7 +227,7 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
     /* no early return before the barriers: see flash_fwd.cl */
     const int cols = clamp(sq.seqlen_k - c0, 0, BC);
     const fcl_mask mask = sq.mask;
-    const fcl_dropout drop = {(uint2)(seed_lo, seed_hi), drop_offset, drop_threshold, keep_scale};
+    const fcl_dropout drop = fcl_variant_state_make(FCL_VARIANT_ARGS(b, 0)).drop;
 
     const long k_row = sq.k_row0 + c0;
     fcl_load_tile_t(Kt, KT_LD, BC, K, k_off + fcl_batch_offset(b, k_sb) + hk * k_sh + k_row * k_ss,
@@ -252,14 +247,9 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
         const int bh = b * heads_q + h;
         const long q_head = q_off + fcl_batch_offset(b, q_sb) + h * q_sh + sq.q_row0 * q_ss;
         const long do_head = do_off + fcl_batch_offset(b, do_sb) + h * do_sh + sq.q_row0 * do_ss;
-        fcl_score_mods mods = {scale, softcap, 0.0f};
-#if FCL_HAS(FCL_FEAT_ALIBI)
-        mods.slope = alibi[(long)b * alibi_sb + h];
-#endif
-        fcl_blocks blocks = {block_mask, block_m, block_n, block_nbn};
-#if FCL_HAS(FCL_FEAT_BLOCKMASK)
-        blocks.mask += (long)b * bm_sb + (long)h * bm_sh;
-#endif
+        const fcl_variant_state vs = fcl_variant_state_make(FCL_VARIANT_ARGS(b, h));
+        const fcl_score_mods mods = vs.mods;
+        const fcl_blocks blocks = vs.blocks;
         for (int r0 = (row_begin / BR) * BR; r0 < row_end; r0 += BR) {
             const int rows = min(BR, sq.seqlen_q - r0);
 #if FCL_HAS(FCL_FEAT_BLOCKMASK)

@@ -57,15 +57,10 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
     const int rows = clamp(sq.seqlen_q - r0, 0, BR);
     const fcl_mask mask = sq.mask;
 
-    fcl_score_mods mods = {scale, softcap, 0.0f};
-#if FCL_HAS(FCL_FEAT_ALIBI)
-    mods.slope = alibi[(long)b * alibi_sb + h];
-#endif
-    const fcl_dropout drop = {(uint2)(seed_lo, seed_hi), drop_offset, drop_threshold, keep_scale};
-    fcl_blocks blocks = {block_mask, block_m, block_n, block_nbn};
-#if FCL_HAS(FCL_FEAT_BLOCKMASK)
-    blocks.mask += (long)b * bm_sb + (long)h * bm_sh;
-#endif
+    const fcl_variant_state vs = fcl_variant_state_make(FCL_VARIANT_ARGS(b, h));
+    const fcl_score_mods mods = vs.mods;
+    const fcl_dropout drop = vs.drop;
+    const fcl_blocks blocks = vs.blocks;
 
     const long q_base = q_off + fcl_batch_offset(b, q_sb) + h * q_sh + (sq.q_row0 + r0) * q_ss;
     const long k_head = k_off + fcl_batch_offset(b, k_sb) + hk * k_sh + sq.k_row0 * k_ss;

@@ -50,6 +50,18 @@ static int register_floats(fcl_kernel_kind kind, int rm, int rn, int dn)
 
 static int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
+/* The device's limits, lowered by those a failed build or launch set. */
+static void effective_limits(const fcl_caps *caps, const fcl_plan_limits *limits,
+                             uint64_t *local_bytes, size_t *work_group_size)
+{
+    *local_bytes = caps->local_mem_usable;
+    *work_group_size = caps->max_work_group_size;
+    if (limits != NULL && limits->local_bytes != 0 && limits->local_bytes < *local_bytes)
+        *local_bytes = limits->local_bytes;
+    if (limits != NULL && limits->work_group_size != 0 && limits->work_group_size < *work_group_size)
+        *work_group_size = limits->work_group_size;
+}
+
 static double log2_ratio(double a, double b) { return fabs(log2(a / b)); }
 
 typedef struct candidate {
@@ -100,12 +112,9 @@ fcl_status fcl_plan_make(const fcl_caps *caps, fcl_kernel_kind kind, size_t head
     fcl_plan *pub = &out->pub;
     const int d = (int)head_dim;
 
-    uint64_t local_limit = caps->local_mem_usable;
-    size_t wg_limit = caps->max_work_group_size;
-    if (limits != NULL && limits->local_bytes != 0 && limits->local_bytes < local_limit)
-        local_limit = limits->local_bytes;
-    if (limits != NULL && limits->work_group_size != 0 && limits->work_group_size < wg_limit)
-        wg_limit = limits->work_group_size;
+    uint64_t local_limit;
+    size_t wg_limit;
+    effective_limits(caps, limits, &local_limit, &wg_limit);
     const int reg_budget = caps->is_cpu ? 1024 : 192;
 
     fcl_tuned_tile target;
@@ -215,12 +224,9 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, size_t head_dim, fcl_dtype dt
     if (head_dim < 16 || head_dim > 128 || head_dim % 16 != 0 || dtype == FCL_DTYPE_FP32)
         return FCL_ERROR_NO_PLAN;
     memset(out, 0, sizeof *out);
-    uint64_t local_limit = caps->local_mem_usable;
-    size_t wg_limit = caps->max_work_group_size;
-    if (limits != NULL && limits->local_bytes != 0 && limits->local_bytes < local_limit)
-        local_limit = limits->local_bytes;
-    if (limits != NULL && limits->work_group_size != 0 && limits->work_group_size < wg_limit)
-        wg_limit = limits->work_group_size;
+    uint64_t local_limit;
+    size_t wg_limit;
+    effective_limits(caps, limits, &local_limit, &wg_limit);
     int warps = target ? target->rows / 16 : (head_dim <= 64 ? 4 : 8);
     int bc = target ? target->cols : 64;
     if (warps < 1 || bc < 16 || bc % 16 != 0)

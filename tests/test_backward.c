@@ -16,21 +16,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-static fcl_context *ctx;
-
-static int setup(void **state)
-{
-    (void)state;
-    ctx = test_context(NULL);
-    return ctx == NULL ? -1 : 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    fcl_context_destroy(ctx);
-    return 0;
-}
+#define ctx fa_ctx
 
 static fa_case base_case(void)
 {
@@ -294,5 +280,5 @@ int main(void)
         cmocka_unit_test(test_bitwise_repeatable),
         cmocka_unit_test(test_finite_differences),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, fa_group_setup, fa_group_teardown);
 }

@@ -135,6 +135,23 @@ fcl_context *test_context(const char *profile)
     return ctx;
 }
 
+fcl_context *fa_ctx;
+
+int fa_group_setup(void **state)
+{
+    (void)state;
+    fa_ctx = test_context(NULL);
+    return fa_ctx == NULL ? -1 : 0;
+}
+
+int fa_group_teardown(void **state)
+{
+    (void)state;
+    fcl_context_destroy(fa_ctx);
+    fa_ctx = NULL;
+    return 0;
+}
+
 /* ---- strided device tensors -------------------------------------------------- */
 
 enum { GUARD_ELEMS = 37 };

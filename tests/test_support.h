@@ -50,6 +50,12 @@ double unit_roundoff(fcl_dtype dtype);
  * Returns NULL after printing why. */
 fcl_context *test_context(const char *profile);
 
+/* A context on the default device for a cmocka group: fa_group_setup
+ * creates it in fa_ctx, fa_group_teardown destroys it. */
+extern fcl_context *fa_ctx;
+int fa_group_setup(void **state);
+int fa_group_teardown(void **state);
+
 /* ---- one attention problem ---- */
 
 /* Variants of a case (see fcl_attention_desc); start from fa_no_variants(). */

@@ -16,21 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static fcl_context *ctx;
-
-static int setup(void **state)
-{
-    (void)state;
-    ctx = test_context(NULL);
-    return ctx == NULL ? -1 : 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    fcl_context_destroy(ctx);
-    return 0;
-}
+#define ctx fa_ctx
 
 static const fcl_dtype dtypes[] = {FCL_DTYPE_FP32, FCL_DTYPE_FP16, FCL_DTYPE_BF16};
 
@@ -434,5 +420,5 @@ int main(void)
         cmocka_unit_test(test_repeatable_with_dropout),
         cmocka_unit_test(test_invalid_parameters),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, fa_group_setup, fa_group_teardown);
 }
