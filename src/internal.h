@@ -177,7 +177,6 @@ fcl_status fcl_resolve_after_launch_failure(fcl_context *ctx, fcl_resolved *r, c
 /* ---- validation (validate.c) ---------------------------------------------- */
 
 typedef struct fcl_tensor_ref {
-    const char *name;
     cl_mem mem;                   /* may be NULL for host calls */
     fcl_layout layout;
     size_t batch, heads, seqlen, head_dim;
@@ -185,7 +184,7 @@ typedef struct fcl_tensor_ref {
     int is_output;
 } fcl_tensor_ref;
 
-fcl_tensor_ref fcl_tensor_ref_make(const char *name, cl_mem mem, fcl_layout layout, size_t batch,
+fcl_tensor_ref fcl_tensor_ref_make(cl_mem mem, fcl_layout layout, size_t batch,
                                    size_t heads, size_t seqlen, size_t head_dim,
                                    size_t elem_size, int is_output);
 /* The tensors of a forward call (q, k, v, o, lse) and of a backward call

@@ -169,12 +169,11 @@ fcl_status fcl_validate_tensors(const fcl_context *ctx, const fcl_tensor_ref *te
     return FCL_OK;
 }
 
-fcl_tensor_ref fcl_tensor_ref_make(const char *name, cl_mem mem, fcl_layout layout, size_t batch,
+fcl_tensor_ref fcl_tensor_ref_make(cl_mem mem, fcl_layout layout, size_t batch,
                                    size_t heads, size_t seqlen, size_t head_dim,
                                    size_t elem_size, int is_output)
 {
     fcl_tensor_ref t;
-    t.name = name;
     t.mem = mem;
     t.layout = layout;
     t.batch = batch;
@@ -211,7 +210,7 @@ static fcl_tensor_ref lse_ref(const fcl_attention_desc *d, cl_mem mem, int is_ou
     l.stride_seq = 1;
     l.stride_head = sh.rows_q;
     l.stride_batch = d->heads_q * sh.rows_q;
-    return fcl_tensor_ref_make("lse", mem, l, sh.batch, d->heads_q, sh.rows_q, 1, sizeof(float),
+    return fcl_tensor_ref_make(mem, l, sh.batch, d->heads_q, sh.rows_q, 1, sizeof(float),
                                is_output);
 }
 
@@ -220,10 +219,10 @@ void fcl_forward_tensors(const fcl_attention_desc *d, const cl_mem mem[FCL_FORWA
 {
     const tensor_shape sh = shape_of(d);
     const size_t es = fcl_dtype_size(d->dtype), D = d->head_dim;
-    t[0] = fcl_tensor_ref_make("q", mem[0], d->q, sh.batch, d->heads_q, sh.rows_q, D, es, 0);
-    t[1] = fcl_tensor_ref_make("k", mem[1], d->k, sh.batch, d->heads_kv, sh.rows_k, D, es, 0);
-    t[2] = fcl_tensor_ref_make("v", mem[2], d->v, sh.batch, d->heads_kv, sh.rows_k, D, es, 0);
-    t[3] = fcl_tensor_ref_make("o", mem[3], d->o, sh.batch, d->heads_q, sh.rows_q, D, es, 1);
+    t[0] = fcl_tensor_ref_make(mem[0], d->q, sh.batch, d->heads_q, sh.rows_q, D, es, 0);
+    t[1] = fcl_tensor_ref_make(mem[1], d->k, sh.batch, d->heads_kv, sh.rows_k, D, es, 0);
+    t[2] = fcl_tensor_ref_make(mem[2], d->v, sh.batch, d->heads_kv, sh.rows_k, D, es, 0);
+    t[3] = fcl_tensor_ref_make(mem[3], d->o, sh.batch, d->heads_q, sh.rows_q, D, es, 1);
     t[4] = lse_ref(d, mem[4], 1);
 }
 
@@ -235,8 +234,8 @@ void fcl_backward_tensors(const fcl_attention_desc *d, const cl_mem mem[FCL_BACK
     t[4].is_output = 0;
     const tensor_shape sh = shape_of(d);
     const size_t es = fcl_dtype_size(d->dtype), D = d->head_dim;
-    t[5] = fcl_tensor_ref_make("dout", mem[5], d->dout, sh.batch, d->heads_q, sh.rows_q, D, es, 0);
-    t[6] = fcl_tensor_ref_make("dq", mem[6], d->dq, sh.batch, d->heads_q, sh.rows_q, D, es, 1);
-    t[7] = fcl_tensor_ref_make("dk", mem[7], d->dk, sh.batch, d->heads_kv, sh.rows_k, D, es, 1);
-    t[8] = fcl_tensor_ref_make("dv", mem[8], d->dv, sh.batch, d->heads_kv, sh.rows_k, D, es, 1);
+    t[5] = fcl_tensor_ref_make(mem[5], d->dout, sh.batch, d->heads_q, sh.rows_q, D, es, 0);
+    t[6] = fcl_tensor_ref_make(mem[6], d->dq, sh.batch, d->heads_q, sh.rows_q, D, es, 1);
+    t[7] = fcl_tensor_ref_make(mem[7], d->dk, sh.batch, d->heads_kv, sh.rows_k, D, es, 1);
+    t[8] = fcl_tensor_ref_make(mem[8], d->dv, sh.batch, d->heads_kv, sh.rows_k, D, es, 1);
 }
