@@ -35,6 +35,23 @@ static const tile dkdv_tiles[] = {
     {64, 32, 8, 8},   {128, 64, 16, 8}, {64, 64, 8, 16},  {128, 32, 32, 8},
 };
 
+/* The tensor-core pieces (fp16/bf16 on NVIDIA sm_80+): rows x cols of the S
+ * tile as above, ty = warps (tx is always 32); each warp owns rows / ty query
+ * rows (cols / ty keys for dK/dV), so 64x64 on 4 warps is one 16-row block
+ * per warp and 128x64 on 4 warps two. */
+static const tile mma_forward_tiles[] = {
+    {64, 64, 4, 32},  {128, 64, 8, 32}, {128, 64, 4, 32}, {64, 128, 4, 32}, {128, 128, 8, 32},
+    {128, 32, 4, 32}, {256, 64, 8, 32}, {128, 128, 4, 32}, {64, 32, 4, 32},
+};
+static const tile mma_dq_tiles[] = {
+    {64, 64, 4, 32},  {128, 64, 8, 32}, {128, 64, 4, 32}, {64, 128, 4, 32},
+    {128, 32, 4, 32}, {64, 32, 4, 32},  {128, 128, 8, 32},
+};
+static const tile mma_dkdv_tiles[] = {
+    {64, 64, 4, 32},  {32, 64, 4, 32},  {64, 128, 8, 32}, {32, 128, 8, 32},
+    {32, 128, 4, 32}, {64, 128, 4, 32}, {128, 64, 4, 32}, {16, 64, 4, 32},
+};
+
 typedef struct problem {
     fcl_attention_desc desc;
     cl_mem q, k, v, o, lse, dout, dq, dk, dv;
@@ -190,15 +207,20 @@ int main(int argc, char **argv)
         p.dq = filled(ctx, n, dt, 6), p.dk = filled(ctx, n, dt, 7), p.dv = filled(ctx, n, dt, 8);
         p.lse = filled(ctx, B * H * N, FCL_DTYPE_FP32, 9);
         time_pass(ctx, &p, 0, 1); /* real O and LSE for the backward */
+        fcl_plan shown;
+        const int mma = fcl_plan_query(ctx, &p.desc, FCL_KERNEL_FORWARD, &shown) == FCL_OK &&
+                        strstr(shown.variant, "mma") != NULL;
+#define SWEEP(kind, list) sweep(ctx, &p, kind, list, sizeof list / sizeof list[0], reps, verbose)
         if (strstr(kinds, "fwd"))
-            sweep(ctx, &p, FCL_KERNEL_FORWARD, forward_tiles,
-                  sizeof forward_tiles / sizeof forward_tiles[0], reps, verbose);
+            mma ? SWEEP(FCL_KERNEL_FORWARD, mma_forward_tiles)
+                : SWEEP(FCL_KERNEL_FORWARD, forward_tiles);
         if (strstr(kinds, "dq"))
-            sweep(ctx, &p, FCL_KERNEL_BACKWARD_DQ, dq_tiles, sizeof dq_tiles / sizeof dq_tiles[0],
-                  reps, verbose);
+            mma ? SWEEP(FCL_KERNEL_BACKWARD_DQ, mma_dq_tiles)
+                : SWEEP(FCL_KERNEL_BACKWARD_DQ, dq_tiles);
         if (strstr(kinds, "dkdv"))
-            sweep(ctx, &p, FCL_KERNEL_BACKWARD_DKDV, dkdv_tiles,
-                  sizeof dkdv_tiles / sizeof dkdv_tiles[0], reps, verbose);
+            mma ? SWEEP(FCL_KERNEL_BACKWARD_DKDV, mma_dkdv_tiles)
+                : SWEEP(FCL_KERNEL_BACKWARD_DKDV, dkdv_tiles);
+#undef SWEEP
         cl_mem all[] = {p.q, p.k, p.v, p.o, p.lse, p.dout, p.dq, p.dk, p.dv};
         for (size_t i = 0; i < 9; ++i)
             if (all[i]) clReleaseMemObject(all[i]);

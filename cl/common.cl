@@ -36,16 +36,15 @@ inline void fcl_store(__global fcl_storage *p, long i, float v) { vstore_half_rt
 /* bfloat16: the upper 16 bits of an IEEE float. */
 typedef ushort fcl_storage;
 inline float fcl_load(__global const fcl_storage *p, long i) { return as_float((uint)p[i] << 16); }
-inline void fcl_store(__global fcl_storage *p, long i, float v)
+inline ushort fcl_bf16_bits(float v)
 {
     uint bits = as_uint(v);
-    if (isnan(v)) {
-        p[i] = (ushort)((bits >> 16) | 0x40u); /* keep it a (quiet) NaN */
-        return;
-    }
-    bits += 0x7FFFu + ((bits >> 16) & 1u); /* round to nearest, ties to even */
-    p[i] = (ushort)(bits >> 16);
+    if (isnan(v))
+        return (ushort)((bits >> 16) | 0x40u); /* keep it a (quiet) NaN */
+    bits += 0x7FFFu + ((bits >> 16) & 1u);     /* round to nearest, ties to even */
+    return (ushort)(bits >> 16);
 }
+inline void fcl_store(__global fcl_storage *p, long i, float v) { p[i] = fcl_bf16_bits(v); }
 #else
 #error "FCL_DTYPE must be 0 (fp32), 1 (fp16) or 2 (bf16)"
 #endif
@@ -241,6 +240,18 @@ inline int fcl_blocks_cover(const fcl_blocks bl, int r0, int r1, int c0, int c1)
             all = all && on;
         }
     return !any ? FCL_BLOCKS_NONE : all ? FCL_BLOCKS_ALL : FCL_BLOCKS_SOME;
+}
+
+/* The first key tile at or after column c (a multiple of BC) that rows
+ * [r0, r1) have to visit: with a block-sparse mask, tiles it covers with
+ * zero blocks only are skipped.  key_end when there is none. */
+inline int fcl_next_key_tile(const fcl_blocks bl, int r0, int r1, int c, int key_end, int seqlen_k)
+{
+#if FCL_HAS(FCL_FEAT_BLOCKMASK)
+    while (c < key_end && fcl_blocks_cover(bl, r0, r1, c, min(c + BC, seqlen_k)) == FCL_BLOCKS_NONE)
+        c += BC;
+#endif
+    return c < key_end ? c : key_end;
 }
 
 /* ---- the per-(batch, head) state of the variants, as every kernel needs it */

@@ -13,7 +13,13 @@
  *                       the K/V head; dK, dV accumulate in registers (the GQA
  *                       sum happens there, in a fixed order)
  * Each program is built with one of FCL_KERNEL_DQ / FCL_KERNEL_DKDV, so the
- * two tile plans stay independent.  The variants (common.cl) recompute the
+ * two tile plans stay independent.  As in the forward, the loops, masks and
+ * variants are written once here, and how tiles are held and multiplied is
+ * a piece (tile_portable.cl, tile_nv_mma.cl): per kernel, its __local tiles
+ * and loads, the two products that rebuild S and dP (FCL_DQ_S / FCL_DQ_DP,
+ * FCL_DKDV_ST / FCL_DKDV_DPT), where P and dS go (FCL_DQ_SET_DS,
+ * FCL_DKDV_SET) and the products that accumulate the gradients
+ * (FCL_DQ_ACC, FCL_DKDV_ACC).  The variants (common.cl) recompute the
  * forward's modified scores; the softcap multiplies dS by 1 - tanh^2, and
  * dropout scales dP (for dS) and P (for dV) by the same mask the forward
  * drew, while delta = rowsum(dO * O) stays exact because O is the dropped
@@ -38,14 +44,6 @@ __kernel void fcl_backward_delta(__global const fcl_storage *O, __global const f
     delta[gid] = sum;
 }
 
-#define RM (BR / TY)
-#define RN (BC / TX)
-#define DN (D_PAD / TX)
-#define QT_LD (BR + 4)
-#define KS_LD (D_PAD + 1)
-#define ST_LD (BR + 4)
-
-/* __local: Qt, dOt [D_PAD][QT_LD] (transposed), Ks, Vs [BC][KS_LD], dSt [BC][ST_LD] */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *K,
                      __global const fcl_storage *V, __global const fcl_storage *dO,
@@ -65,14 +63,8 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
                      float keep_scale, __global const uchar *block_mask, long bm_sb, long bm_sh,
                      int block_m, int block_n, int block_nbn)
 {
-    __local float Qt[D_PAD * QT_LD] FCL_ALIGNED;
-    __local float dOt[D_PAD * QT_LD] FCL_ALIGNED;
-    __local float Ks[BC * KS_LD] FCL_ALIGNED;
-    __local float Vs[BC * KS_LD] FCL_ALIGNED;
-    __local float dSt[BC * ST_LD] FCL_ALIGNED;
-
-    const int lid = (int)get_local_id(0);
-    const int ty = lid / TX, tx = lid - (lid / TX) * TX;
+    FCL_DQ_LOCALS;
+    FCL_BWD_IDS;
     const int g = (int)get_group_id(0);
     const int num_qb = (int)get_num_groups(0) / num_bh;
     const int qb = num_qb - 1 - g / num_bh; /* longest causal blocks first */
@@ -90,20 +82,18 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
     const fcl_blocks blocks = vs.blocks;
 
     const long q_row = sq.q_row0 + r0;
-    fcl_load_tile_t(Qt, QT_LD, BR, Q, q_off + fcl_batch_offset(b, q_sb) + h * q_sh + q_row * q_ss,
-                    q_ss, rows, head_dim, lid);
-    fcl_load_tile_t(dOt, QT_LD, BR, dO,
-                    do_off + fcl_batch_offset(b, do_sb) + h * do_sh + q_row * do_ss, do_ss, rows,
-                    head_dim, lid);
+    FCL_DQ_LOAD_Q_DO(q_off + fcl_batch_offset(b, q_sb) + h * q_sh + q_row * q_ss, q_ss,
+                     do_off + fcl_batch_offset(b, do_sb) + h * do_sh + q_row * do_ss, do_ss, rows,
+                     head_dim);
 
-    /* This work-item's rows: LSE (+inf for padding rows, so their P is 0)
-     * and delta. */
+    /* This work-item's rows: LSE in the piece's exponent units (+inf for
+     * padding rows, so their P is 0) and delta. */
     float lse[RM], dlt[RM], acc[RM][DN];
     FCL_UNROLL
     for (int i = 0; i < RM; ++i) {
-        const int row = r0 + ty * RM + i;
+        const int row = r0 + FCL_ROW(i);
         const long at = fcl_lse_index(b, h, heads_q, lse_rows, sq, row);
-        lse[i] = row < sq.seqlen_q ? LSE[lse_off + at] : INFINITY;
+        lse[i] = row < sq.seqlen_q ? FCL_EXP_UNITS(LSE[lse_off + at]) : INFINITY;
         dlt[i] = row < sq.seqlen_q ? delta[at] : 0.0f;
         FCL_UNROLL
         for (int n = 0; n < DN; ++n) acc[i][n] = 0.0f;
@@ -119,23 +109,17 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
         const int cover = fcl_blocks_cover(blocks, r0, r0 + rows, c0, c0 + cols);
         if (cover == FCL_BLOCKS_NONE) continue;
 #endif
-        barrier(CLK_LOCAL_MEM_FENCE);
-        fcl_load_tile(Ks, KS_LD, BC, K, k_head + (long)c0 * k_ss, k_ss, cols, head_dim, lid);
-        fcl_load_tile(Vs, KS_LD, BC, V, v_head + (long)c0 * v_ss, v_ss, cols, head_dim, lid);
-        barrier(CLK_LOCAL_MEM_FENCE);
+        FCL_DQ_LOAD_KV(k_head + (long)c0 * k_ss, k_ss, v_head + (long)c0 * v_ss, v_ss, cols,
+                       head_dim);
 
         float s[RM][RN], dp[RM][RN];
-        FCL_UNROLL
-        for (int i = 0; i < RM; ++i)
-            FCL_UNROLL
-            for (int j = 0; j < RN; ++j) s[i][j] = dp[i][j] = 0.0f;
-        FCL_TILE_PRODUCT(s, RM, RN, D_PAD, Qt + ty * RM, QT_LD, Ks + tx * KS_LD, TX * KS_LD, 1);
-        FCL_TILE_PRODUCT(dp, RM, RN, D_PAD, dOt + ty * RM, QT_LD, Vs + tx * KS_LD, TX * KS_LD, 1);
+        FCL_DQ_S(s);
+        FCL_DQ_DP(dp);
         FCL_UNROLL
         for (int i = 0; i < RM; ++i) {
             FCL_UNROLL
             for (int j = 0; j < RN; ++j) {
-                const int row = r0 + ty * RM + i, col = c0 + tx + TX * j;
+                const int row = r0 + FCL_ROW(i), col = c0 + FCL_COL(j);
                 bool vis = fcl_visible(mask, row, col);
 #if FCL_HAS(FCL_FEAT_BLOCKMASK)
                 vis = vis && (cover == FCL_BLOCKS_ALL ||
@@ -143,7 +127,8 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
 #endif
                 float t = 0.0f, ds = 0.0f;
                 if (vis) {
-                    const float p = exp(fcl_modify_score(s[i][j], mods, row, col, mask.diag, &t) - lse[i]);
+                    const float p = FCL_EXP(
+                        FCL_EXP_UNITS(fcl_modify_score(s[i][j], mods, row, col, mask.diag, &t)) - lse[i]);
                     float dpv = dp[i][j];
 #if FCL_HAS(FCL_FEAT_DROPOUT)
                     dpv *= fcl_dropout_factor(drop, bh, row, col);
@@ -153,21 +138,20 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
                     ds *= 1.0f - t * t; /* d(cap * tanh(x / cap)) / dx */
 #endif
                 }
-                dSt[(tx + TX * j) * ST_LD + ty * RM + i] = ds;
+                FCL_DQ_SET_DS(s, i, j, ds);
             }
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        FCL_TILE_PRODUCT(acc, RM, DN, BC, dSt + ty * RM, ST_LD, Ks + tx, TX, KS_LD);
+        FCL_DQ_ACC(acc, s);
     }
 
     const long dq_base = dq_off + fcl_batch_offset(b, dq_sb) + h * dq_sh + sq.q_row0 * dq_ss;
     FCL_UNROLL
     for (int i = 0; i < RM; ++i) {
-        const int row = r0 + ty * RM + i;
+        const int row = r0 + FCL_ROW(i);
         if (row >= sq.seqlen_q) continue;
         FCL_UNROLL
         for (int n = 0; n < DN; ++n) {
-            const int col = tx + TX * n;
+            const int col = FCL_OCOL(n);
             if (col < head_dim) fcl_store(dQ, dq_base + (long)row * dq_ss + col, acc[i][n] * scale);
         }
     }
@@ -175,17 +159,8 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
 
 #elif defined(FCL_KERNEL_DKDV)
 
-/* Here the S tile is transposed: rows are keys (BC = TY*RM), columns are
- * query rows (BR = TX*RN). */
-#define RM (BC / TY)
-#define RN (BR / TX)
-#define DN (D_PAD / TX)
-#define KT_LD (BC + 4)
-#define QS_LD (D_PAD + 1)
-#define PS_LD (BC + 4)
-
-/* __local: Kt, Vt [D_PAD][KT_LD] (transposed), Qs, dOs [BR][QS_LD],
- * Ps, dSs [BR][PS_LD], lse_s, dlt_s [BR] */
+/* The score tile is transposed here: the piece's rows (FCL_ROW) are keys,
+ * its columns (FCL_COL) query rows. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage *K,
                        __global const fcl_storage *V, __global const fcl_storage *dO,
@@ -206,17 +181,8 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
                        float keep_scale, __global const uchar *block_mask, long bm_sb, long bm_sh,
                        int block_m, int block_n, int block_nbn)
 {
-    __local float Kt[D_PAD * KT_LD] FCL_ALIGNED;
-    __local float Vt[D_PAD * KT_LD] FCL_ALIGNED;
-    __local float Qs[BR * QS_LD] FCL_ALIGNED;
-    __local float dOs[BR * QS_LD] FCL_ALIGNED;
-    __local float Ps[BR * PS_LD] FCL_ALIGNED;
-    __local float dSs[BR * PS_LD] FCL_ALIGNED;
-    __local float lse_s[BR] FCL_ALIGNED;
-    __local float dlt_s[BR] FCL_ALIGNED;
-
-    const int lid = (int)get_local_id(0);
-    const int ty = lid / TX, tx = lid - (lid / TX) * TX;
+    FCL_DKDV_LOCALS;
+    FCL_BWD_IDS;
     const int g = (int)get_group_id(0);
     const int kb = g / num_bhk; /* under a causal mask the first K blocks see the most rows */
     const int bhk = g - kb * num_bhk;
@@ -230,10 +196,9 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
     const fcl_dropout drop = fcl_variant_state_make(FCL_VARIANT_ARGS(b, 0)).drop;
 
     const long k_row = sq.k_row0 + c0;
-    fcl_load_tile_t(Kt, KT_LD, BC, K, k_off + fcl_batch_offset(b, k_sb) + hk * k_sh + k_row * k_ss,
-                    k_ss, cols, head_dim, lid);
-    fcl_load_tile_t(Vt, KT_LD, BC, V, v_off + fcl_batch_offset(b, v_sb) + hk * v_sh + k_row * v_ss,
-                    v_ss, cols, head_dim, lid);
+    FCL_DKDV_LOAD_KV(k_off + fcl_batch_offset(b, k_sb) + hk * k_sh + k_row * k_ss, k_ss,
+                     v_off + fcl_batch_offset(b, v_sb) + hk * v_sh + k_row * v_ss, v_ss, cols,
+                     head_dim);
 
     float dk[RM][DN], dv[RM][DN];
     FCL_UNROLL
@@ -254,33 +219,27 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
             const int rows = min(BR, sq.seqlen_q - r0);
 #if FCL_HAS(FCL_FEAT_BLOCKMASK)
             const int cover = fcl_blocks_cover(blocks, r0, r0 + rows, c0, c0 + cols);
-        if (cover == FCL_BLOCKS_NONE) continue;
+            if (cover == FCL_BLOCKS_NONE) continue;
 #endif
-            barrier(CLK_LOCAL_MEM_FENCE);
-            fcl_load_tile(Qs, QS_LD, BR, Q, q_head + (long)r0 * q_ss, q_ss, rows, head_dim, lid);
-            fcl_load_tile(dOs, QS_LD, BR, dO, do_head + (long)r0 * do_ss, do_ss, rows, head_dim,
-                          lid);
+            barrier(CLK_LOCAL_MEM_FENCE); /* the previous Q block is consumed */
+            FCL_DKDV_LOAD_Q_DO(q_head + (long)r0 * q_ss, q_ss, do_head + (long)r0 * do_ss, do_ss,
+                               rows, head_dim);
             for (int r = lid; r < BR; r += WG) {
                 const long at = fcl_lse_index(b, h, heads_q, lse_rows, sq, r0 + r);
-                lse_s[r] = r < rows ? LSE[lse_off + at] : INFINITY;
+                lse_s[r] = r < rows ? FCL_EXP_UNITS(LSE[lse_off + at]) : INFINITY;
                 dlt_s[r] = r < rows ? delta[at] : 0.0f;
             }
             barrier(CLK_LOCAL_MEM_FENCE);
 
             float st[RM][RN], dpt[RM][RN];
-            FCL_UNROLL
-            for (int i = 0; i < RM; ++i)
-                FCL_UNROLL
-                for (int j = 0; j < RN; ++j) st[i][j] = dpt[i][j] = 0.0f;
-            FCL_TILE_PRODUCT(st, RM, RN, D_PAD, Kt + ty * RM, KT_LD, Qs + tx * QS_LD, TX * QS_LD, 1);
-            FCL_TILE_PRODUCT(dpt, RM, RN, D_PAD, Vt + ty * RM, KT_LD, dOs + tx * QS_LD, TX * QS_LD,
-                             1);
+            FCL_DKDV_ST(st);
+            FCL_DKDV_DPT(dpt);
             FCL_UNROLL
             for (int i = 0; i < RM; ++i) {
                 FCL_UNROLL
                 for (int j = 0; j < RN; ++j) {
-                    const int r = tx + TX * j;
-                    const int row = r0 + r, key = c0 + ty * RM + i;
+                    const int r = FCL_COL(j);
+                    const int row = r0 + r, key = c0 + FCL_ROW(i);
                     bool vis = fcl_visible(mask, row, key);
 #if FCL_HAS(FCL_FEAT_BLOCKMASK)
                     vis = vis && (cover == FCL_BLOCKS_ALL ||
@@ -289,7 +248,8 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
                     float p = 0.0f, ds = 0.0f;
                     if (vis) {
                         float t;
-                        p = exp(fcl_modify_score(st[i][j], mods, row, key, mask.diag, &t) - lse_s[r]);
+                        p = FCL_EXP(FCL_EXP_UNITS(fcl_modify_score(st[i][j], mods, row, key,
+                                                                   mask.diag, &t)) - lse_s[r]);
                         float dpv = dpt[i][j];
 #if FCL_HAS(FCL_FEAT_DROPOUT)
                         const float keep = fcl_dropout_factor(drop, bh, row, key);
@@ -303,13 +263,10 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
                         p *= keep; /* dV sees the dropped probabilities */
 #endif
                     }
-                    Ps[r * PS_LD + ty * RM + i] = p;
-                    dSs[r * PS_LD + ty * RM + i] = ds;
+                    FCL_DKDV_SET(st, dpt, i, j, p, ds);
                 }
             }
-            barrier(CLK_LOCAL_MEM_FENCE);
-            FCL_TILE_PRODUCT(dv, RM, DN, BR, Ps + ty * RM, PS_LD, dOs + tx, TX, QS_LD);
-            FCL_TILE_PRODUCT(dk, RM, DN, BR, dSs + ty * RM, PS_LD, Qs + tx, TX, QS_LD);
+            FCL_DKDV_ACC(dk, dv, st, dpt);
         }
     }
 
@@ -317,11 +274,11 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
     const long dv_base = dv_off + fcl_batch_offset(b, dv_sb) + hk * dv_sh + sq.k_row0 * dv_ss;
     FCL_UNROLL
     for (int i = 0; i < RM; ++i) {
-        const int key = c0 + ty * RM + i;
+        const int key = c0 + FCL_ROW(i);
         if (key >= sq.seqlen_k) continue;
         FCL_UNROLL
         for (int n = 0; n < DN; ++n) {
-            const int col = tx + TX * n;
+            const int col = FCL_OCOL(n);
             if (col >= head_dim) continue;
             fcl_store(dK, dk_base + (long)key * dk_ss + col, dk[i][n] * scale);
             fcl_store(dV, dv_base + (long)key * dv_ss + col, dv[i][n]);

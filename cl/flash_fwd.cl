@@ -14,7 +14,9 @@
  * A piece provides: RM, RN, DN (the work-item's register tile s[RM][RN] and
  * output acc[RM][DN]), FCL_ROW(i) / FCL_COL(j) / FCL_OCOL(n) (what tile
  * row, key column and head_dim column those registers are), FCL_FWD_IDS,
- * FCL_FWD_LOCALS, FCL_FWD_LOAD_Q, FCL_FWD_LOAD_KV, FCL_FWD_QK, FCL_ROWS_MAX /
+ * FCL_FWD_LOCALS, FCL_FWD_LOAD_Q, FCL_FWD_PREFETCH_K / FCL_FWD_TILE_BEGIN /
+ * FCL_FWD_TILE_MID (where K and V tiles are loaded: both at the start of a
+ * tile, or in the background, see the loop), FCL_FWD_QK, FCL_ROWS_MAX /
  * FCL_ROWS_SUM (over the work-items sharing a row), FCL_FIRST_IN_ROW,
  * FCL_FWD_SET_P and FCL_FWD_PV, and the exponential it uses: FCL_EXP_UNITS
  * converts a score to the units of FCL_EXP, FCL_NATURAL_UNITS converts back
@@ -77,16 +79,23 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
         for (int n = 0; n < DN; ++n) acc[i][n] = 0.0f;
     }
 
+    /* The key tiles this Q block visits, in order: the next one is known a
+     * tile ahead, so a piece can fetch it in the background.  K of the first
+     * tile is requested here; each tile begins by waiting for its K (and
+     * requesting V), and in the middle, after the softmax, waits for V and
+     * requests the next K (FlashAttention-2's overlap of loads and math). */
     const int key_begin = fcl_key_begin(mask, r0);
     const int key_end = rows > 0 ? fcl_key_end(mask, r0 + rows) : 0;
-    for (int c0 = (key_begin / BC) * BC; c0 < key_end; c0 += BC) {
+    int c0 = fcl_next_key_tile(blocks, r0, r0 + rows, (key_begin / BC) * BC, key_end, sq.seqlen_k);
+    if (c0 < key_end) FCL_FWD_PREFETCH_K(k_head + (long)c0 * k_ss, k_ss, sq.seqlen_k - c0);
+    while (c0 < key_end) {
         const int cols = min(BC, sq.seqlen_k - c0);
+        const int next = fcl_next_key_tile(blocks, r0, r0 + rows, c0 + BC, key_end, sq.seqlen_k);
 #if FCL_HAS(FCL_FEAT_BLOCKMASK)
         const int cover = fcl_blocks_cover(blocks, r0, r0 + rows, c0, c0 + cols);
-        if (cover == FCL_BLOCKS_NONE) continue;
 #endif
-        FCL_FWD_LOAD_KV(k_head + (long)c0 * k_ss, k_ss, v_head + (long)c0 * v_ss, v_ss, cols,
-                        head_dim);
+        FCL_FWD_TILE_BEGIN(k_head + (long)c0 * k_ss, k_ss, v_head + (long)c0 * v_ss, v_ss, cols,
+                           head_dim);
 
         float s[RM][RN];
         FCL_FWD_QK(s);
@@ -162,7 +171,9 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
                 FCL_FWD_SET_P(s, i, j, p);
             }
         }
+        FCL_FWD_TILE_MID(next < key_end, k_head + (long)next * k_ss, k_ss, sq.seqlen_k - next);
         FCL_FWD_PV(acc, s);
+        c0 = next;
     }
 
     FCL_ROWS_SUM(l);

@@ -1,85 +1,24 @@
-/* tile_nv_mma.cl - the forward's tile pieces on NVIDIA tensor cores (sm_80+),
- * through inline PTX: mma.sync m16n8k16 (fp16 or bf16 inputs, fp32
- * accumulation), ldmatrix from padded __local tiles, shfl.sync for row
- * reductions.  Built only with FCL_TILE_MMA=1, which the host sets only for
- * NVIDIA devices of compute capability 8.0 and up, fp16/bf16 storage,
- * head_dim a multiple of 16 (at most 128), and 16-byte aligned rows.
+/* tile_nv_mma.cl - the kernels' tile pieces on NVIDIA tensor cores (sm_80+),
+ * written against the warp operations of warp_ptx.cl (mma.sync m16n8k16,
+ * ldmatrix, shfl.sync, cp.async).  Built only with FCL_TILE_MMA=1, which the
+ * host sets for NVIDIA devices of compute capability 8.0 and up (or, for
+ * tests, with the emulated operations of warp_emulated.cl), fp16/bf16
+ * storage, head_dim a multiple of 16 up to 128, and 16-byte aligned rows.
  *
- * Layout: WARPS = TY warps, each owning 16 query rows of the Q block
- * (BR = 16 * WARPS).  In mma.sync's accumulator layout a lane (group
- * g = lane / 4, t = lane % 4) holds rows g and g + 8 of its warp's 16, and
- * columns 2t, 2t+1 of every 8-column block, so the register tile is
- * s[2][BC / 4] and acc[2][D_PAD / 4]; four lanes share a row.  The scores
- * never leave the registers: P is repacked to fp16/bf16 as the A operand of
- * P V (FlashAttention-2's register reuse).
+ * Layout: WARPS = TY warps; each owns MB blocks of 16 consecutive rows of the
+ * "row" operand (query rows in the forward and dQ, keys in dK/dV).  In the
+ * accumulator layout a lane (grp = lane / 4, tig = lane % 4) holds, per
+ * block, rows grp and grp + 8, and columns 2 tig, 2 tig + 1 of every
+ * 8-column block: register tiles are x[2 * MB][columns / 4], four lanes share
+ * a row.  Products never leave the registers: a tile of probabilities (or
+ * dS) is repacked to 16 bits as the A operand of the next product
+ * (FlashAttention-2's register reuse).  __local tiles hold 16-bit rows padded
+ * by 8 halves (LDH), so the 8 rows of an ldmatrix fall in different banks.
  */
 #if FCL_TILE_MMA
 
-#if FCL_DTYPE == 1
-#define FCL_MMA_TYPE "f16"
-#define FCL_CVT_PACK "cvt.rn.f16x2.f32"
-#elif FCL_DTYPE == 2
-#define FCL_MMA_TYPE "bf16"
-#define FCL_CVT_PACK "cvt.rn.bf16x2.f32"
-#else
-#error "the tensor-core piece needs fp16 or bf16 storage"
-#endif
-
 #define WARPS TY
-#define LDH (D_PAD + 8) /* halves per __local row: 16-byte shift per row, no bank conflicts */
-
-inline uint fcl_smem_addr(__local const void *p) { return (uint)(size_t)p; }
-
-inline void fcl_ldmatrix_x4(__local const ushort *p, uint r[4])
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(fcl_smem_addr(p))
-                 : "memory"); /* reads __local memory: keep it after the barrier */
-}
-
-inline void fcl_ldmatrix_x4_trans(__local const ushort *p, uint r[4])
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(fcl_smem_addr(p))
-                 : "memory");
-}
-
-/* c += A(16x16) B(16x8) */
-inline void fcl_mma(float c[4], const uint a[4], uint b0, uint b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." FCL_MMA_TYPE "." FCL_MMA_TYPE
-                 ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-/* Two floats as one register of two 16-bit values, lo in the low half. */
-inline uint fcl_pack2(float lo, float hi)
-{
-    uint r;
-    asm("" FCL_CVT_PACK " %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-
-inline float fcl_shfl_xor(float v, int mask)
-{
-    uint r;
-    asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;"
-                 : "=r"(r) : "r"(as_uint(v)), "r"(mask));
-    return as_float(r);
-}
-
-/* ---- the forward's pieces (see flash_fwd.cl) ---------------------------- */
-
-#define RM 2
-#define RN (BC / 4)
-#define DN (D_PAD / 4)
-
-#define FCL_FWD_IDS                                                         \
-    const int lid = (int)get_local_id(0);                                   \
-    const int warp = lid >> 5, lane = lid & 31, grp = lane >> 2, tig = lane & 3
+#define LDH (D_PAD + 8)
 
 /* Scores in log2 units and the hardware's exp2 (ex2.approx, ~2 ulp): with
  * 16-bit storage that error is 1000 times below the output's rounding, and
@@ -88,76 +27,85 @@ inline float fcl_shfl_xor(float v, int mask)
 #define FCL_EXP_UNITS(x) ((x) * 1.4426950408889634f)
 #define FCL_NATURAL_UNITS(x) ((x) * 0.6931471805599453f)
 
-#define FCL_ROW(i) (warp * 16 + grp + 8 * (i))
+#define FCL_MMA_IDS                                                         \
+    const int lid = (int)get_local_id(0);                                   \
+    const int warp = lid >> 5, lane = lid & 31, grp = lane >> 2, tig = lane & 3
+
+/* Register tile coordinates (RM = 2 * MB rows, columns in 8-blocks). */
+#define FCL_ROW(i) ((warp * MB + ((i) >> 1)) * 16 + grp + 8 * ((i) & 1))
 #define FCL_COL(j) (8 * ((j) >> 1) + 2 * tig + ((j) & 1))
-#define FCL_OCOL(n) (8 * ((n) >> 1) + 2 * tig + ((n) & 1))
+#define FCL_OCOL(n) FCL_COL(n)
 #define FCL_FIRST_IN_ROW (tig == 0)
 
-#define FCL_FWD_LOCALS                                      \
-    __local ushort Qh[BR * LDH] FCL_ALIGNED;                \
-    __local ushort Kh[BC * LDH] FCL_ALIGNED;                \
-    __local ushort Vh[BC * LDH] FCL_ALIGNED;                \
-    uint qf[D_PAD / 16][4] /* this warp's Q rows as A operands */
-
-/* rows x D_PAD of 16-bit storage into a padded __local tile, zero rows past
- * nvalid; 16 bytes per access (the host guarantees the alignment). */
-inline void fcl_load_tile_h(__local ushort *dst, int nrows, __global const fcl_storage *src,
-                            long base, long ss, int nvalid, int lid)
-{
-    const int chunks = D_PAD / 8;
-    for (int e = lid; e < nrows * chunks; e += WG) {
-        const int r = e / chunks, c = e - r * chunks;
-        uint4 x = (uint4)(0u);
-        if (r < nvalid) x = *(__global const uint4 *)(src + base + (long)r * ss + c * 8);
-        *(__local uint4 *)(dst + r * LDH + c * 8) = x;
-    }
-}
-
-#define FCL_FWD_LOAD_Q(q_base, q_ss, rows, head_dim)                                      \
-    do {                                                                                  \
-        fcl_load_tile_h(Qh, BR, Q, (q_base), (q_ss), (rows), lid);                        \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                     \
-        FCL_UNROLL                                                                        \
-        for (int kb_ = 0; kb_ < D_PAD / 16; ++kb_) {                                      \
-            const int m_ = lane >> 3;                                                     \
-            fcl_ldmatrix_x4(Qh + (warp * 16 + (lane & 7) + (m_ & 1) * 8) * LDH + kb_ * 16 \
-                                + (m_ >> 1) * 8, qf[kb_]);                                \
-        }                                                                                 \
+/* c = x[i0..i0+1][j0..j0+1] as one accumulator fragment; c += a b. */
+#define FCL_MMA_INTO(x, i0, j0, a, b0, b1)                                      \
+    do {                                                                        \
+        float c_[4] = {x[i0][j0], x[i0][(j0) + 1], x[(i0) + 1][j0], x[(i0) + 1][(j0) + 1]}; \
+        fcl_mma(c_, a, b0, b1);                                                 \
+        x[i0][j0] = c_[0];                                                      \
+        x[i0][(j0) + 1] = c_[1];                                                \
+        x[(i0) + 1][j0] = c_[2];                                                \
+        x[(i0) + 1][(j0) + 1] = c_[3];                                          \
     } while (0)
 
-#define FCL_FWD_LOAD_KV(k_base, k_ss, v_base, v_ss, cols, head_dim)        \
-    do {                                                                   \
-        barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is consumed */ \
-        fcl_load_tile_h(Kh, BC, K, (k_base), (k_ss), (cols), lid);         \
-        fcl_load_tile_h(Vh, BC, V, (v_base), (v_ss), (cols), lid);         \
-        barrier(CLK_LOCAL_MEM_FENCE);                                      \
-    } while (0)
-
-/* s = Q K^T for this warp's 16 rows and the BC keys of the tile.  B operands
- * (k = head dim, n = key) are K's rows as stored: ldmatrix without .trans,
- * four 8x8 matrices = two 8-key blocks x two 8-dim halves. */
-#define FCL_FWD_QK(s)                                                                      \
+/* s[2 * MB][NCOLS / 4] = A B^T, summing over D_PAD: A = this warp's rows,
+ * starting at tile row A_ROW0 of TA; B = the first NCOLS rows of TB as stored
+ * (k = head dim, n = row of TB), so ldmatrix without .trans gives B's
+ * fragments: four 8x8 matrices = two 8-row blocks x two 8-dim halves. */
+#define FCL_MMA_ABT(s, TA, A_ROW0, TB, NCOLS)                                              \
     do {                                                                                   \
         FCL_UNROLL                                                                         \
-        for (int j2_ = 0; j2_ < BC / 16; ++j2_) {                                          \
-            float c0_[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c1_[4] = {0.0f, 0.0f, 0.0f, 0.0f};    \
+        for (int i_ = 0; i_ < 2 * MB; ++i_)                                                \
             FCL_UNROLL                                                                     \
-            for (int kb_ = 0; kb_ < D_PAD / 16; ++kb_) {                                   \
-                const int m_ = lane >> 3;                                                  \
+            for (int j_ = 0; j_ < (NCOLS) / 4; ++j_) s[i_][j_] = 0.0f;                     \
+        FCL_UNROLL                                                                         \
+        for (int kb_ = 0; kb_ < D_PAD / 16; ++kb_) {                                       \
+            uint a_[MB][4];                                                                \
+            FCL_UNROLL                                                                     \
+            for (int mb_ = 0; mb_ < MB; ++mb_)                                             \
+                fcl_ldmatrix_x4(TA, ((A_ROW0) + 16 * mb_ + (lane & 7) + ((lane >> 3) & 1) * 8) * LDH \
+                                    + kb_ * 16 + (lane >> 4) * 8, a_[mb_]);                \
+            FCL_UNROLL                                                                     \
+            for (int j2_ = 0; j2_ < (NCOLS) / 16; ++j2_) {                                 \
                 uint b_[4];                                                                \
-                fcl_ldmatrix_x4(Kh + (j2_ * 16 + (lane & 7) + (m_ >> 1) * 8) * LDH         \
-                                    + kb_ * 16 + (m_ & 1) * 8, b_);                        \
-                fcl_mma(c0_, qf[kb_], b_[0], b_[1]);                                       \
-                fcl_mma(c1_, qf[kb_], b_[2], b_[3]);                                       \
+                fcl_ldmatrix_x4(TB, (j2_ * 16 + (lane & 7) + (lane >> 4) * 8) * LDH      \
+                                        + kb_ * 16 + ((lane >> 3) & 1) * 8, b_);           \
+                FCL_UNROLL                                                                 \
+                for (int mb_ = 0; mb_ < MB; ++mb_) {                                       \
+                    FCL_MMA_INTO(s, 2 * mb_, 4 * j2_, a_[mb_], b_[0], b_[1]);              \
+                    FCL_MMA_INTO(s, 2 * mb_, 4 * j2_ + 2, a_[mb_], b_[2], b_[3]);          \
+                }                                                                          \
             }                                                                              \
-            s[0][4 * j2_ + 0] = c0_[0];                                                    \
-            s[0][4 * j2_ + 1] = c0_[1];                                                    \
-            s[1][4 * j2_ + 0] = c0_[2];                                                    \
-            s[1][4 * j2_ + 1] = c0_[3];                                                    \
-            s[0][4 * j2_ + 2] = c1_[0];                                                    \
-            s[0][4 * j2_ + 3] = c1_[1];                                                    \
-            s[1][4 * j2_ + 2] = c1_[2];                                                    \
-            s[1][4 * j2_ + 3] = c1_[3];                                                    \
+        }                                                                                  \
+    } while (0)
+
+/* acc[2 * MB][D_PAD / 4] += P B, summing over KLEN: P = p[2 * MB][KLEN / 4] in
+ * the accumulator layout, repacked as A operands (16 columns at a time: two
+ * 8-column blocks side by side); B = the first KLEN rows of TB as stored
+ * (k = row of TB, n = head dim), so ldmatrix .trans gives its fragments. */
+#define FCL_MMA_AB(acc, p, TB, KLEN)                                                       \
+    do {                                                                                   \
+        FCL_UNROLL                                                                         \
+        for (int kk_ = 0; kk_ < (KLEN) / 16; ++kk_) {                                      \
+            uint a_[MB][4];                                                                \
+            FCL_UNROLL                                                                     \
+            for (int mb_ = 0; mb_ < MB; ++mb_) {                                           \
+                a_[mb_][0] = fcl_pack2(p[2 * mb_][4 * kk_], p[2 * mb_][4 * kk_ + 1]);      \
+                a_[mb_][1] = fcl_pack2(p[2 * mb_ + 1][4 * kk_], p[2 * mb_ + 1][4 * kk_ + 1]); \
+                a_[mb_][2] = fcl_pack2(p[2 * mb_][4 * kk_ + 2], p[2 * mb_][4 * kk_ + 3]);  \
+                a_[mb_][3] = fcl_pack2(p[2 * mb_ + 1][4 * kk_ + 2], p[2 * mb_ + 1][4 * kk_ + 3]); \
+            }                                                                              \
+            FCL_UNROLL                                                                     \
+            for (int n2_ = 0; n2_ < D_PAD / 16; ++n2_) {                                   \
+                uint b_[4];                                                                \
+                fcl_ldmatrix_x4_trans(TB, (kk_ * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDH \
+                                              + n2_ * 16 + (lane >> 4) * 8, b_);           \
+                FCL_UNROLL                                                                 \
+                for (int mb_ = 0; mb_ < MB; ++mb_) {                                       \
+                    FCL_MMA_INTO(acc, 2 * mb_, 4 * n2_, a_[mb_], b_[0], b_[1]);            \
+                    FCL_MMA_INTO(acc, 2 * mb_, 4 * n2_ + 2, a_[mb_], b_[2], b_[3]);        \
+                }                                                                          \
+            }                                                                              \
         }                                                                                  \
     } while (0)
 
@@ -180,42 +128,159 @@ inline void fcl_load_tile_h(__local ushort *dst, int nrows, __global const fcl_s
         }                                                                \
     } while (0)
 
-/* P stays in the score registers. */
-#define FCL_FWD_SET_P(s, i, j, p) (s[i][j] = (p))
+/* rows x D_PAD of 16-bit storage into a padded __local tile, zero rows from
+ * nvalid on; 16 bytes per access (the host guarantees the alignment). */
+inline void fcl_load_tile_h(__local ushort *dst, int nrows, __global const fcl_storage *src,
+                            long base, long ss, int nvalid, int lid)
+{
+    const int chunks = D_PAD / 8;
+    for (int e = lid; e < nrows * chunks; e += WG) {
+        const int r = e / chunks, c = e - r * chunks;
+        uint4 x = (uint4)(0u);
+        if (r < nvalid) x = *(__global const uint4 *)(src + base + (long)r * ss + c * 8);
+        *(__local uint4 *)(dst + r * LDH + c * 8) = x;
+    }
+}
 
-/* acc += P V: P repacked as A operands (16 keys at a time, two 8-key blocks
- * of the accumulator layout side by side), V's rows as stored are k = key,
- * n = dim, so ldmatrix .trans gives the B operands. */
-#define FCL_FWD_PV(acc, s)                                                                 \
-    do {                                                                                   \
-        FCL_UNROLL                                                                         \
-        for (int kk_ = 0; kk_ < BC / 16; ++kk_) {                                          \
-            const uint a_[4] = {fcl_pack2(s[0][4 * kk_ + 0], s[0][4 * kk_ + 1]),           \
-                                fcl_pack2(s[1][4 * kk_ + 0], s[1][4 * kk_ + 1]),           \
-                                fcl_pack2(s[0][4 * kk_ + 2], s[0][4 * kk_ + 3]),           \
-                                fcl_pack2(s[1][4 * kk_ + 2], s[1][4 * kk_ + 3])};          \
-            FCL_UNROLL                                                                     \
-            for (int n2_ = 0; n2_ < D_PAD / 16; ++n2_) {                                   \
-                const int m_ = lane >> 3;                                                  \
-                uint b_[4];                                                                \
-                fcl_ldmatrix_x4_trans(Vh + (kk_ * 16 + (lane & 7) + (m_ & 1) * 8) * LDH    \
-                                          + n2_ * 16 + (m_ >> 1) * 8, b_);                 \
-                float c0_[4] = {acc[0][4 * n2_ + 0], acc[0][4 * n2_ + 1],                  \
-                                acc[1][4 * n2_ + 0], acc[1][4 * n2_ + 1]};                 \
-                float c1_[4] = {acc[0][4 * n2_ + 2], acc[0][4 * n2_ + 3],                  \
-                                acc[1][4 * n2_ + 2], acc[1][4 * n2_ + 3]};                 \
-                fcl_mma(c0_, a_, b_[0], b_[1]);                                            \
-                fcl_mma(c1_, a_, b_[2], b_[3]);                                            \
-                acc[0][4 * n2_ + 0] = c0_[0];                                              \
-                acc[0][4 * n2_ + 1] = c0_[1];                                              \
-                acc[1][4 * n2_ + 0] = c0_[2];                                              \
-                acc[1][4 * n2_ + 1] = c0_[3];                                              \
-                acc[0][4 * n2_ + 2] = c1_[0];                                              \
-                acc[0][4 * n2_ + 3] = c1_[1];                                              \
-                acc[1][4 * n2_ + 2] = c1_[2];                                              \
-                acc[1][4 * n2_ + 3] = c1_[3];                                              \
-            }                                                                              \
-        }                                                                                  \
+/* The same through cp.async, as one group: the copy proceeds while the warps
+ * compute; fcl_cp_async_wait_all() and a barrier make it visible. */
+inline void fcl_load_tile_h_async(__local ushort *dst, int nrows, __global const fcl_storage *src,
+                                  long base, long ss, int nvalid, int lid)
+{
+    const int chunks = D_PAD / 8;
+    for (int e = lid; e < nrows * chunks; e += WG) {
+        const int r = e / chunks, c = e - r * chunks;
+        const bool valid = r < nvalid;
+        fcl_cp_async16(dst + r * LDH + c * 8, src + base + (valid ? (long)r * ss + c * 8 : 0), valid);
+    }
+    fcl_cp_async_commit();
+}
+
+/* ---- the forward's pieces (see flash_fwd.cl) ----------------------------
+ * K and V have one buffer each, loaded as in FlashAttention-2: V of this
+ * tile streams in during Q K^T and the softmax, K of the next tile during
+ * P V. */
+#if defined(FCL_KERNEL_FORWARD)
+
+#define MB (BR / (16 * WARPS))
+#define RM (2 * MB)
+#define RN (BC / 4)
+#define DN (D_PAD / 4)
+#define FCL_FWD_IDS FCL_MMA_IDS
+
+#define FCL_FWD_LOCALS                                      \
+    __local ushort Qh[BR * LDH] FCL_ALIGNED;                \
+    __local ushort Kh[BC * LDH] FCL_ALIGNED;                \
+    __local ushort Vh[BC * LDH] FCL_ALIGNED;                \
+    FCL_WARP_SCRATCH
+
+#define FCL_FWD_LOAD_Q(q_base, q_ss, rows, head_dim)                \
+    do {                                                            \
+        fcl_load_tile_h(Qh, BR, Q, (q_base), (q_ss), (rows), lid);  \
+        barrier(CLK_LOCAL_MEM_FENCE);                               \
     } while (0)
+
+#define FCL_FWD_PREFETCH_K(k_base, k_ss, cols) \
+    fcl_load_tile_h_async(Kh, BC, K, (k_base), (k_ss), (cols), lid)
+
+/* K has arrived, and every warp is done with the previous tile's V. */
+#define FCL_FWD_TILE_BEGIN(k_base, k_ss, v_base, v_ss, cols, head_dim)  \
+    do {                                                                \
+        fcl_cp_async_wait_all();                                        \
+        barrier(CLK_LOCAL_MEM_FENCE);                                   \
+        fcl_load_tile_h_async(Vh, BC, V, (v_base), (v_ss), (cols), lid); \
+    } while (0)
+
+/* V has arrived, and every warp is done with K: fetch the next K. */
+#define FCL_FWD_TILE_MID(more, k_base, k_ss, cols)                                 \
+    do {                                                                           \
+        fcl_cp_async_wait_all();                                                   \
+        barrier(CLK_LOCAL_MEM_FENCE);                                              \
+        if (more) fcl_load_tile_h_async(Kh, BC, K, (k_base), (k_ss), (cols), lid); \
+    } while (0)
+
+#define FCL_FWD_QK(s) FCL_MMA_ABT(s, Qh, warp * 16 * MB, Kh, BC)
+#define FCL_FWD_SET_P(s, i, j, p) (s[i][j] = (p)) /* P stays in the score registers */
+#define FCL_FWD_PV(acc, s) FCL_MMA_AB(acc, s, Vh, BC)
+
+#endif
+
+/* ---- the backward's pieces (see flash_bwd.cl) --------------------------- */
+#if defined(FCL_KERNEL_DQ)
+
+/* Warps own query rows; S, dP and dS stay in registers. */
+#define MB (BR / (16 * WARPS))
+#define RM (2 * MB)
+#define RN (BC / 4)
+#define DN (D_PAD / 4)
+#define FCL_BWD_IDS FCL_MMA_IDS
+
+#define FCL_DQ_LOCALS                                       \
+    __local ushort Qh[BR * LDH] FCL_ALIGNED;                \
+    __local ushort dOh[BR * LDH] FCL_ALIGNED;               \
+    __local ushort Kh[BC * LDH] FCL_ALIGNED;                \
+    __local ushort Vh[BC * LDH] FCL_ALIGNED;                \
+    FCL_WARP_SCRATCH
+
+#define FCL_DQ_LOAD_Q_DO(q_base, q_ss, do_base, do_ss, rows, head_dim)  \
+    do {                                                               \
+        fcl_load_tile_h(Qh, BR, Q, (q_base), (q_ss), (rows), lid);      \
+        fcl_load_tile_h(dOh, BR, dO, (do_base), (do_ss), (rows), lid);  \
+    } while (0)
+
+#define FCL_DQ_LOAD_KV(k_base, k_ss, v_base, v_ss, cols, head_dim)      \
+    do {                                                               \
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is consumed */ \
+        fcl_load_tile_h(Kh, BC, K, (k_base), (k_ss), (cols), lid);      \
+        fcl_load_tile_h(Vh, BC, V, (v_base), (v_ss), (cols), lid);      \
+        barrier(CLK_LOCAL_MEM_FENCE);                                  \
+    } while (0)
+
+#define FCL_DQ_S(s) FCL_MMA_ABT(s, Qh, warp * 16 * MB, Kh, BC)
+#define FCL_DQ_DP(dp) FCL_MMA_ABT(dp, dOh, warp * 16 * MB, Vh, BC)
+#define FCL_DQ_SET_DS(s, i, j, ds) (s[i][j] = (ds))
+#define FCL_DQ_ACC(acc, s) FCL_MMA_AB(acc, s, Kh, BC)
+
+#elif defined(FCL_KERNEL_DKDV)
+
+/* Warps own keys (the transposed score tile); P^T and dS^T stay in
+ * registers. */
+#define MB (BC / (16 * WARPS))
+#define RM (2 * MB)
+#define RN (BR / 4)
+#define DN (D_PAD / 4)
+#define FCL_BWD_IDS FCL_MMA_IDS
+
+#define FCL_DKDV_LOCALS                                     \
+    __local ushort Kh[BC * LDH] FCL_ALIGNED;                \
+    __local ushort Vh[BC * LDH] FCL_ALIGNED;                \
+    __local ushort Qh[BR * LDH] FCL_ALIGNED;                \
+    __local ushort dOh[BR * LDH] FCL_ALIGNED;               \
+    __local float lse_s[BR] FCL_ALIGNED;                    \
+    __local float dlt_s[BR] FCL_ALIGNED;                    \
+    FCL_WARP_SCRATCH
+
+#define FCL_DKDV_LOAD_KV(k_base, k_ss, v_base, v_ss, cols, head_dim)   \
+    do {                                                              \
+        fcl_load_tile_h(Kh, BC, K, (k_base), (k_ss), (cols), lid);     \
+        fcl_load_tile_h(Vh, BC, V, (v_base), (v_ss), (cols), lid);     \
+    } while (0)
+
+#define FCL_DKDV_LOAD_Q_DO(q_base, q_ss, do_base, do_ss, rows, head_dim) \
+    do {                                                                \
+        fcl_load_tile_h(Qh, BR, Q, (q_base), (q_ss), (rows), lid);       \
+        fcl_load_tile_h(dOh, BR, dO, (do_base), (do_ss), (rows), lid);   \
+    } while (0)
+
+#define FCL_DKDV_ST(st) FCL_MMA_ABT(st, Kh, warp * 16 * MB, Qh, BR)
+#define FCL_DKDV_DPT(dpt) FCL_MMA_ABT(dpt, Vh, warp * 16 * MB, dOh, BR)
+#define FCL_DKDV_SET(st, dpt, i, j, p, ds) (st[i][j] = (p), dpt[i][j] = (ds))
+#define FCL_DKDV_ACC(dk, dv, st, dpt)          \
+    do {                                       \
+        FCL_MMA_AB(dv, st, dOh, BR);           \
+        FCL_MMA_AB(dk, dpt, Qh, BR);           \
+    } while (0)
+
+#endif
 
 #endif /* FCL_TILE_MMA */

@@ -118,6 +118,33 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
     }
 }
 
+#if !FCL_TILE_MMA
+/* Natural units and exp: fp32 storage keeps the rounding of a plain softmax
+ * (exp2 with log2(e) folded into the scores adds two roundings). */
+#define FCL_EXP(x) exp(x)
+#define FCL_EXP_UNITS(x) (x)
+#define FCL_NATURAL_UNITS(x) (x)
+
+#define FCL_PORTABLE_IDS                     \
+    const int lid = (int)get_local_id(0);    \
+    const int ty = lid / TX, tx = lid - (lid / TX) * TX
+
+/* Register tile coordinates: rows ty*RM + i, columns tx + TX*j. */
+#define FCL_ROW(i) (ty * RM + (i))
+#define FCL_COL(j) (tx + TX * (j))
+#define FCL_OCOL(n) (tx + TX * (n))
+#define FCL_FIRST_IN_ROW (tx == 0)
+
+/* x[RM][RN] = 0 */
+#define FCL_ZERO_TILE(x)                                \
+    do {                                                \
+        FCL_UNROLL                                      \
+        for (int i_ = 0; i_ < RM; ++i_)                 \
+            FCL_UNROLL                                  \
+            for (int j_ = 0; j_ < RN; ++j_) x[i_][j_] = 0.0f; \
+    } while (0)
+#endif
+
 /* ---- the forward's pieces (see flash_fwd.cl), portable version ------------
  * A work-item owns rows ty*RM .. ty*RM+RM-1 of the Q block, key columns
  * tx + TX*j of the score tile and head_dim columns tx + TX*n of the output.
@@ -139,20 +166,7 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
 #define VS_LD (D_PAD)
 #define PT_LD (BR + 4)
 
-#define FCL_FWD_IDS                          \
-    const int lid = (int)get_local_id(0);    \
-    const int ty = lid / TX, tx = lid - (lid / TX) * TX
-
-/* Natural units and exp: fp32 storage keeps the rounding of a plain softmax
- * (exp2 with log2(e) folded into the scores adds two roundings). */
-#define FCL_EXP(x) exp(x)
-#define FCL_EXP_UNITS(x) (x)
-#define FCL_NATURAL_UNITS(x) (x)
-
-#define FCL_ROW(i) (ty * RM + (i))
-#define FCL_COL(j) (tx + TX * (j))
-#define FCL_OCOL(n) (tx + TX * (n))
-#define FCL_FIRST_IN_ROW (tx == 0)
+#define FCL_FWD_IDS FCL_PORTABLE_IDS
 
 #define FCL_FWD_LOCALS                                  \
     __local float Qt[D_PAD * QT_LD] FCL_ALIGNED;        \
@@ -164,20 +178,20 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
 #define FCL_FWD_LOAD_Q(q_base, q_ss, rows, head_dim) \
     fcl_load_tile_t(Qt, QT_LD, BR, Q, (q_base), (q_ss), (rows), (head_dim), lid)
 
-#define FCL_FWD_LOAD_KV(k_base, k_ss, v_base, v_ss, cols, head_dim)                  \
+/* No background copies: K and V are loaded together at the start of a tile. */
+#define FCL_FWD_PREFETCH_K(k_base, k_ss, cols) ((void)0)
+#define FCL_FWD_TILE_BEGIN(k_base, k_ss, v_base, v_ss, cols, head_dim)               \
     do {                                                                             \
         barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is consumed */           \
         fcl_load_tile(Ks, KS_LD, BC, K, (k_base), (k_ss), (cols), (head_dim), lid);  \
         fcl_load_tile(Vs, VS_LD, BC, V, (v_base), (v_ss), (cols), (head_dim), lid);  \
         barrier(CLK_LOCAL_MEM_FENCE);                                                \
     } while (0)
+#define FCL_FWD_TILE_MID(more, k_base, k_ss, cols) ((void)0)
 
 #define FCL_FWD_QK(s)                                                                      \
     do {                                                                                   \
-        FCL_UNROLL                                                                         \
-        for (int i_ = 0; i_ < RM; ++i_)                                                    \
-            FCL_UNROLL                                                                     \
-            for (int j_ = 0; j_ < RN; ++j_) s[i_][j_] = 0.0f;                              \
+        FCL_ZERO_TILE(s);                                                                  \
         FCL_TILE_PRODUCT(s, RM, RN, D_PAD, Qt + ty * RM, QT_LD, Ks + tx * KS_LD, TX * KS_LD, 1); \
     } while (0)
 
@@ -190,6 +204,115 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
     do {                                                                                   \
         barrier(CLK_LOCAL_MEM_FENCE); /* every P of the tile is in Pt */                   \
         FCL_TILE_PRODUCT(acc, RM, DN, BC, Pt + ty * RM, PT_LD, Vs + tx, TX, VS_LD);         \
+    } while (0)
+
+#endif
+
+/* ---- the backward's pieces (see flash_bwd.cl), portable version ---------- */
+#if defined(FCL_KERNEL_DQ) && !FCL_TILE_MMA
+
+/* __local: Qt, dOt [D_PAD][QT_LD] (transposed), Ks, Vs [BC][KS_LD], dSt
+ * [BC][ST_LD]: dS goes through __local memory, transposed like Qt, to be the
+ * row operand of dQ += dS K. */
+#define RM (BR / TY)
+#define RN (BC / TX)
+#define DN (D_PAD / TX)
+#define QT_LD (BR + 4)
+#define KS_LD (D_PAD + 1)
+#define ST_LD (BR + 4)
+#define FCL_BWD_IDS FCL_PORTABLE_IDS
+
+#define FCL_DQ_LOCALS                                   \
+    __local float Qt[D_PAD * QT_LD] FCL_ALIGNED;        \
+    __local float dOt[D_PAD * QT_LD] FCL_ALIGNED;       \
+    __local float Ks[BC * KS_LD] FCL_ALIGNED;           \
+    __local float Vs[BC * KS_LD] FCL_ALIGNED;           \
+    __local float dSt[BC * ST_LD] FCL_ALIGNED
+
+#define FCL_DQ_LOAD_Q_DO(q_base, q_ss, do_base, do_ss, rows, head_dim)                     \
+    do {                                                                                   \
+        fcl_load_tile_t(Qt, QT_LD, BR, Q, (q_base), (q_ss), (rows), (head_dim), lid);      \
+        fcl_load_tile_t(dOt, QT_LD, BR, dO, (do_base), (do_ss), (rows), (head_dim), lid);  \
+    } while (0)
+
+#define FCL_DQ_LOAD_KV(k_base, k_ss, v_base, v_ss, cols, head_dim)                   \
+    do {                                                                             \
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is consumed */           \
+        fcl_load_tile(Ks, KS_LD, BC, K, (k_base), (k_ss), (cols), (head_dim), lid);  \
+        fcl_load_tile(Vs, KS_LD, BC, V, (v_base), (v_ss), (cols), (head_dim), lid);  \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                \
+    } while (0)
+
+#define FCL_DQ_S(s)                                                                        \
+    do {                                                                                   \
+        FCL_ZERO_TILE(s);                                                                  \
+        FCL_TILE_PRODUCT(s, RM, RN, D_PAD, Qt + ty * RM, QT_LD, Ks + tx * KS_LD, TX * KS_LD, 1); \
+    } while (0)
+#define FCL_DQ_DP(dp)                                                                      \
+    do {                                                                                   \
+        FCL_ZERO_TILE(dp);                                                                 \
+        FCL_TILE_PRODUCT(dp, RM, RN, D_PAD, dOt + ty * RM, QT_LD, Vs + tx * KS_LD, TX * KS_LD, 1); \
+    } while (0)
+#define FCL_DQ_SET_DS(s, i, j, ds) (dSt[(tx + TX * (j)) * ST_LD + ty * RM + (i)] = (ds))
+#define FCL_DQ_ACC(acc, s)                                                                 \
+    do {                                                                                   \
+        barrier(CLK_LOCAL_MEM_FENCE); /* every dS of the tile is in dSt */                 \
+        FCL_TILE_PRODUCT(acc, RM, DN, BC, dSt + ty * RM, ST_LD, Ks + tx, TX, KS_LD);        \
+    } while (0)
+
+#elif defined(FCL_KERNEL_DKDV) && !FCL_TILE_MMA
+
+/* Here the score tile is transposed: rows are keys (BC = TY*RM), columns
+ * are query rows (BR = TX*RN).  __local: Kt, Vt [D_PAD][KT_LD] (transposed),
+ * Qs, dOs [BR][QS_LD], Ps, dSs [BR][PS_LD], lse_s, dlt_s [BR]. */
+#define RM (BC / TY)
+#define RN (BR / TX)
+#define DN (D_PAD / TX)
+#define KT_LD (BC + 4)
+#define QS_LD (D_PAD + 1)
+#define PS_LD (BC + 4)
+#define FCL_BWD_IDS FCL_PORTABLE_IDS
+
+#define FCL_DKDV_LOCALS                                 \
+    __local float Kt[D_PAD * KT_LD] FCL_ALIGNED;        \
+    __local float Vt[D_PAD * KT_LD] FCL_ALIGNED;        \
+    __local float Qs[BR * QS_LD] FCL_ALIGNED;           \
+    __local float dOs[BR * QS_LD] FCL_ALIGNED;          \
+    __local float Ps[BR * PS_LD] FCL_ALIGNED;           \
+    __local float dSs[BR * PS_LD] FCL_ALIGNED;          \
+    __local float lse_s[BR] FCL_ALIGNED;                \
+    __local float dlt_s[BR] FCL_ALIGNED
+
+#define FCL_DKDV_LOAD_KV(k_base, k_ss, v_base, v_ss, cols, head_dim)                       \
+    do {                                                                                   \
+        fcl_load_tile_t(Kt, KT_LD, BC, K, (k_base), (k_ss), (cols), (head_dim), lid);      \
+        fcl_load_tile_t(Vt, KT_LD, BC, V, (v_base), (v_ss), (cols), (head_dim), lid);      \
+    } while (0)
+
+#define FCL_DKDV_LOAD_Q_DO(q_base, q_ss, do_base, do_ss, rows, head_dim)                   \
+    do {                                                                                   \
+        fcl_load_tile(Qs, QS_LD, BR, Q, (q_base), (q_ss), (rows), (head_dim), lid);        \
+        fcl_load_tile(dOs, QS_LD, BR, dO, (do_base), (do_ss), (rows), (head_dim), lid);    \
+    } while (0)
+
+#define FCL_DKDV_ST(st)                                                                    \
+    do {                                                                                   \
+        FCL_ZERO_TILE(st);                                                                 \
+        FCL_TILE_PRODUCT(st, RM, RN, D_PAD, Kt + ty * RM, KT_LD, Qs + tx * QS_LD, TX * QS_LD, 1); \
+    } while (0)
+#define FCL_DKDV_DPT(dpt)                                                                  \
+    do {                                                                                   \
+        FCL_ZERO_TILE(dpt);                                                                \
+        FCL_TILE_PRODUCT(dpt, RM, RN, D_PAD, Vt + ty * RM, KT_LD, dOs + tx * QS_LD, TX * QS_LD, 1); \
+    } while (0)
+#define FCL_DKDV_SET(st, dpt, i, j, p, ds)                                  \
+    (Ps[(tx + TX * (j)) * PS_LD + ty * RM + (i)] = (p),                     \
+     dSs[(tx + TX * (j)) * PS_LD + ty * RM + (i)] = (ds))
+#define FCL_DKDV_ACC(dk, dv, st, dpt)                                                      \
+    do {                                                                                   \
+        barrier(CLK_LOCAL_MEM_FENCE); /* every P and dS of the tile is on chip */         \
+        FCL_TILE_PRODUCT(dv, RM, DN, BR, Ps + ty * RM, PS_LD, dOs + tx, TX, QS_LD);         \
+        FCL_TILE_PRODUCT(dk, RM, DN, BR, dSs + ty * RM, PS_LD, Qs + tx, TX, QS_LD);         \
     } while (0)
 
 #endif

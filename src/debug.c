@@ -48,3 +48,12 @@ fcl_status fcl_debug_kernel_log(fcl_context *ctx, fcl_kernel_kind kind, size_t h
         err = clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, size, log, NULL);
     return err;
 }
+
+fcl_status fcl_debug_emulate_tensor_cores(fcl_context *ctx, int on)
+{
+    if (ctx == NULL)
+        return FCL_ERROR_NULL_ARGUMENT;
+    ctx->emulate_tensor_cores = on != 0;
+    fcl_forget_resolved(ctx); /* the next call plans again */
+    return FCL_OK;
+}

@@ -43,25 +43,6 @@ static fcl_status set_forward_args(const fcl_resolved *r, cl_kernel kernel, cons
     return a.err;
 }
 
-/* The tensor-core piece loads 16-byte rows: every Q/K/V row must start on a
- * multiple of 8 elements (cl_mem buffers themselves are aligned). */
-static bool rows_aligned(const fcl_layout *l)
-{
-    return l->offset % 8 == 0 && l->stride_batch % 8 == 0 && l->stride_head % 8 == 0 &&
-           l->stride_seq % 8 == 0;
-}
-
-bool fcl_forward_uses_mma(const fcl_context *ctx, const fcl_attention_desc *d)
-{
-    /* the real device decides: an emulated profile plans the portable path */
-    const fcl_device_info *in = &ctx->info;
-    return !ctx->portable_only && ctx->profile == NULL && in->vendor_id == FCL_VENDOR_ID_NVIDIA &&
-           in->nv_compute_capability >= 80 &&
-           (d->dtype == FCL_DTYPE_FP16 || d->dtype == FCL_DTYPE_BF16) && d->head_dim % 16 == 0 &&
-           d->head_dim <= 128 && rows_aligned(&d->q) && rows_aligned(&d->k) &&
-           rows_aligned(&d->v);
-}
-
 fcl_status fcl_attention_forward_ex(fcl_context *ctx, const fcl_attention_desc *desc,
                                     const fcl_attention_aux *aux, cl_mem q, cl_mem k, cl_mem v,
                                     cl_mem o, cl_mem lse, cl_uint num_wait,
@@ -78,7 +59,7 @@ fcl_status fcl_attention_forward_ex(fcl_context *ctx, const fcl_attention_desc *
     fcl_variants var;
     FCL_TRY(fcl_variants_prepare(ctx, desc, aux, num_wait, wait_list, &var));
 
-    const unsigned build = var.features | (fcl_forward_uses_mma(ctx, desc) ? FCL_BUILD_TILE_MMA : 0);
+    const unsigned build = var.features | (fcl_uses_tensor_cores(ctx, desc, false) ? FCL_BUILD_TILE_MMA : 0);
     fcl_resolved *r = NULL;
     FCL_TRY(fcl_resolve(ctx, FCL_KERNEL_FORWARD, desc->head_dim, desc->dtype, build, &r));
     forward_call call = {desc, &var, q, k, v, o, lse};

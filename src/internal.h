@@ -61,6 +61,7 @@ typedef struct fcl_plan_full {
     int d_pad;
     int force_unroll;             /* GPUs: unroll register-array loops */
     int tile_mma;                 /* the tensor-core piece (tile_nv_mma.cl) */
+    int mma_emulated;             /* ... on emulated warp operations (tests) */
 } fcl_plan_full;
 
 /* Limits a plan must respect beyond the caps: lowered after a build or
@@ -74,10 +75,16 @@ typedef struct fcl_plan_limits {
 fcl_status fcl_plan_make(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
                          fcl_dtype dtype, const fcl_plan_limits *limits,
                          const fcl_tuned_tile *target, fcl_plan_full *out);
-/* The forward on NVIDIA tensor cores (tile_nv_mma.cl): BR = 16 * warps. */
-fcl_status fcl_plan_make_mma(const fcl_caps *caps, size_t head_dim, fcl_dtype dtype,
-                             const fcl_plan_limits *limits, const fcl_tuned_tile *target,
-                             fcl_plan_full *out);
+/* The caps' local memory and work-group size, lowered by `limits`. */
+void fcl_plan_effective_limits(const fcl_caps *caps, const fcl_plan_limits *limits,
+                               uint64_t *local_bytes, size_t *work_group_size);
+/* A kernel on the tensor-core pieces (plan_mma.c, cl/tile_nv_mma.cl).
+ * `target` (forced by a tuning tool): rows x cols of the S tile as for
+ * fcl_plan_make, ty = warps.  `emulated`: the warp operations of
+ * cl/warp_emulated.cl (tests on any device). */
+fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
+                             fcl_dtype dtype, const fcl_plan_limits *limits,
+                             const fcl_tuned_tile *target, int emulated, fcl_plan_full *out);
 uint64_t fcl_plan_local_bytes(fcl_kernel_kind kind, int rows, int cols, int d_pad, int tx);
 
 /* ---- the context ---------------------------------------------------------- */
@@ -107,6 +114,7 @@ struct fcl_context {
     fcl_caps caps;                /* of the real device or the emulated profile */
     const fcl_profile *profile;   /* NULL unless emulating */
     int portable_only;            /* no vendor fast paths */
+    int emulate_tensor_cores;     /* tests: tensor-core pieces on any device */
     char *cache_dir;              /* NULL: no disk cache */
     fcl_program_entry *programs;
     size_t num_programs;
@@ -128,6 +136,10 @@ struct fcl_context {
  * returns `kind` to the tuned table. */
 fcl_status fcl_debug_set_tile(fcl_context *ctx, fcl_kernel_kind kind, int rows, int cols, int ty,
                               int tx);
+/* Tests: plan and build the tensor-core pieces on any device, with the
+ * warp operations emulated in OpenCL C (cl/warp_emulated.cl), wherever the
+ * real ones would be used on an NVIDIA sm_80+ device; 0 turns it off. */
+fcl_status fcl_debug_emulate_tensor_cores(fcl_context *ctx, int on);
 /* Appends options to every later build (e.g. -cl-nv-verbose). */
 fcl_status fcl_debug_set_build_options(fcl_context *ctx, const char *options);
 /* The build log of the program behind a resolved kernel. */
@@ -239,8 +251,9 @@ enum {
     FCL_BUILD_TILE_MMA = 0x100
 };
 
-/* Whether the forward of `desc` runs on the NVIDIA tensor-core piece. */
-bool fcl_forward_uses_mma(const fcl_context *ctx, const fcl_attention_desc *desc);
+/* Whether the kernels of `desc` (the forward, or the backward's dQ and
+ * dK/dV) run on the tensor-core pieces (tensor_cores.c). */
+bool fcl_uses_tensor_cores(const fcl_context *ctx, const fcl_attention_desc *desc, bool backward);
 
 /* A call's variants in kernel form; the trailing kernel arguments. */
 typedef struct fcl_variants {

@@ -51,8 +51,8 @@ static int register_floats(fcl_kernel_kind kind, int rm, int rn, int dn)
 static int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
 /* The device's limits, lowered by those a failed build or launch set. */
-static void effective_limits(const fcl_caps *caps, const fcl_plan_limits *limits,
-                             uint64_t *local_bytes, size_t *work_group_size)
+void fcl_plan_effective_limits(const fcl_caps *caps, const fcl_plan_limits *limits,
+                               uint64_t *local_bytes, size_t *work_group_size)
 {
     *local_bytes = caps->local_mem_usable;
     *work_group_size = caps->max_work_group_size;
@@ -114,7 +114,7 @@ fcl_status fcl_plan_make(const fcl_caps *caps, fcl_kernel_kind kind, size_t head
 
     uint64_t local_limit;
     size_t wg_limit;
-    effective_limits(caps, limits, &local_limit, &wg_limit);
+    fcl_plan_effective_limits(caps, limits, &local_limit, &wg_limit);
     const int reg_budget = caps->is_cpu ? 1024 : 192;
 
     fcl_tuned_tile target;
@@ -206,74 +206,5 @@ fcl_status fcl_plan_make(const fcl_caps *caps, fcl_kernel_kind kind, size_t head
     if (pub->paper_bc > pub->bc || pub->paper_br > pub->br)
         fcl_appendf(why, n, "; the paper's rule sizes only Q, K, V, O tiles and ignores the "
                     "score tile, registers and parallelism, so it asks for more than we use");
-    return FCL_OK;
-}
-
-/* The tensor-core forward (cl/tile_nv_mma.cl): each warp owns 16 query rows,
- * so BR = 16 * warps; K and V tiles of BC keys; Q, K and V are held as 16-bit
- * values with rows padded by 8 (ldmatrix without bank conflicts):
- * (BR + 2 * BC) * (d + 8) * 2 bytes.  Registers per lane: Q fragments d / 4,
- * scores BC / 2, output d / 2.  Target 64 keys, and 4 warps up to d = 64,
- * 8 above, as measured on an H200 at N = 4096 in fp16 (NOTES.md, runs 6-7):
- * d = 64: 121 TFLOP/s with 4 warps, 71 with 8; d = 128: 136 with 4, 140 with 8.
- * Smaller when local memory is short. */
-fcl_status fcl_plan_make_mma(const fcl_caps *caps, size_t head_dim, fcl_dtype dtype,
-                             const fcl_plan_limits *limits, const fcl_tuned_tile *target,
-                             fcl_plan_full *out)
-{
-    if (head_dim < 16 || head_dim > 128 || head_dim % 16 != 0 || dtype == FCL_DTYPE_FP32)
-        return FCL_ERROR_NO_PLAN;
-    memset(out, 0, sizeof *out);
-    uint64_t local_limit;
-    size_t wg_limit;
-    effective_limits(caps, limits, &local_limit, &wg_limit);
-    int warps = target ? target->rows / 16 : (head_dim <= 64 ? 4 : 8);
-    int bc = target ? target->cols : 64;
-    if (warps < 1 || bc < 16 || bc % 16 != 0)
-        return FCL_ERROR_INVALID_VALUE;
-    const int d = (int)head_dim;
-    uint64_t bytes = 0;
-    for (;;) {
-        bytes = (uint64_t)(16 * warps + 2 * bc) * (uint64_t)(d + 8) * 2;
-        if (bytes <= local_limit && (size_t)(32 * warps) <= wg_limit)
-            break;
-        if (bc > 16)
-            bc /= 2;
-        else if (warps > 1)
-            warps /= 2;
-        else
-            return FCL_ERROR_NO_PLAN;
-    }
-    fcl_plan *pub = &out->pub;
-    out->ty = warps;
-    out->tx = 32;
-    out->rm = 2;
-    out->rn = bc / 4;
-    out->d_pad = d;
-    out->force_unroll = 1;
-    out->tile_mma = 1;
-    pub->kernel = FCL_KERNEL_FORWARD;
-    pub->dtype = dtype;
-    pub->head_dim = head_dim;
-    pub->head_dim_padded = head_dim;
-    pub->local_mem_reported = caps->local_mem_reported;
-    pub->local_mem_usable = caps->local_mem_usable;
-    pub->paper_m_elements = caps->local_mem_usable / 2; /* 16-bit tiles on chip */
-    pub->paper_bc = (size_t)((pub->paper_m_elements + 4 * head_dim - 1) / (4 * head_dim));
-    pub->paper_br = pub->paper_bc < head_dim ? pub->paper_bc : head_dim;
-    pub->br = (size_t)(16 * warps);
-    pub->bc = (size_t)bc;
-    pub->work_group_size = (size_t)(32 * warps);
-    pub->threads_row = (size_t)warps;
-    pub->threads_col = 32;
-    pub->local_bytes = bytes;
-    fcl_copy_string(pub->variant, sizeof pub->variant, "nvidia-mma-sync");
-    fcl_copy_string(pub->source, sizeof pub->source, target ? "forced" : "tensor-core default");
-    fcl_appendf(pub->reason, sizeof pub->reason,
-                "forward on tensor cores: mma.sync m16n8k16 (%s inputs, fp32 accumulation), "
-                "%d warps of 16 query rows, %d keys per tile, 16-bit tiles (M counted in 16-bit "
-                "elements); the paper's rule ignores registers: the scores and the output of a "
-                "warp's rows live in its registers",
-                fcl_dtype_name(dtype), warps, bc);
     return FCL_OK;
 }

@@ -19,22 +19,24 @@ extern const char fcl_cl_flash_fwd[];
 extern const char fcl_cl_flash_bwd[];
 extern const char fcl_cl_util[];
 extern const char fcl_cl_tile_nv_mma[];
+extern const char fcl_cl_warp_ptx[];
+extern const char fcl_cl_warp_emulated[];
 
 size_t fcl_program_sources(fcl_program_id id, const char **sources, size_t capacity)
 {
-    const char *list[5];
+    const char *list[7];
     size_t n = 0;
     list[n++] = fcl_cl_common;
     if (id == FCL_PROGRAM_UTIL) {
         list[n++] = fcl_cl_util;
-    } else if (id == FCL_PROGRAM_FORWARD) {
-        /* both tile pieces: FCL_TILE_MMA selects one */
-        list[n++] = fcl_cl_tile_portable;
-        list[n++] = fcl_cl_tile_nv_mma;
-        list[n++] = fcl_cl_flash_fwd;
     } else {
+        /* both tile pieces: FCL_TILE_MMA selects one, FCL_MMA_EMULATE the
+         * tensor-core piece's warp operations */
         list[n++] = fcl_cl_tile_portable;
-        list[n++] = fcl_cl_flash_bwd;
+        list[n++] = fcl_cl_warp_ptx;
+        list[n++] = fcl_cl_warp_emulated;
+        list[n++] = fcl_cl_tile_nv_mma;
+        list[n++] = id == FCL_PROGRAM_FORWARD ? fcl_cl_flash_fwd : fcl_cl_flash_bwd;
     }
     for (size_t i = 0; i < n && i < capacity; ++i)
         sources[i] = list[i];

@@ -40,8 +40,8 @@ static fcl_status build_checked(fcl_context *ctx, fcl_resolved *r)
         const fcl_tuned_tile *forced =
             ctx->has_tile_override[r->kind] ? &ctx->tile_override[r->kind] : NULL;
         if (r->features & FCL_BUILD_TILE_MMA)
-            FCL_TRY(fcl_plan_make_mma(&ctx->caps, r->head_dim, r->dtype, &r->limits, forced,
-                                      &r->plan));
+            FCL_TRY(fcl_plan_make_mma(&ctx->caps, r->kind, r->head_dim, r->dtype, &r->limits,
+                                      forced, ctx->emulate_tensor_cores, &r->plan));
         else
             FCL_TRY(fcl_plan_make(&ctx->caps, r->kind, r->head_dim, r->dtype, &r->limits, forced,
                                   &r->plan));
@@ -164,9 +164,8 @@ fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *desc, fcl_
         kernel != FCL_KERNEL_BACKWARD_DQ)
         return FCL_ERROR_INVALID_VALUE;
     FCL_TRY(fcl_validate_desc(desc));
-    const unsigned build = kernel == FCL_KERNEL_FORWARD && fcl_forward_uses_mma(ctx, desc)
-                               ? FCL_BUILD_TILE_MMA
-                               : 0;
+    const unsigned build =
+        fcl_uses_tensor_cores(ctx, desc, kernel != FCL_KERNEL_FORWARD) ? FCL_BUILD_TILE_MMA : 0;
     fcl_resolved *r = NULL;
     FCL_TRY(fcl_resolve(ctx, kernel, desc->head_dim, desc->dtype, build, &r));
     *plan = r->plan.pub;

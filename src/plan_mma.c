@@ -1,0 +1,144 @@
+/* plan_mma.c - tiles for the tensor-core pieces (cl/tile_nv_mma.cl).
+ *
+ * Each warp owns MB blocks of 16 rows of the kernel's row operand (query
+ * rows for the forward and dQ, keys for dK/dV) and walks the other operand
+ * in steps of `inner` rows (keys, or query rows for dK/dV).  Everything a
+ * warp multiplies lives in its registers, so the shape is bounded by
+ * registers (per lane: 2 * MB * inner / 4 per score-like tile, 2 * MB * d / 4
+ * per accumulator) and by __local memory for the 16-bit tiles, rows padded
+ * by 8 halves:
+ *     forward  (rows + 2 * inner) * (d + 8) * 2
+ *     dQ       (2 * rows + 2 * inner) * (d + 8) * 2
+ *     dK/dV    (2 * rows + 2 * inner) * (d + 8) * 2 + 2 * inner * 4 (LSE, delta)
+ * with rows = 16 * MB * warps, plus 24 bytes per work-item when the warp
+ * operations are emulated.  Shapes by measurement on an H200 (NOTES.md).
+ */
+#include "internal.h"
+
+#include <string.h>
+
+typedef struct mma_shape {
+    int warps, mb, inner;
+} mma_shape;
+
+/* Defaults per kernel and head_dim, from the tuning runs in NOTES.md. */
+static mma_shape default_shape(fcl_kernel_kind kind, int d)
+{
+    switch (kind) {
+    case FCL_KERNEL_FORWARD:
+        return d <= 64 ? (mma_shape){4, 1, 64} : (mma_shape){8, 1, 64};
+    case FCL_KERNEL_BACKWARD_DQ:
+        return (mma_shape){4, 1, 64};
+    case FCL_KERNEL_BACKWARD_DKDV:
+        return (mma_shape){4, 1, 64};
+    }
+    return (mma_shape){4, 1, 64};
+}
+
+static uint64_t shape_bytes(fcl_kernel_kind kind, int d, mma_shape s, int emulated)
+{
+    const uint64_t rows = (uint64_t)(16 * s.mb * s.warps), inner = (uint64_t)s.inner;
+    const uint64_t row_bytes = (uint64_t)(d + 8) * 2;
+    uint64_t bytes = 0;
+    switch (kind) {
+    case FCL_KERNEL_FORWARD:
+        bytes = (rows + 2 * inner) * row_bytes;
+        break;
+    case FCL_KERNEL_BACKWARD_DQ:
+        bytes = (2 * rows + 2 * inner) * row_bytes;
+        break;
+    case FCL_KERNEL_BACKWARD_DKDV:
+        bytes = (2 * rows + 2 * inner) * row_bytes + 2 * inner * 4;
+        break;
+    }
+    if (emulated)
+        bytes += (uint64_t)(32 * s.warps) * 6 * 4;
+    return bytes;
+}
+
+static const char *kernel_words(fcl_kernel_kind kind)
+{
+    switch (kind) {
+    case FCL_KERNEL_FORWARD:
+        return "forward: warps own query rows, keys per step";
+    case FCL_KERNEL_BACKWARD_DQ:
+        return "dQ: warps own query rows, keys per step";
+    case FCL_KERNEL_BACKWARD_DKDV:
+        return "dK/dV: warps own keys, query rows per step";
+    }
+    return "";
+}
+
+fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
+                             fcl_dtype dtype, const fcl_plan_limits *limits,
+                             const fcl_tuned_tile *target, int emulated, fcl_plan_full *out)
+{
+    if (head_dim < 16 || head_dim > 128 || head_dim % 16 != 0 || dtype == FCL_DTYPE_FP32)
+        return FCL_ERROR_NO_PLAN;
+    memset(out, 0, sizeof *out);
+    const int d = (int)head_dim;
+    const bool dkdv = kind == FCL_KERNEL_BACKWARD_DKDV;
+    mma_shape s = default_shape(kind, d);
+    if (target != NULL) {
+        /* rows x cols of the S tile: (BR, BC), or (BC, BR) for dK/dV */
+        const int own = dkdv ? target->cols : target->rows;
+        s.warps = target->ty;
+        s.inner = dkdv ? target->rows : target->cols;
+        s.mb = s.warps > 0 ? own / (16 * s.warps) : 0;
+        if (s.warps < 1 || s.mb < 1 || own != 16 * s.mb * s.warps || s.inner < 16 ||
+            s.inner % 16 != 0)
+            return FCL_ERROR_INVALID_VALUE;
+    }
+    uint64_t local_limit;
+    size_t wg_limit;
+    fcl_plan_effective_limits(caps, limits, &local_limit, &wg_limit);
+    for (;;) {
+        if (shape_bytes(kind, d, s, emulated) <= local_limit && (size_t)(32 * s.warps) <= wg_limit)
+            break;
+        if (s.inner > 16)
+            s.inner /= 2;
+        else if (s.mb > 1)
+            s.mb /= 2;
+        else if (s.warps > 1)
+            s.warps /= 2;
+        else
+            return FCL_ERROR_NO_PLAN;
+    }
+    const int rows = 16 * s.mb * s.warps;
+    fcl_plan *pub = &out->pub;
+    out->ty = s.warps;
+    out->tx = 32;
+    out->rm = 2 * s.mb;
+    out->rn = s.inner / 4;
+    out->d_pad = d;
+    out->force_unroll = !emulated; /* emulated: CPUs, see FCL_FORCE_UNROLL */
+    out->tile_mma = 1;
+    out->mma_emulated = emulated;
+    pub->kernel = kind;
+    pub->dtype = dtype;
+    pub->head_dim = head_dim;
+    pub->head_dim_padded = head_dim;
+    pub->local_mem_reported = caps->local_mem_reported;
+    pub->local_mem_usable = caps->local_mem_usable;
+    pub->paper_m_elements = caps->local_mem_usable / 2; /* 16-bit tiles on chip */
+    pub->paper_bc = (size_t)((pub->paper_m_elements + 4 * head_dim - 1) / (4 * head_dim));
+    pub->paper_br = pub->paper_bc < head_dim ? pub->paper_bc : head_dim;
+    pub->br = (size_t)(dkdv ? s.inner : rows);
+    pub->bc = (size_t)(dkdv ? rows : s.inner);
+    pub->work_group_size = (size_t)(32 * s.warps);
+    pub->threads_row = (size_t)s.warps;
+    pub->threads_col = 32;
+    pub->local_bytes = shape_bytes(kind, d, s, emulated);
+    fcl_copy_string(pub->variant, sizeof pub->variant,
+                    emulated ? "emulated-mma-sync" : "nvidia-mma-sync");
+    fcl_copy_string(pub->source, sizeof pub->source,
+                    target ? "forced" : "tensor-core default");
+    fcl_appendf(pub->reason, sizeof pub->reason,
+                "tensor cores: mma.sync m16n8k16 (%s inputs, fp32 accumulation); %s: "
+                "%d warps x %d rows each, %d per step; 16-bit tiles (M counted in 16-bit "
+                "elements); the paper's rule ignores registers: every product of a warp stays "
+                "in its registers%s",
+                fcl_dtype_name(dtype), kernel_words(kind), s.warps, 16 * s.mb, s.inner,
+                emulated ? "; warp operations emulated in OpenCL C (a test mode)" : "");
+    return FCL_OK;
+}

@@ -1,0 +1,24 @@
+/* tensor_cores.c - when a call runs on the tensor-core pieces. */
+#include "internal.h"
+
+/* The pieces load 16-byte rows: every row they read must start on a multiple
+ * of 8 elements (cl_mem buffers themselves are aligned). */
+static bool rows_aligned(const fcl_layout *l)
+{
+    return l->offset % 8 == 0 && l->stride_batch % 8 == 0 && l->stride_head % 8 == 0 &&
+           l->stride_seq % 8 == 0;
+}
+
+bool fcl_uses_tensor_cores(const fcl_context *ctx, const fcl_attention_desc *d, bool backward)
+{
+    /* The real device decides: an emulated profile plans the portable path.
+     * The test mode stands in for the device. */
+    const fcl_device_info *in = &ctx->info;
+    const bool device = ctx->emulate_tensor_cores ||
+                        (ctx->profile == NULL && in->vendor_id == FCL_VENDOR_ID_NVIDIA &&
+                         in->nv_compute_capability >= 80);
+    return !ctx->portable_only && device &&
+           (d->dtype == FCL_DTYPE_FP16 || d->dtype == FCL_DTYPE_BF16) && d->head_dim % 16 == 0 &&
+           d->head_dim <= 128 && rows_aligned(&d->q) && rows_aligned(&d->k) &&
+           rows_aligned(&d->v) && (!backward || rows_aligned(&d->dout));
+}

@@ -1,0 +1,181 @@
+/* test_tensor_cores.c - the tensor-core pieces (cl/tile_nv_mma.cl), forward
+ * and backward, against the float64 reference.  On an NVIDIA sm_80+ device
+ * they run on the real instructions; anywhere else (PoCL in CI) on the
+ * emulated warp operations of cl/warp_emulated.cl, which check the pieces'
+ * fragment layouts, masking, variants and barriers without a GPU.  Every
+ * test first checks that the calls really plan the tensor-core pieces.
+ * Shapes: fp16 and bf16, head_dim 16..128, odd lengths, GQA, causal,
+ * variants, packed sequences, and forced tiles with two row blocks per warp
+ * (the shapes the tuner may choose).  Tolerances: test_support.h. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "internal.h"
+#include "test_support.h"
+
+#define ctx fa_ctx
+
+static const char *plan_variant(fcl_kernel_kind kind, size_t head_dim, fcl_dtype dtype)
+{
+    static fcl_plan plan;
+    fcl_attention_desc d;
+    fcl_attention_desc_init(&d, 1, 2, 2, 64, 64, head_dim, dtype, FCL_LAYOUT_BSHD);
+    if (fcl_plan_query(ctx, &d, kind, &plan) != FCL_OK)
+        return "";
+    return plan.variant;
+}
+
+/* The real instructions where the device has them, else the emulation. */
+static int setup(void **state)
+{
+    if (fa_group_setup(state) != 0)
+        return -1;
+    if (strcmp(plan_variant(FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP16), "nvidia-mma-sync") != 0 &&
+        fcl_debug_emulate_tensor_cores(ctx, 1) != FCL_OK)
+        return -1;
+    return 0;
+}
+
+static void assert_tensor_core_plans(size_t head_dim, fcl_dtype dtype)
+{
+    const fcl_kernel_kind kinds[3] = {FCL_KERNEL_FORWARD, FCL_KERNEL_BACKWARD_DQ,
+                                      FCL_KERNEL_BACKWARD_DKDV};
+    for (int i = 0; i < 3; ++i)
+        assert_non_null(strstr(plan_variant(kinds[i], head_dim, dtype), "mma-sync"));
+}
+
+static fa_case base_case(uint64_t seed)
+{
+    fa_case c = {2, 4, 2, 70, 83, 64, FCL_DTYPE_FP16, 0, 0.0f, FCL_LAYOUT_BSHD, 0, {0, 0, 0},
+                 seed, NULL};
+    return c;
+}
+
+static void check_both(const fa_case *c)
+{
+    fa_result r;
+    assert_true(fa_check_forward(ctx, c, &r));
+    assert_true(fa_check_backward(ctx, c, &r));
+}
+
+/* fp32 and head dims the pieces cannot take stay portable. */
+static void test_selection(void **state)
+{
+    (void)state;
+    assert_tensor_core_plans(64, FCL_DTYPE_FP16);
+    assert_tensor_core_plans(128, FCL_DTYPE_BF16);
+    assert_null(strstr(plan_variant(FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP32), "mma"));
+    assert_null(strstr(plan_variant(FCL_KERNEL_BACKWARD_DQ, 72, FCL_DTYPE_FP16), "mma"));
+    assert_null(strstr(plan_variant(FCL_KERNEL_BACKWARD_DKDV, 256, FCL_DTYPE_BF16), "mma"));
+}
+
+/* Every head dim the pieces take, both 16-bit types, causal on every other. */
+static void test_head_dims(void **state)
+{
+    (void)state;
+    const size_t dims[4] = {16, 32, 64, 128};
+    for (int t = 0; t < 2; ++t)
+        for (int i = 0; i < 4; ++i) {
+            fa_case c = base_case(7000 + (uint64_t)(10 * t + i));
+            c.dtype = t ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
+            c.head_dim = dims[i];
+            c.causal = (i + t) % 2;
+            assert_tensor_core_plans(c.head_dim, c.dtype);
+            check_both(&c);
+        }
+}
+
+/* More queries than keys and the reverse, one-row sequences, BHSD. */
+static void test_lengths_and_layout(void **state)
+{
+    (void)state;
+    const size_t lens[3][2] = {{130, 17}, {9, 140}, {1, 1}};
+    for (int i = 0; i < 3; ++i) {
+        fa_case c = base_case(7100 + (uint64_t)i);
+        c.seqlen_q = lens[i][0];
+        c.seqlen_k = lens[i][1];
+        c.head_dim = 32;
+        c.causal = i != 1;
+        c.layout = i == 2 ? FCL_LAYOUT_BSHD : FCL_LAYOUT_BHSD;
+        check_both(&c);
+    }
+}
+
+static void test_variants(void **state)
+{
+    (void)state;
+    const int lq[2] = {50, 33}, lk[2] = {61, 40};
+    for (int t = 0; t < 3; ++t) {
+        fa_variants v = fa_no_variants();
+        if (t == 0) {
+            v.window_left = 20;
+            v.window_right = 9;
+            v.alibi = FCL_ALIBI_PER_HEAD;
+            v.dropout_p = 0.15f;
+            v.dropout_seed = 3;
+        } else if (t == 1) {
+            v.softcap = 12.0f;
+            v.block_m = 16;
+            v.block_n = 32;
+            v.block_density = 0.5;
+        } else {
+            v.seqlens_q = lq;
+            v.seqlens_k = lk;
+        }
+        fa_case c = base_case(7200 + (uint64_t)t);
+        c.var = &v;
+        c.head_dim = 32;
+        c.dtype = t == 1 ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
+        c.causal = t == 2;
+        check_both(&c);
+    }
+}
+
+/* Tiles the defaults do not use: two 16-row blocks per warp, 32-row steps. */
+static void test_forced_tiles(void **state)
+{
+    (void)state;
+    assert_int_equal(fcl_debug_set_tile(ctx, FCL_KERNEL_FORWARD, 64, 32, 2, 32), FCL_OK);
+    assert_int_equal(fcl_debug_set_tile(ctx, FCL_KERNEL_BACKWARD_DQ, 64, 32, 2, 32), FCL_OK);
+    assert_int_equal(fcl_debug_set_tile(ctx, FCL_KERNEL_BACKWARD_DKDV, 32, 64, 2, 32), FCL_OK);
+    fcl_attention_desc d;
+    fcl_attention_desc_init(&d, 1, 2, 2, 64, 64, 64, FCL_DTYPE_FP16, FCL_LAYOUT_BSHD);
+    fcl_plan p;
+    assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &p), FCL_OK);
+    assert_int_equal(p.bc, 64);
+    assert_int_equal(p.br, 32);
+    assert_int_equal(p.work_group_size, 64);
+    for (int t = 0; t < 2; ++t) {
+        fa_case c = base_case(7300 + (uint64_t)t);
+        c.dtype = t ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
+        c.causal = t;
+        check_both(&c);
+    }
+    for (int k = 0; k < 3; ++k)
+        assert_int_equal(fcl_debug_set_tile(ctx, (fcl_kernel_kind)k, 0, 0, 0, 0), FCL_OK);
+}
+
+static void test_deterministic(void **state)
+{
+    (void)state;
+    fa_case c = base_case(7400);
+    c.causal = 1;
+    assert_true(fa_check_deterministic(ctx, &c, 1));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_selection),
+        cmocka_unit_test(test_head_dims),
+        cmocka_unit_test(test_lengths_and_layout),
+        cmocka_unit_test(test_variants),
+        cmocka_unit_test(test_forced_tiles),
+        cmocka_unit_test(test_deterministic),
+    };
+    return cmocka_run_group_tests(tests, setup, fa_group_teardown);
+}
