@@ -109,11 +109,11 @@ static double time_pass(fcl_context *ctx, problem *p, int backward, int reps)
 }
 
 /* Prints the lines of the build log that report registers and spills. */
-static void print_resources(fcl_context *ctx, fcl_kernel_kind kind, size_t d, fcl_dtype dt)
+static void print_resources(fcl_context *ctx, const fcl_attention_desc *desc, fcl_kernel_kind kind)
 {
     static char log[1 << 16];
     log[0] = '\0';
-    if (fcl_debug_kernel_log(ctx, kind, d, dt, log, sizeof log) != FCL_OK)
+    if (fcl_debug_kernel_log(ctx, desc, kind, log, sizeof log) != FCL_OK)
         return;
     for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n"))
         if (strstr(line, "registers") || strstr(line, "spill"))
@@ -149,7 +149,7 @@ static void sweep(fcl_context *ctx, problem *p, fcl_kernel_kind kind, const tile
                t->rows, t->cols, t->ty, t->tx, plan.br, plan.bc, plan.work_group_size,
                plan.local_bytes / 1024.0, s * 1e3, s > 0 ? fl / s / 1e12 : 0.0);
         if (verbose)
-            print_resources(ctx, kind, d->head_dim, d->dtype);
+            print_resources(ctx, d, kind);
         fflush(stdout);
     }
     fcl_debug_set_tile(ctx, kind, 0, 0, 0, 0); /* back to the table for the next sweep */

@@ -34,7 +34,8 @@ for step in $steps; do
       done ;;
     tune-mma)
       for d in 64 128; do
-        timeout 280 "$B/bench/flashcl-tune" --dtype fp16 --head-dims $d --verbose-build --reps 5 2>&1 \
+        timeout 280 "$B/bench/flashcl-tune" --dtype fp16 --head-dims $d --verbose-build --reps 5 \
+          --kernels "${TUNE_KERNELS:-fwd,dq,dkdv}" 2>&1 \
           | tee -a "$OUT/tune_mma_fp16.txt"
       done ;;
     tests|tests-fast)
@@ -73,6 +74,18 @@ for step in $steps; do
     bench-half)
       timeout 150 "$B/bench/flashcl-bench" --dtype fp16 --backward --reps 5 --seqlens 1024,4096 \
         --no-naive --out "$OUT/bench_fp16.csv" 2>&1 | tee "$OUT/bench_fp16.txt" ;;
+    final-fp16|final-bf16)
+      # issue 4's benchmark, one dtype: this path (tensor cores where they
+      # apply, else portable), standard attention, then the portable path
+      dt=${step#final-}
+      timeout 290 "$B/bench/flashcl-bench" --dtype $dt --head-dims 64,128,256 --seqlens 1024,4096,16384 \
+        --backward --reps 5 --out "$OUT/final_$dt.csv" 2>&1 | grep -v '^\[' | tee "$OUT/final_$dt.txt"
+      timeout 150 "$B/bench/flashcl-bench" --dtype $dt --head-dims 64,128,256 --seqlens 1024,4096,16384 \
+        --backward --no-naive --portable-only --reps 5 --out "$OUT/final_portable_$dt.csv" 2>&1 \
+        | grep -v '^\[' | tee "$OUT/final_portable_$dt.txt" ;;
+    final-sdpa)
+      PYTHONUNBUFFERED=1 timeout 400 python3 bench/sdpa_backends.py --csv "$OUT/final_sdpa.csv" \
+        2>&1 | tee "$OUT/final_sdpa.txt" ;;
     *) echo "unknown step $step" ;;
   esac
 done

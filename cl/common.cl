@@ -177,6 +177,17 @@ inline float fcl_modify_score(float qk, const fcl_score_mods m, int i, int j, in
     return s;
 }
 
+/* A score q.k, modified, in the exponent units of the tile piece
+ * (FCL_EXP_UNITS, defined by the piece; `units_scale` is
+ * FCL_EXP_UNITS(scale)).  Without softcap and ALiBi it is one multiply: the
+ * scale and the units' factor folded together.  `t` as for fcl_modify_score. */
+#if FCL_HAS(FCL_FEAT_SOFTCAP) || FCL_HAS(FCL_FEAT_ALIBI)
+#define FCL_SCORE_UNITS(qk, mods, units_scale, i, j, diag, t) \
+    FCL_EXP_UNITS(fcl_modify_score((qk), (mods), (i), (j), (diag), (t)))
+#else
+#define FCL_SCORE_UNITS(qk, mods, units_scale, i, j, diag, t) (*(t) = 0.0f, (qk) * (units_scale))
+#endif
+
 /* ---- Philox4x32-10 (Salmon et al., SC'11): integer arithmetic only, so
  * every device draws the same numbers. --------------------------------------- */
 inline uint4 fcl_philox4x32_10(uint4 ctr, uint2 key)

@@ -80,6 +80,7 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
     const fcl_score_mods mods = vs.mods;
     const fcl_dropout drop = vs.drop;
     const fcl_blocks blocks = vs.blocks;
+    const float units_scale = FCL_EXP_UNITS(scale);
 
     const long q_row = sq.q_row0 + r0;
     FCL_DQ_LOAD_Q_DO(q_off + fcl_batch_offset(b, q_sb) + h * q_sh + q_row * q_ss, q_ss,
@@ -101,34 +102,60 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
 
     const long k_head = k_off + fcl_batch_offset(b, k_sb) + hk * k_sh + sq.k_row0 * k_ss;
     const long v_head = v_off + fcl_batch_offset(b, v_sb) + hk * v_sh + sq.k_row0 * v_ss;
+    /* Key tiles in order, each requested a tile ahead (see flash_fwd.cl):
+     * a piece with background copies and two K/V buffers loads the next
+     * tile while this one is multiplied; `issued` and `used` count tiles, so
+     * their parity names the buffer. */
     const int key_begin = fcl_key_begin(mask, r0);
     const int key_end = rows > 0 ? fcl_key_end(mask, r0 + rows) : 0;
-    for (int c0 = (key_begin / BC) * BC; c0 < key_end; c0 += BC) {
+    int issued = 0, used = 0;
+    int c0 = fcl_next_key_tile(blocks, r0, r0 + rows, (key_begin / BC) * BC, key_end, sq.seqlen_k);
+    if (c0 < key_end) {
+        FCL_DQ_PREFETCH_KV(k_head + (long)c0 * k_ss, k_ss, v_head + (long)c0 * v_ss, v_ss,
+                           sq.seqlen_k - c0, issued & 1);
+        ++issued;
+    }
+    while (c0 < key_end) {
         const int cols = min(BC, sq.seqlen_k - c0);
+        const int next = fcl_next_key_tile(blocks, r0, r0 + rows, c0 + BC, key_end, sq.seqlen_k);
 #if FCL_HAS(FCL_FEAT_BLOCKMASK)
         const int cover = fcl_blocks_cover(blocks, r0, r0 + rows, c0, c0 + cols);
-        if (cover == FCL_BLOCKS_NONE) continue;
 #endif
-        FCL_DQ_LOAD_KV(k_head + (long)c0 * k_ss, k_ss, v_head + (long)c0 * v_ss, v_ss, cols,
-                       head_dim);
+        const int buf = used++ & 1;
+        FCL_DQ_TILE_BEGIN(k_head + (long)c0 * k_ss, k_ss, v_head + (long)c0 * v_ss, v_ss, cols,
+                          head_dim, buf);
+        if (next < key_end) {
+            FCL_DQ_PREFETCH_KV(k_head + (long)next * k_ss, k_ss, v_head + (long)next * v_ss, v_ss,
+                               sq.seqlen_k - next, issued & 1);
+            ++issued;
+        }
 
         float s[RM][RN], dp[RM][RN];
-        FCL_DQ_S(s);
-        FCL_DQ_DP(dp);
+        FCL_DQ_S(s, buf);
+        FCL_DQ_DP(dp, buf);
+        /* Only tiles on the edge of the mask test each score (padding rows
+         * need no test: their LSE is +inf, so P = 0). */
+        bool edge = !fcl_tile_inside(mask, r0, r0 + rows, c0, c0 + BC);
+#if FCL_HAS(FCL_FEAT_BLOCKMASK)
+        edge = edge || cover != FCL_BLOCKS_ALL;
+#endif
         FCL_UNROLL
         for (int i = 0; i < RM; ++i) {
             FCL_UNROLL
             for (int j = 0; j < RN; ++j) {
                 const int row = r0 + FCL_ROW(i), col = c0 + FCL_COL(j);
-                bool vis = fcl_visible(mask, row, col);
+                bool vis = true;
+                if (edge) {
+                    vis = fcl_visible(mask, row, col);
 #if FCL_HAS(FCL_FEAT_BLOCKMASK)
-                vis = vis && (cover == FCL_BLOCKS_ALL ||
-                              (row < sq.seqlen_q && fcl_block_on(blocks, row, col)));
+                    vis = vis && (cover == FCL_BLOCKS_ALL ||
+                                  (row < sq.seqlen_q && fcl_block_on(blocks, row, col)));
 #endif
+                }
                 float t = 0.0f, ds = 0.0f;
                 if (vis) {
                     const float p = FCL_EXP(
-                        FCL_EXP_UNITS(fcl_modify_score(s[i][j], mods, row, col, mask.diag, &t)) - lse[i]);
+                        FCL_SCORE_UNITS(s[i][j], mods, units_scale, row, col, mask.diag, &t) - lse[i]);
                     float dpv = dp[i][j];
 #if FCL_HAS(FCL_FEAT_DROPOUT)
                     dpv *= fcl_dropout_factor(drop, bh, row, col);
@@ -141,7 +168,8 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
                 FCL_DQ_SET_DS(s, i, j, ds);
             }
         }
-        FCL_DQ_ACC(acc, s);
+        FCL_DQ_ACC(acc, s, buf);
+        c0 = next;
     }
 
     const long dq_base = dq_off + fcl_batch_offset(b, dq_sb) + h * dq_sh + sq.q_row0 * dq_ss;
@@ -194,6 +222,7 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
     const int cols = clamp(sq.seqlen_k - c0, 0, BC);
     const fcl_mask mask = sq.mask;
     const fcl_dropout drop = fcl_variant_state_make(FCL_VARIANT_ARGS(b, 0)).drop;
+    const float units_scale = FCL_EXP_UNITS(scale);
 
     const long k_row = sq.k_row0 + c0;
     FCL_DKDV_LOAD_KV(k_off + fcl_batch_offset(b, k_sb) + hk * k_sh + k_row * k_ss, k_ss,
@@ -206,69 +235,119 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
         FCL_UNROLL
         for (int n = 0; n < DN; ++n) dk[i][n] = dv[i][n] = 0.0f;
 
+    /* The Q blocks to visit, of every query head sharing this K/V head, as
+     * one sequence t = 0 .. total-1 (head-major), each requested a block
+     * ahead: a piece with background copies loads the next Q and dO blocks
+     * while this one is multiplied.  LSE and delta of a block go to one of
+     * two __local buffers when it is requested. */
     const int row_begin = fcl_row_begin(mask, c0);
     const int row_end = cols > 0 ? fcl_row_end(mask, c0 + cols, sq.seqlen_q) : 0;
-    for (int h = hk * q_per_kv; h < (hk + 1) * q_per_kv; ++h) {
+    const int rb0 = row_begin / BR;
+    const int blocks_per_head = max(0, (row_end + BR - 1) / BR - rb0);
+    const int total = q_per_kv * blocks_per_head;
+#define FCL_Q_BLOCK_HEAD(t) (hk * q_per_kv + (t) / blocks_per_head)
+#define FCL_Q_BLOCK_ROW(t) ((rb0 + (t) % blocks_per_head) * BR)
+#if FCL_HAS(FCL_FEAT_BLOCKMASK)
+#define FCL_SKIP_EMPTY_Q_BLOCKS(t)                                                          \
+    while ((t) < total &&                                                                  \
+           fcl_blocks_cover(fcl_variant_state_make(FCL_VARIANT_ARGS(b, FCL_Q_BLOCK_HEAD(t))).blocks, \
+                            FCL_Q_BLOCK_ROW(t), min(FCL_Q_BLOCK_ROW(t) + BR, sq.seqlen_q), c0, \
+                            c0 + cols) == FCL_BLOCKS_NONE)                                 \
+        ++(t)
+#else
+#define FCL_SKIP_EMPTY_Q_BLOCKS(t) ((void)0)
+#endif
+#define FCL_REQUEST_Q_BLOCK(t)                                                              \
+    do {                                                                                   \
+        const int h_ = FCL_Q_BLOCK_HEAD(t), r0_ = FCL_Q_BLOCK_ROW(t), buf_ = issued++ & 1;    \
+        const int rows_ = min(BR, sq.seqlen_q - r0_);                                      \
+        FCL_DKDV_PREFETCH_Q_DO(q_off + fcl_batch_offset(b, q_sb) + h_ * q_sh + (sq.q_row0 + r0_) * q_ss, \
+                               q_ss,                                                       \
+                               do_off + fcl_batch_offset(b, do_sb) + h_ * do_sh + (sq.q_row0 + r0_) * do_ss, \
+                               do_ss, rows_, buf_);                                        \
+        for (int r_ = lid; r_ < BR; r_ += WG) {                                            \
+            const long at_ = fcl_lse_index(b, h_, heads_q, lse_rows, sq, r0_ + r_);        \
+            lse_s[buf_ * BR + r_] = r_ < rows_ ? FCL_EXP_UNITS(LSE[lse_off + at_]) : INFINITY; \
+            dlt_s[buf_ * BR + r_] = r_ < rows_ ? delta[at_] : 0.0f;                        \
+        }                                                                                  \
+    } while (0)
+
+    int issued = 0, used = 0;
+    int t = 0;
+    FCL_SKIP_EMPTY_Q_BLOCKS(t);
+    if (t < total) FCL_REQUEST_Q_BLOCK(t);
+    while (t < total) {
+        const int h = FCL_Q_BLOCK_HEAD(t), r0 = FCL_Q_BLOCK_ROW(t);
         const int bh = b * heads_q + h;
-        const long q_head = q_off + fcl_batch_offset(b, q_sb) + h * q_sh + sq.q_row0 * q_ss;
-        const long do_head = do_off + fcl_batch_offset(b, do_sb) + h * do_sh + sq.q_row0 * do_ss;
+        const int rows = min(BR, sq.seqlen_q - r0);
+        const long q_base = q_off + fcl_batch_offset(b, q_sb) + h * q_sh + (sq.q_row0 + r0) * q_ss;
+        const long do_base =
+            do_off + fcl_batch_offset(b, do_sb) + h * do_sh + (sq.q_row0 + r0) * do_ss;
         const fcl_variant_state vs = fcl_variant_state_make(FCL_VARIANT_ARGS(b, h));
         const fcl_score_mods mods = vs.mods;
-        const fcl_blocks blocks = vs.blocks;
-        for (int r0 = (row_begin / BR) * BR; r0 < row_end; r0 += BR) {
-            const int rows = min(BR, sq.seqlen_q - r0);
 #if FCL_HAS(FCL_FEAT_BLOCKMASK)
-            const int cover = fcl_blocks_cover(blocks, r0, r0 + rows, c0, c0 + cols);
-            if (cover == FCL_BLOCKS_NONE) continue;
+        const fcl_blocks blocks = vs.blocks;
+        const int cover = fcl_blocks_cover(blocks, r0, r0 + rows, c0, c0 + cols);
 #endif
-            barrier(CLK_LOCAL_MEM_FENCE); /* the previous Q block is consumed */
-            FCL_DKDV_LOAD_Q_DO(q_head + (long)r0 * q_ss, q_ss, do_head + (long)r0 * do_ss, do_ss,
-                               rows, head_dim);
-            for (int r = lid; r < BR; r += WG) {
-                const long at = fcl_lse_index(b, h, heads_q, lse_rows, sq, r0 + r);
-                lse_s[r] = r < rows ? FCL_EXP_UNITS(LSE[lse_off + at]) : INFINITY;
-                dlt_s[r] = r < rows ? delta[at] : 0.0f;
-            }
-            barrier(CLK_LOCAL_MEM_FENCE);
+        int next = t + 1;
+        FCL_SKIP_EMPTY_Q_BLOCKS(next);
+        const int buf = used++ & 1;
+        __local const float *lse_b = lse_s + buf * BR;
+        __local const float *dlt_b = dlt_s + buf * BR;
+        FCL_DKDV_BLOCK_BEGIN(q_base, q_ss, do_base, do_ss, rows, head_dim, buf);
+        if (next < total) FCL_REQUEST_Q_BLOCK(next);
 
-            float st[RM][RN], dpt[RM][RN];
-            FCL_DKDV_ST(st);
-            FCL_DKDV_DPT(dpt);
+        float st[RM][RN], dpt[RM][RN];
+        FCL_DKDV_ST(st, buf);
+        FCL_DKDV_DPT(dpt, buf);
+        /* Only tiles on the edge of the mask test each score (padding rows:
+         * LSE +inf, so P = 0; padding keys' gradients are not stored). */
+        bool edge = !fcl_tile_inside(mask, r0, r0 + rows, c0, c0 + BC);
+#if FCL_HAS(FCL_FEAT_BLOCKMASK)
+        edge = edge || cover != FCL_BLOCKS_ALL;
+#endif
+        FCL_UNROLL
+        for (int i = 0; i < RM; ++i) {
             FCL_UNROLL
-            for (int i = 0; i < RM; ++i) {
-                FCL_UNROLL
-                for (int j = 0; j < RN; ++j) {
-                    const int r = FCL_COL(j);
-                    const int row = r0 + r, key = c0 + FCL_ROW(i);
-                    bool vis = fcl_visible(mask, row, key);
+            for (int j = 0; j < RN; ++j) {
+                const int r = FCL_COL(j);
+                const int row = r0 + r, key = c0 + FCL_ROW(i);
+                bool vis = true;
+                if (edge) {
+                    vis = fcl_visible(mask, row, key);
 #if FCL_HAS(FCL_FEAT_BLOCKMASK)
                     vis = vis && (cover == FCL_BLOCKS_ALL ||
                                   (r < rows && fcl_block_on(blocks, row, key)));
 #endif
-                    float p = 0.0f, ds = 0.0f;
-                    if (vis) {
-                        float t;
-                        p = FCL_EXP(FCL_EXP_UNITS(fcl_modify_score(st[i][j], mods, row, key,
-                                                                   mask.diag, &t)) - lse_s[r]);
-                        float dpv = dpt[i][j];
-#if FCL_HAS(FCL_FEAT_DROPOUT)
-                        const float keep = fcl_dropout_factor(drop, bh, row, key);
-                        dpv *= keep;
-#endif
-                        ds = p * (dpv - dlt_s[r]);
-#if FCL_HAS(FCL_FEAT_SOFTCAP)
-                        ds *= 1.0f - t * t;
-#endif
-#if FCL_HAS(FCL_FEAT_DROPOUT)
-                        p *= keep; /* dV sees the dropped probabilities */
-#endif
-                    }
-                    FCL_DKDV_SET(st, dpt, i, j, p, ds);
                 }
+                float p = 0.0f, ds = 0.0f;
+                if (vis) {
+                    float tc; /* tanh of the softcap */
+                    p = FCL_EXP(FCL_SCORE_UNITS(st[i][j], mods, units_scale, row, key, mask.diag,
+                                                &tc) - lse_b[r]);
+                    float dpv = dpt[i][j];
+#if FCL_HAS(FCL_FEAT_DROPOUT)
+                    const float keep = fcl_dropout_factor(drop, bh, row, key);
+                    dpv *= keep;
+#endif
+                    ds = p * (dpv - dlt_b[r]);
+#if FCL_HAS(FCL_FEAT_SOFTCAP)
+                    ds *= 1.0f - tc * tc;
+#endif
+#if FCL_HAS(FCL_FEAT_DROPOUT)
+                    p *= keep; /* dV sees the dropped probabilities */
+#endif
+                }
+                FCL_DKDV_SET(st, dpt, i, j, p, ds);
             }
-            FCL_DKDV_ACC(dk, dv, st, dpt);
         }
+        FCL_DKDV_ACC(dk, dv, st, dpt, buf);
+        t = next;
     }
+#undef FCL_Q_BLOCK_HEAD
+#undef FCL_Q_BLOCK_ROW
+#undef FCL_SKIP_EMPTY_Q_BLOCKS
+#undef FCL_REQUEST_Q_BLOCK
 
     const long dk_base = dk_off + fcl_batch_offset(b, dk_sb) + hk * dk_sh + sq.k_row0 * dk_ss;
     const long dv_base = dv_off + fcl_batch_offset(b, dv_sb) + hk * dv_sh + sq.k_row0 * dv_ss;

@@ -63,6 +63,7 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
     const fcl_score_mods mods = vs.mods;
     const fcl_dropout drop = vs.drop;
     const fcl_blocks blocks = vs.blocks;
+    const float units_scale = FCL_EXP_UNITS(scale);
 
     const long q_base = q_off + fcl_batch_offset(b, q_sb) + h * q_sh + (sq.q_row0 + r0) * q_ss;
     const long k_head = k_off + fcl_batch_offset(b, k_sb) + hk * k_sh + sq.k_row0 * k_ss;
@@ -121,7 +122,7 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
 #endif
                 }
                 float t;
-                s[i][j] = vis ? FCL_EXP_UNITS(fcl_modify_score(s[i][j], mods, row, col, mask.diag, &t))
+                s[i][j] = vis ? FCL_SCORE_UNITS(s[i][j], mods, units_scale, row, col, mask.diag, &t)
                               : -INFINITY;
                 mt[i] = fmax(mt[i], s[i][j]);
             }

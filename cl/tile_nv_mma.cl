@@ -205,7 +205,13 @@ inline void fcl_load_tile_h_async(__local ushort *dst, int nrows, __global const
 
 #endif
 
-/* ---- the backward's pieces (see flash_bwd.cl) --------------------------- */
+/* ---- the backward's pieces (see flash_bwd.cl) ---------------------------
+ * The streamed operand (K and V for dQ, Q and dO for dK/dV) has two
+ * buffers: the next tile arrives by cp.async while this one is multiplied.
+ * A tile begins by waiting for its copies; the barrier also tells that every
+ * warp is done with the other buffer, which the next request then fills. */
+#define FCL_BUF(tile, rows, buf) ((tile) + (buf) * ((rows) * LDH))
+
 #if defined(FCL_KERNEL_DQ)
 
 /* Warps own query rows; S, dP and dS stay in registers. */
@@ -218,28 +224,33 @@ inline void fcl_load_tile_h_async(__local ushort *dst, int nrows, __global const
 #define FCL_DQ_LOCALS                                       \
     __local ushort Qh[BR * LDH] FCL_ALIGNED;                \
     __local ushort dOh[BR * LDH] FCL_ALIGNED;               \
-    __local ushort Kh[BC * LDH] FCL_ALIGNED;                \
-    __local ushort Vh[BC * LDH] FCL_ALIGNED;                \
+    __local ushort Kh[2 * BC * LDH] FCL_ALIGNED;            \
+    __local ushort Vh[2 * BC * LDH] FCL_ALIGNED;            \
     FCL_WARP_SCRATCH
 
+/* Visible after the first tile's barrier. */
 #define FCL_DQ_LOAD_Q_DO(q_base, q_ss, do_base, do_ss, rows, head_dim)  \
     do {                                                               \
         fcl_load_tile_h(Qh, BR, Q, (q_base), (q_ss), (rows), lid);      \
         fcl_load_tile_h(dOh, BR, dO, (do_base), (do_ss), (rows), lid);  \
     } while (0)
 
-#define FCL_DQ_LOAD_KV(k_base, k_ss, v_base, v_ss, cols, head_dim)      \
-    do {                                                               \
-        barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is consumed */ \
-        fcl_load_tile_h(Kh, BC, K, (k_base), (k_ss), (cols), lid);      \
-        fcl_load_tile_h(Vh, BC, V, (v_base), (v_ss), (cols), lid);      \
-        barrier(CLK_LOCAL_MEM_FENCE);                                  \
+#define FCL_DQ_PREFETCH_KV(k_base, k_ss, v_base, v_ss, cols, buf)                          \
+    do {                                                                                   \
+        fcl_load_tile_h_async(FCL_BUF(Kh, BC, buf), BC, K, (k_base), (k_ss), (cols), lid); \
+        fcl_load_tile_h_async(FCL_BUF(Vh, BC, buf), BC, V, (v_base), (v_ss), (cols), lid); \
     } while (0)
 
-#define FCL_DQ_S(s) FCL_MMA_ABT(s, Qh, warp * 16 * MB, Kh, BC)
-#define FCL_DQ_DP(dp) FCL_MMA_ABT(dp, dOh, warp * 16 * MB, Vh, BC)
+#define FCL_DQ_TILE_BEGIN(k_base, k_ss, v_base, v_ss, cols, head_dim, buf) \
+    do {                                                                  \
+        fcl_cp_async_wait_all();                                          \
+        barrier(CLK_LOCAL_MEM_FENCE);                                     \
+    } while (0)
+
+#define FCL_DQ_S(s, buf) FCL_MMA_ABT(s, Qh, warp * 16 * MB, FCL_BUF(Kh, BC, buf), BC)
+#define FCL_DQ_DP(dp, buf) FCL_MMA_ABT(dp, dOh, warp * 16 * MB, FCL_BUF(Vh, BC, buf), BC)
 #define FCL_DQ_SET_DS(s, i, j, ds) (s[i][j] = (ds))
-#define FCL_DQ_ACC(acc, s) FCL_MMA_AB(acc, s, Kh, BC)
+#define FCL_DQ_ACC(acc, s, buf) FCL_MMA_AB(acc, s, FCL_BUF(Kh, BC, buf), BC)
 
 #elif defined(FCL_KERNEL_DKDV)
 
@@ -254,31 +265,38 @@ inline void fcl_load_tile_h_async(__local ushort *dst, int nrows, __global const
 #define FCL_DKDV_LOCALS                                     \
     __local ushort Kh[BC * LDH] FCL_ALIGNED;                \
     __local ushort Vh[BC * LDH] FCL_ALIGNED;                \
-    __local ushort Qh[BR * LDH] FCL_ALIGNED;                \
-    __local ushort dOh[BR * LDH] FCL_ALIGNED;               \
-    __local float lse_s[BR] FCL_ALIGNED;                    \
-    __local float dlt_s[BR] FCL_ALIGNED;                    \
+    __local ushort Qh[2 * BR * LDH] FCL_ALIGNED;            \
+    __local ushort dOh[2 * BR * LDH] FCL_ALIGNED;           \
+    __local float lse_s[2 * BR] FCL_ALIGNED;                \
+    __local float dlt_s[2 * BR] FCL_ALIGNED;                \
     FCL_WARP_SCRATCH
 
+/* Visible after the first block's barrier. */
 #define FCL_DKDV_LOAD_KV(k_base, k_ss, v_base, v_ss, cols, head_dim)   \
     do {                                                              \
         fcl_load_tile_h(Kh, BC, K, (k_base), (k_ss), (cols), lid);     \
         fcl_load_tile_h(Vh, BC, V, (v_base), (v_ss), (cols), lid);     \
     } while (0)
 
-#define FCL_DKDV_LOAD_Q_DO(q_base, q_ss, do_base, do_ss, rows, head_dim) \
-    do {                                                                \
-        fcl_load_tile_h(Qh, BR, Q, (q_base), (q_ss), (rows), lid);       \
-        fcl_load_tile_h(dOh, BR, dO, (do_base), (do_ss), (rows), lid);   \
+#define FCL_DKDV_PREFETCH_Q_DO(q_base, q_ss, do_base, do_ss, rows, buf)                         \
+    do {                                                                                        \
+        fcl_load_tile_h_async(FCL_BUF(Qh, BR, buf), BR, Q, (q_base), (q_ss), (rows), lid);      \
+        fcl_load_tile_h_async(FCL_BUF(dOh, BR, buf), BR, dO, (do_base), (do_ss), (rows), lid);  \
     } while (0)
 
-#define FCL_DKDV_ST(st) FCL_MMA_ABT(st, Kh, warp * 16 * MB, Qh, BR)
-#define FCL_DKDV_DPT(dpt) FCL_MMA_ABT(dpt, Vh, warp * 16 * MB, dOh, BR)
+#define FCL_DKDV_BLOCK_BEGIN(q_base, q_ss, do_base, do_ss, rows, head_dim, buf) \
+    do {                                                                       \
+        fcl_cp_async_wait_all();                                               \
+        barrier(CLK_LOCAL_MEM_FENCE);                                          \
+    } while (0)
+
+#define FCL_DKDV_ST(st, buf) FCL_MMA_ABT(st, Kh, warp * 16 * MB, FCL_BUF(Qh, BR, buf), BR)
+#define FCL_DKDV_DPT(dpt, buf) FCL_MMA_ABT(dpt, Vh, warp * 16 * MB, FCL_BUF(dOh, BR, buf), BR)
 #define FCL_DKDV_SET(st, dpt, i, j, p, ds) (st[i][j] = (p), dpt[i][j] = (ds))
-#define FCL_DKDV_ACC(dk, dv, st, dpt)          \
-    do {                                       \
-        FCL_MMA_AB(dv, st, dOh, BR);           \
-        FCL_MMA_AB(dk, dpt, Qh, BR);           \
+#define FCL_DKDV_ACC(dk, dv, st, dpt, buf)                 \
+    do {                                                   \
+        FCL_MMA_AB(dv, st, FCL_BUF(dOh, BR, buf), BR);     \
+        FCL_MMA_AB(dk, dpt, FCL_BUF(Qh, BR, buf), BR);     \
     } while (0)
 
 #endif

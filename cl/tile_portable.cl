@@ -235,7 +235,9 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
         fcl_load_tile_t(dOt, QT_LD, BR, dO, (do_base), (do_ss), (rows), (head_dim), lid);  \
     } while (0)
 
-#define FCL_DQ_LOAD_KV(k_base, k_ss, v_base, v_ss, cols, head_dim)                   \
+/* No background copies: K and V are loaded when a tile begins (one buffer). */
+#define FCL_DQ_PREFETCH_KV(k_base, k_ss, v_base, v_ss, cols, buf) ((void)0)
+#define FCL_DQ_TILE_BEGIN(k_base, k_ss, v_base, v_ss, cols, head_dim, buf)           \
     do {                                                                             \
         barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is consumed */           \
         fcl_load_tile(Ks, KS_LD, BC, K, (k_base), (k_ss), (cols), (head_dim), lid);  \
@@ -243,18 +245,18 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
         barrier(CLK_LOCAL_MEM_FENCE);                                                \
     } while (0)
 
-#define FCL_DQ_S(s)                                                                        \
+#define FCL_DQ_S(s, buf)                                                                        \
     do {                                                                                   \
         FCL_ZERO_TILE(s);                                                                  \
         FCL_TILE_PRODUCT(s, RM, RN, D_PAD, Qt + ty * RM, QT_LD, Ks + tx * KS_LD, TX * KS_LD, 1); \
     } while (0)
-#define FCL_DQ_DP(dp)                                                                      \
+#define FCL_DQ_DP(dp, buf)                                                                      \
     do {                                                                                   \
         FCL_ZERO_TILE(dp);                                                                 \
         FCL_TILE_PRODUCT(dp, RM, RN, D_PAD, dOt + ty * RM, QT_LD, Vs + tx * KS_LD, TX * KS_LD, 1); \
     } while (0)
 #define FCL_DQ_SET_DS(s, i, j, ds) (dSt[(tx + TX * (j)) * ST_LD + ty * RM + (i)] = (ds))
-#define FCL_DQ_ACC(acc, s)                                                                 \
+#define FCL_DQ_ACC(acc, s, buf)                                                                 \
     do {                                                                                   \
         barrier(CLK_LOCAL_MEM_FENCE); /* every dS of the tile is in dSt */                 \
         FCL_TILE_PRODUCT(acc, RM, DN, BC, dSt + ty * RM, ST_LD, Ks + tx, TX, KS_LD);        \
@@ -264,7 +266,8 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
 
 /* Here the score tile is transposed: rows are keys (BC = TY*RM), columns
  * are query rows (BR = TX*RN).  __local: Kt, Vt [D_PAD][KT_LD] (transposed),
- * Qs, dOs [BR][QS_LD], Ps, dSs [BR][PS_LD], lse_s, dlt_s [BR]. */
+ * Qs, dOs [BR][QS_LD], Ps, dSs [BR][PS_LD], lse_s, dlt_s [2][BR] (the body
+ * fills LSE and delta of the next Q block while this one is used). */
 #define RM (BC / TY)
 #define RN (BR / TX)
 #define DN (D_PAD / TX)
@@ -280,8 +283,8 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
     __local float dOs[BR * QS_LD] FCL_ALIGNED;          \
     __local float Ps[BR * PS_LD] FCL_ALIGNED;           \
     __local float dSs[BR * PS_LD] FCL_ALIGNED;          \
-    __local float lse_s[BR] FCL_ALIGNED;                \
-    __local float dlt_s[BR] FCL_ALIGNED
+    __local float lse_s[2 * BR] FCL_ALIGNED;            \
+    __local float dlt_s[2 * BR] FCL_ALIGNED
 
 #define FCL_DKDV_LOAD_KV(k_base, k_ss, v_base, v_ss, cols, head_dim)                       \
     do {                                                                                   \
@@ -289,18 +292,22 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
         fcl_load_tile_t(Vt, KT_LD, BC, V, (v_base), (v_ss), (cols), (head_dim), lid);      \
     } while (0)
 
-#define FCL_DKDV_LOAD_Q_DO(q_base, q_ss, do_base, do_ss, rows, head_dim)                   \
+/* No background copies: Q and dO are loaded when a block begins. */
+#define FCL_DKDV_PREFETCH_Q_DO(q_base, q_ss, do_base, do_ss, rows, buf) ((void)0)
+#define FCL_DKDV_BLOCK_BEGIN(q_base, q_ss, do_base, do_ss, rows, head_dim, buf)            \
     do {                                                                                   \
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous block is consumed */                \
         fcl_load_tile(Qs, QS_LD, BR, Q, (q_base), (q_ss), (rows), (head_dim), lid);        \
         fcl_load_tile(dOs, QS_LD, BR, dO, (do_base), (do_ss), (rows), (head_dim), lid);    \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                      \
     } while (0)
 
-#define FCL_DKDV_ST(st)                                                                    \
+#define FCL_DKDV_ST(st, buf)                                                                    \
     do {                                                                                   \
         FCL_ZERO_TILE(st);                                                                 \
         FCL_TILE_PRODUCT(st, RM, RN, D_PAD, Kt + ty * RM, KT_LD, Qs + tx * QS_LD, TX * QS_LD, 1); \
     } while (0)
-#define FCL_DKDV_DPT(dpt)                                                                  \
+#define FCL_DKDV_DPT(dpt, buf)                                                                  \
     do {                                                                                   \
         FCL_ZERO_TILE(dpt);                                                                \
         FCL_TILE_PRODUCT(dpt, RM, RN, D_PAD, Vt + ty * RM, KT_LD, dOs + tx * QS_LD, TX * QS_LD, 1); \
@@ -308,7 +315,7 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
 #define FCL_DKDV_SET(st, dpt, i, j, p, ds)                                  \
     (Ps[(tx + TX * (j)) * PS_LD + ty * RM + (i)] = (p),                     \
      dSs[(tx + TX * (j)) * PS_LD + ty * RM + (i)] = (ds))
-#define FCL_DKDV_ACC(dk, dv, st, dpt)                                                      \
+#define FCL_DKDV_ACC(dk, dv, st, dpt, buf)                                                      \
     do {                                                                                   \
         barrier(CLK_LOCAL_MEM_FENCE); /* every P and dS of the tile is on chip */         \
         FCL_TILE_PRODUCT(dv, RM, DN, BR, Ps + ty * RM, PS_LD, dOs + tx, TX, QS_LD);         \

@@ -37,11 +37,16 @@ fcl_status fcl_debug_set_build_options(fcl_context *ctx, const char *options)
     return FCL_OK;
 }
 
-fcl_status fcl_debug_kernel_log(fcl_context *ctx, fcl_kernel_kind kind, size_t head_dim,
-                                fcl_dtype dtype, char *log, size_t size)
+fcl_status fcl_debug_kernel_log(fcl_context *ctx, const fcl_attention_desc *desc,
+                                fcl_kernel_kind kind, char *log, size_t size)
 {
+    if (ctx == NULL || desc == NULL || log == NULL)
+        return FCL_ERROR_NULL_ARGUMENT;
+    /* the kernel a plain call of `desc` runs */
+    const unsigned build =
+        fcl_uses_tensor_cores(ctx, desc, kind != FCL_KERNEL_FORWARD) ? FCL_BUILD_TILE_MMA : 0;
     fcl_resolved *r = NULL;
-    FCL_TRY(fcl_resolve(ctx, kind, head_dim, dtype, 0, &r));
+    FCL_TRY(fcl_resolve(ctx, kind, desc->head_dim, desc->dtype, build, &r));
     cl_program prog = NULL;
     cl_int err = clGetKernelInfo(r->kernel, CL_KERNEL_PROGRAM, sizeof prog, &prog, NULL);
     if (err == CL_SUCCESS)

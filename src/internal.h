@@ -142,9 +142,10 @@ fcl_status fcl_debug_set_tile(fcl_context *ctx, fcl_kernel_kind kind, int rows, 
 fcl_status fcl_debug_emulate_tensor_cores(fcl_context *ctx, int on);
 /* Appends options to every later build (e.g. -cl-nv-verbose). */
 fcl_status fcl_debug_set_build_options(fcl_context *ctx, const char *options);
-/* The build log of the program behind a resolved kernel. */
-fcl_status fcl_debug_kernel_log(fcl_context *ctx, fcl_kernel_kind kind, size_t head_dim,
-                                fcl_dtype dtype, char *log, size_t size);
+/* The build log of the program behind the kernel `kind` of a call of
+ * `desc` (without variants). */
+fcl_status fcl_debug_kernel_log(fcl_context *ctx, const fcl_attention_desc *desc,
+                                fcl_kernel_kind kind, char *log, size_t size);
 
 /* ---- device probing (device_probe.c, local_mem_probe.c) ------------------- */
 

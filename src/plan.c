@@ -27,8 +27,8 @@ uint64_t fcl_plan_local_bytes(fcl_kernel_kind kind, int rows, int cols, int d_pa
     case FCL_KERNEL_BACKWARD_DQ: /* Qt, dOt, Ks, Vs, dSt */
         floats = 2 * D * (R + 4) + 2 * C * (D + 1) + C * (R + 4);
         break;
-    case FCL_KERNEL_BACKWARD_DKDV: /* Kt, Vt, Qs, dOs, Ps, dSs, lse, delta */
-        floats = 2 * D * (R + 4) + 2 * C * (D + 1) + 2 * C * (R + 4) + 2 * C;
+    case FCL_KERNEL_BACKWARD_DKDV: /* Kt, Vt, Qs, dOs, Ps, dSs, lse and delta (2 each) */
+        floats = 2 * D * (R + 4) + 2 * C * (D + 1) + 2 * C * (R + 4) + 4 * C;
         break;
     }
     return floats * 4;

@@ -8,8 +8,9 @@
  * per accumulator) and by __local memory for the 16-bit tiles, rows padded
  * by 8 halves:
  *     forward  (rows + 2 * inner) * (d + 8) * 2
- *     dQ       (2 * rows + 2 * inner) * (d + 8) * 2
- *     dK/dV    (2 * rows + 2 * inner) * (d + 8) * 2 + 2 * inner * 4 (LSE, delta)
+ *     dQ       (2 * rows + 4 * inner) * (d + 8) * 2
+ *     dK/dV    (2 * rows + 4 * inner) * (d + 8) * 2 + 4 * inner * 4 (LSE, delta)
+ * (the backward's streamed tiles have two buffers each)
  * with rows = 16 * MB * warps, plus 24 bytes per work-item when the warp
  * operations are emulated.  Shapes by measurement on an H200 (NOTES.md).
  */
@@ -21,16 +22,25 @@ typedef struct mma_shape {
     int warps, mb, inner;
 } mma_shape;
 
-/* Defaults per kernel and head_dim, from the tuning runs in NOTES.md. */
+/* Defaults per kernel and head_dim: the best of the sweeps in NOTES.md
+ * (H200, fp16, N = 4096, B*N = 16384, H*d = 2048), TFLOP/s of the forward,
+ * or of the whole backward with the other backward kernel at its default:
+ *   forward d <= 64: 8 warps x 16 rows, 64 keys   175 (4 x 16: 173, 4 x 32: 146)  run 9
+ *   forward d = 128: 4 warps x 16 rows, 64 keys   206 (4 x 32: 196, 8 x 16: 159)  run 9
+ *   dQ d <= 64:      4 warps x 16 rows, 32 keys    90 (64 keys: 89, 4 x 32: 84)   run 10
+ *   dQ d = 128:      4 warps x 16 rows, 32 keys   128 (64 keys: 124)              run 10
+ *   dK/dV d <= 64:   4 warps x 16 keys, 32 rows    98 (64 rows: 88, 16 rows: 93)  run 10
+ *   dK/dV d = 128:   4 warps x 16 keys, 64 rows   127 (32 rows: 117)              run 10
+ * Two 16-row blocks per warp never won: at d = 128 they need 255 registers. */
 static mma_shape default_shape(fcl_kernel_kind kind, int d)
 {
     switch (kind) {
     case FCL_KERNEL_FORWARD:
-        return d <= 64 ? (mma_shape){4, 1, 64} : (mma_shape){8, 1, 64};
+        return d <= 64 ? (mma_shape){8, 1, 64} : (mma_shape){4, 1, 64};
     case FCL_KERNEL_BACKWARD_DQ:
-        return (mma_shape){4, 1, 64};
+        return (mma_shape){4, 1, 32};
     case FCL_KERNEL_BACKWARD_DKDV:
-        return (mma_shape){4, 1, 64};
+        return d <= 64 ? (mma_shape){4, 1, 32} : (mma_shape){4, 1, 64};
     }
     return (mma_shape){4, 1, 64};
 }
@@ -45,10 +55,10 @@ static uint64_t shape_bytes(fcl_kernel_kind kind, int d, mma_shape s, int emulat
         bytes = (rows + 2 * inner) * row_bytes;
         break;
     case FCL_KERNEL_BACKWARD_DQ:
-        bytes = (2 * rows + 2 * inner) * row_bytes;
+        bytes = (2 * rows + 4 * inner) * row_bytes;
         break;
     case FCL_KERNEL_BACKWARD_DKDV:
-        bytes = (2 * rows + 2 * inner) * row_bytes + 2 * inner * 4;
+        bytes = (2 * rows + 4 * inner) * row_bytes + 4 * inner * 4;
         break;
     }
     if (emulated)

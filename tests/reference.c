@@ -279,3 +279,48 @@ void ref_backward_lowp(const ref_problem *p, const double *q, const double *k, c
 {
     BACKWARD_BODY(float, expf, score_f, ref_forward_lowp, ROUND_STORAGE);
 }
+
+void ref_backward_magnitudes(const ref_problem *p, const double *q, const double *k,
+                             const double *v, const double *dout, double *mq, double *mk,
+                             double *mv)
+{
+    const size_t D = p->head_dim, Sq = p->seqlen_q, Sk = p->seqlen_k;
+    const size_t group = p->heads_q / p->heads_kv;
+    const size_t nq = p->batch * p->heads_q * Sq * D, nk = p->batch * p->heads_kv * Sk * D;
+    double *o = malloc(nq * sizeof *o);
+    double *lse = malloc(p->batch * p->heads_q * Sq * sizeof *lse);
+    ref_forward_f64(p, q, k, v, o, lse);
+    memset(mq, 0, nq * sizeof *mq);
+    memset(mk, 0, nk * sizeof *mk);
+    memset(mv, 0, nk * sizeof *mv);
+    const double scale = fabs(p->scale);
+    for (size_t b = 0; b < p->batch; ++b)
+        for (size_t h = 0; h < p->heads_q; ++h)
+            for (size_t i = 0; i < ref_len_q(p, b); ++i) {
+                const size_t qo = idx(p->heads_q, Sq, D, b, h, i);
+                const double L = lse[(b * p->heads_q + h) * Sq + i];
+                double delta_abs = 0;
+                for (size_t d = 0; d < D; ++d)
+                    delta_abs += fabs(dout[qo + d] * o[qo + d]);
+                for (size_t j = 0; j < Sk; ++j) {
+                    if (!ref_visible(p, b, h, i, j) || isinf(L))
+                        continue;
+                    const size_t ko = idx(p->heads_kv, Sk, D, b, h / group, j);
+                    double qk = 0, dp_abs = 0, t;
+                    for (size_t d = 0; d < D; ++d) {
+                        qk += q[qo + d] * k[ko + d];
+                        dp_abs += fabs(dout[qo + d] * v[ko + d]);
+                    }
+                    const double z = ref_dropout_factor(p, b, h, i, j);
+                    const double pij = exp(score(p, b, h, i, j, qk, &t) - L);
+                    const double ds_abs = pij * (dp_abs * z + delta_abs) * fabs(1 - t * t);
+                    for (size_t d = 0; d < D; ++d) {
+                        mv[ko + d] += pij * z * fabs(dout[qo + d]);
+                        mk[ko + d] += scale * ds_abs * fabs(q[qo + d]);
+                        mq[qo + d] += scale * ds_abs * fabs(k[ko + d]);
+                    }
+                }
+            }
+    free(lse);
+    free(o);
+}

@@ -64,4 +64,13 @@ void ref_backward_f64(const ref_problem *p, const double *q, const double *k, co
 void ref_backward_lowp(const ref_problem *p, const double *q, const double *k, const double *v,
                        const double *dout, double *dq, double *dk, double *dv);
 
+/* For each gradient element, the sum of the absolute values of the terms
+ * that make it up (dS_ij counted as P_ij (sum |dO_i v_j| + sum |dO_i o_i|),
+ * the two dot products that cancel in dP - delta).  Rounding errors of a
+ * correct computation are bounded relative to these sums, not to the
+ * gradient itself, which can be 0 exactly (one key: dK = dQ = 0). */
+void ref_backward_magnitudes(const ref_problem *p, const double *q, const double *k,
+                             const double *v, const double *dout, double *mq, double *mk,
+                             double *mv);
+
 #endif

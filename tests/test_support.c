@@ -326,10 +326,10 @@ static double *random_tensor(rng *r, size_t n, double scale, fcl_dtype dt)
 /* Applies the tolerance rule to one tensor's existing elements; keeps the
  * worst ratio in res. */
 static int compare(const char *name, const double *ours, const double *lowp, const double *ref,
-                   const unsigned char *valid, size_t n, double factor, fcl_dtype dt,
-                   size_t sum_terms, fa_result *res)
+                   const double *magnitude, const unsigned char *valid, size_t n, double factor,
+                   fcl_dtype dt, size_t sum_terms, fa_result *res)
 {
-    double err = 0, err_lp = 0, maxref = 0;
+    double err = 0, err_lp = 0, maxref = 0, maxmag = 0;
     for (size_t i = 0; i < n; ++i) {
         if (!valid[i])
             continue;
@@ -345,8 +345,10 @@ static int compare(const char *name, const double *ours, const double *lowp, con
         err = fmax(err, fabs(ours[i] - ref[i]));
         err_lp = fmax(err_lp, fabs(lowp[i] - ref[i]));
         maxref = fmax(maxref, fabs(ref[i]));
+        maxmag = fmax(maxmag, magnitude != NULL ? magnitude[i] : fabs(ref[i]));
     }
-    const double eps = (unit_roundoff(dt) + ldexp(1.0, -24) * sqrt((double)sum_terms)) * maxref;
+    const double eps = unit_roundoff(dt) * maxref +
+                       ldexp(1.0, -24) * sqrt((double)sum_terms) * fmax(maxref, maxmag);
     const double tol = factor * err_lp + eps;
     if (res->worst == NULL || err / (tol > 0 ? tol : 1) > res->err / (res->tol > 0 ? res->tol : 1)) {
         res->err = err;
@@ -685,8 +687,9 @@ int fa_check_forward(fcl_context *ctx, const fa_case *c, fa_result *res)
         ref_forward_lowp(&st.prob, st.q, st.k, st.v, olp, lselp);
         unsigned char *vo = tensor_valid(&fb.o), *vl = tensor_valid(&fb.lse);
         const size_t terms = c->head_dim + c->seqlen_k;
-        ok = compare("o", o, olp, o64, vo, st.nq, 2.0, c->dtype, terms, res);
-        ok = compare("lse", lse, lselp, lse64, vl, st.nlse, 2.0, FCL_DTYPE_FP32, terms, res) && ok;
+        ok = compare("o", o, olp, o64, NULL, vo, st.nq, 2.0, c->dtype, terms, res);
+        ok = compare("lse", lse, lselp, lse64, NULL, vl, st.nlse, 2.0, FCL_DTYPE_FP32, terms, res) &&
+             ok;
         res->masked_rows_ok = check_masked_rows(c, o, lse);
         ok = ok && res->masked_rows_ok != 0 && res->unwritten == 0 && res->guard_bad == 0 &&
              res->nonfinite == 0;
@@ -723,15 +726,19 @@ int fa_check_backward(fcl_context *ctx, const fa_case *c, fa_result *res)
         }
         ref_backward_f64(&st.prob, st.q, st.k, st.v, st.dout, g64[0], g64[1], g64[2]);
         ref_backward_lowp(&st.prob, st.q, st.k, st.v, st.dout, glp[0], glp[1], glp[2]);
+        double *mag[3];
+        for (int i = 0; i < 3; ++i)
+            mag[i] = malloc(n[i] * sizeof *mag[i]);
+        ref_backward_magnitudes(&st.prob, st.q, st.k, st.v, st.dout, mag[0], mag[1], mag[2]);
         static const char *names[3] = {"dq", "dk", "dv"};
         const size_t terms =
             c->head_dim + (c->seqlen_q > c->seqlen_k ? c->seqlen_q : c->seqlen_k);
         for (int i = 0; i < 3; ++i)
-            ok = compare(names[i], g[i], glp[i], g64[i], valid[i], n[i], 3.0, c->dtype, terms,
-                         res) && ok;
+            ok = compare(names[i], g[i], glp[i], g64[i], mag[i], valid[i], n[i], 3.0, c->dtype,
+                         terms, res) && ok;
         ok = ok && res->unwritten == 0 && res->guard_bad == 0 && res->nonfinite == 0;
         for (int i = 0; i < 3; ++i)
-            free(g[i]), free(g64[i]), free(glp[i]), free(valid[i]);
+            free(g[i]), free(g64[i]), free(glp[i]), free(valid[i]), free(mag[i]);
     }
     free_backward_buffers(&bb);
     free_forward_buffers(&fb);

@@ -1,0 +1,72 @@
+"""PyTorch's attention backends at the shapes of flashcl-bench, for issue-style
+side-by-side runs: the method of the shared sdpa_anchor.py (median of 20
+CUDA-event timings after 3 warm-ups; FLOPs 4*B*H*N*N*d, halved when causal,
+backward 2.5x; B*N = 16384, H*d = 2048, layout (B, H, N, d)), extended to
+bf16 and head_dim 256.
+
+Usage (GPU machine, where python3 has torch):
+  python3 sdpa_backends.py [--dtypes fp16,bf16] [--head-dims 64,128,256]
+                           [--seqlens 1024,4096,16384] [--csv FILE]
+"""
+import sys, torch, torch.nn.functional as F
+from torch.nn.attention import sdpa_kernel, SDPBackend
+
+
+def bench(fn, reps=20):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    s = torch.cuda.Event(enable_timing=True); e = torch.cuda.Event(enable_timing=True)
+    ts = []
+    for _ in range(reps):
+        s.record(); fn(); e.record(); torch.cuda.synchronize(); ts.append(s.elapsed_time(e))
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
+def arg(name, default):
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+
+def main():
+    dtypes = arg("--dtypes", "fp16,bf16").split(",")
+    dims = [int(x) for x in arg("--head-dims", "64,128,256").split(",")]
+    lens = [int(x) for x in arg("--seqlens", "1024,4096,16384").split(",")]
+    csv = arg("--csv", None)
+    print(torch.__version__, torch.cuda.get_device_name(), flush=True)
+    rows = []
+    for dt in dtypes:
+        tdt = torch.float16 if dt == "fp16" else torch.bfloat16
+        for d in dims:
+            for causal in [False, True]:
+                for N in lens:
+                    B = max(1, 16384 // N); H = max(1, 2048 // d)
+                    q = torch.randn(B, H, N, d, device="cuda", dtype=tdt, requires_grad=True)
+                    k = torch.randn_like(q, requires_grad=True); v = torch.randn_like(q, requires_grad=True)
+                    fl = 4 * B * H * N * N * d * (0.5 if causal else 1)
+                    line = f"{dt} d={d} causal={int(causal)} N={N} B={B} H={H}"
+                    for be, name in [(SDPBackend.FLASH_ATTENTION, "fa2"), (SDPBackend.CUDNN_ATTENTION, "cudnn"),
+                                     (SDPBackend.EFFICIENT_ATTENTION, "memeff")]:
+                        try:
+                            with sdpa_kernel(be):
+                                f = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                                ms = bench(f)
+                                o = f(); do = torch.randn_like(o)
+                                msb = bench(lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True))
+                            tf, tb = fl / ms / 1e9, 2.5 * fl / msb / 1e9
+                            line += f" | {name} fwd {tf:.0f} bwd {tb:.0f}"
+                            rows.append((dt, d, int(causal), N, B, H, name, round(tf, 1), round(tb, 1)))
+                        except Exception as ex:  # a backend may not take a shape
+                            line += f" | {name} n/a ({type(ex).__name__})"
+                    print(line, flush=True)
+                    del q, k, v
+                    torch.cuda.empty_cache()
+    if csv:
+        with open(csv, "w") as fh:
+            fh.write("dtype,d,causal,N,B,H,backend,fwd_tflops,bwd_tflops\n")
+            for r in rows:
+                fh.write(",".join(map(str, r)) + "\n")
+
+
+if __name__ == "__main__":
+    main()
