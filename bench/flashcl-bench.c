@@ -509,23 +509,30 @@ int main(int argc, char **argv)
                         if (dP) clReleaseMemObject(dP);
                         if (delta) clReleaseMemObject(delta);
                     }
-                    fcl_plan plan;
+                    fcl_plan plan, plan_dkdv;
                     st = fcl_plan_query(fctx, &desc, bwd ? FCL_KERNEL_BACKWARD_DQ : FCL_KERNEL_FORWARD, &plan);
+                    if (st == FCL_OK && bwd)
+                        st = fcl_plan_query(fctx, &desc, FCL_KERNEL_BACKWARD_DKDV, &plan_dkdv);
                     if (st != FCL_OK) {
                         fprintf(stderr, "flashcl: plan: %s\n", fcl_status_string(st));
                         return 1;
                     }
+                    char path[80]; /* the backward's two kernels may take different paths */
+                    if (bwd && strcmp(plan.variant, plan_dkdv.variant) != 0)
+                        snprintf(path, sizeof path, "dq %s + dkdv %s", plan.variant, plan_dkdv.variant);
+                    else
+                        snprintf(path, sizeof path, "%s", plan.variant);
                     const double tf = pfl / ours / 1e12, ntf = pfl / naive_s / 1e12;
                     const double shown = tf * 1e12 / unit, nshown = ntf * 1e12 / unit;
                     printf("%-4s %-4s %4zu %6d %6zu %4zu %4zu | %9.3f %8.2f %5.1f%% | %9.3f %8.2f | %6.2fx | %9.2f %10.1f | %9.2e %s%s\n",
                            bwd ? "bwd" : "fwd", fcl_dtype_name(c.dtype), t.d, causal, t.N, t.B, t.H,
                            ours * 1e3, shown, 100 * tf / ceiling, naive_s * 1e3, nshown, naive_s / ours, ours_mib,
-                           naive_mib, diff, note, strcmp(plan.variant, "portable-fma") ? " [tensor cores]" : "");
+                           naive_mib, diff, note, strcmp(path, "portable-fma") ? " [tensor cores]" : "");
                     fflush(stdout);
                     if (out)
                         fprintf(out, "%s,%s,%zu,%d,%zu,%zu,%zu,%s,%.4f,%.6f,%.1f,%.4f,%.6f,%.2f,%.3f,%.1f,%.2e,%s\n",
                                 bwd ? "bwd" : "fwd", fcl_dtype_name(c.dtype), t.d, causal, t.N, t.B, t.H,
-                                plan.variant, ours * 1e3, tf, 100 * tf / ceiling, naive_s * 1e3, ntf, naive_s / ours,
+                                path, ours * 1e3, tf, 100 * tf / ceiling, naive_s * 1e3, ntf, naive_s / ours,
                                 ours_mib, naive_mib, diff, note);
                     free(times);
                 }

@@ -33,7 +33,7 @@ for step in $steps; do
         echo "$t: rc=$?"; grep -E "PASSED|FAILED|FAIL |error" "$OUT/$t.log" | head -20
       done ;;
     tune-mma)
-      for d in 64 128; do
+      for d in ${TUNE_DIMS:-64 128}; do
         timeout 280 "$B/bench/flashcl-tune" --dtype fp16 --head-dims $d --verbose-build --reps 5 \
           --kernels "${TUNE_KERNELS:-fwd,dq,dkdv}" 2>&1 \
           | tee -a "$OUT/tune_mma_fp16.txt"

@@ -136,10 +136,14 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
     /* Build and check every kernel before anything is enqueued. */
     fcl_resolved *r_dq = NULL, *r_dkdv = NULL;
     const size_t D = desc->head_dim;
-    const unsigned build =
-        var.features | (fcl_uses_tensor_cores(ctx, desc, true) ? FCL_BUILD_TILE_MMA : 0);
-    FCL_TRY(fcl_resolve(ctx, FCL_KERNEL_BACKWARD_DQ, D, desc->dtype, build, &r_dq));
-    FCL_TRY(fcl_resolve(ctx, FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype, build, &r_dkdv));
+    /* each kernel on tensor cores where it can be (dK/dV stops at d = 128) */
+    const unsigned mma = FCL_BUILD_TILE_MMA;
+    const unsigned build_dq =
+        var.features | (fcl_uses_tensor_cores(ctx, desc, FCL_KERNEL_BACKWARD_DQ) ? mma : 0);
+    const unsigned build_dkdv =
+        var.features | (fcl_uses_tensor_cores(ctx, desc, FCL_KERNEL_BACKWARD_DKDV) ? mma : 0);
+    FCL_TRY(fcl_resolve(ctx, FCL_KERNEL_BACKWARD_DQ, D, desc->dtype, build_dq, &r_dq));
+    FCL_TRY(fcl_resolve(ctx, FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype, build_dkdv, &r_dkdv));
 
     fcl_status st = FCL_OK;
     const size_t batch = desc->varlen ? 1 : desc->batch;

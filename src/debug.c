@@ -44,7 +44,7 @@ fcl_status fcl_debug_kernel_log(fcl_context *ctx, const fcl_attention_desc *desc
         return FCL_ERROR_NULL_ARGUMENT;
     /* the kernel a plain call of `desc` runs */
     const unsigned build =
-        fcl_uses_tensor_cores(ctx, desc, kind != FCL_KERNEL_FORWARD) ? FCL_BUILD_TILE_MMA : 0;
+        fcl_uses_tensor_cores(ctx, desc, kind) ? FCL_BUILD_TILE_MMA : 0;
     fcl_resolved *r = NULL;
     FCL_TRY(fcl_resolve(ctx, kind, desc->head_dim, desc->dtype, build, &r));
     cl_program prog = NULL;

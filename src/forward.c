@@ -59,7 +59,7 @@ fcl_status fcl_attention_forward_ex(fcl_context *ctx, const fcl_attention_desc *
     fcl_variants var;
     FCL_TRY(fcl_variants_prepare(ctx, desc, aux, num_wait, wait_list, &var));
 
-    const unsigned build = var.features | (fcl_uses_tensor_cores(ctx, desc, false) ? FCL_BUILD_TILE_MMA : 0);
+    const unsigned build = var.features | (fcl_uses_tensor_cores(ctx, desc, FCL_KERNEL_FORWARD) ? FCL_BUILD_TILE_MMA : 0);
     fcl_resolved *r = NULL;
     FCL_TRY(fcl_resolve(ctx, FCL_KERNEL_FORWARD, desc->head_dim, desc->dtype, build, &r));
     forward_call call = {desc, &var, q, k, v, o, lse};

@@ -82,6 +82,9 @@ void fcl_plan_effective_limits(const fcl_caps *caps, const fcl_plan_limits *limi
  * `target` (forced by a tuning tool): rows x cols of the S tile as for
  * fcl_plan_make, ty = warps.  `emulated`: the warp operations of
  * cl/warp_emulated.cl (tests on any device). */
+/* The largest head_dim a kernel takes on tensor cores: 256, but 128 for
+ * dK/dV, whose two accumulators would not fit in registers. */
+int fcl_mma_max_head_dim(fcl_kernel_kind kind);
 fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
                              fcl_dtype dtype, const fcl_plan_limits *limits,
                              const fcl_tuned_tile *target, int emulated, fcl_plan_full *out);
@@ -252,9 +255,10 @@ enum {
     FCL_BUILD_TILE_MMA = 0x100
 };
 
-/* Whether the kernels of `desc` (the forward, or the backward's dQ and
- * dK/dV) run on the tensor-core pieces (tensor_cores.c). */
-bool fcl_uses_tensor_cores(const fcl_context *ctx, const fcl_attention_desc *desc, bool backward);
+/* Whether kernel `kind` of a call of `desc` runs on the tensor-core pieces
+ * (tensor_cores.c). */
+bool fcl_uses_tensor_cores(const fcl_context *ctx, const fcl_attention_desc *desc,
+                           fcl_kernel_kind kind);
 
 /* A call's variants in kernel form; the trailing kernel arguments. */
 typedef struct fcl_variants {

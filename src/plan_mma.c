@@ -31,12 +31,14 @@ typedef struct mma_shape {
  *   dQ d = 128:      4 warps x 16 rows, 32 keys   128 (64 keys: 124)              run 10
  *   dK/dV d <= 64:   4 warps x 16 keys, 32 rows    98 (64 rows: 88, 16 rows: 93)  run 10
  *   dK/dV d = 128:   4 warps x 16 keys, 64 rows   127 (32 rows: 117)              run 10
- * Two 16-row blocks per warp never won: at d = 128 they need 255 registers. */
+ * Two 16-row blocks per warp never won: at d = 128 they need 255 registers.
+ * d = 256 (forward and dQ only): 4 warps x 16 rows, 32 keys, the smallest
+ * score tile beside a 128-float accumulator; not tuned. */
 static mma_shape default_shape(fcl_kernel_kind kind, int d)
 {
     switch (kind) {
     case FCL_KERNEL_FORWARD:
-        return d <= 64 ? (mma_shape){8, 1, 64} : (mma_shape){4, 1, 64};
+        return d <= 64 ? (mma_shape){8, 1, 64} : d <= 128 ? (mma_shape){4, 1, 64} : (mma_shape){4, 1, 32};
     case FCL_KERNEL_BACKWARD_DQ:
         return (mma_shape){4, 1, 32};
     case FCL_KERNEL_BACKWARD_DKDV:
@@ -79,11 +81,16 @@ static const char *kernel_words(fcl_kernel_kind kind)
     return "";
 }
 
+/* Registers per lane for one 16-row block: an accumulator is d / 2 floats;
+ * dK/dV holds two, so d = 256 would need 256 for them alone. */
+int fcl_mma_max_head_dim(fcl_kernel_kind kind) { return kind == FCL_KERNEL_BACKWARD_DKDV ? 128 : 256; }
+
 fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
                              fcl_dtype dtype, const fcl_plan_limits *limits,
                              const fcl_tuned_tile *target, int emulated, fcl_plan_full *out)
 {
-    if (head_dim < 16 || head_dim > 128 || head_dim % 16 != 0 || dtype == FCL_DTYPE_FP32)
+    if (head_dim < 16 || head_dim > (size_t)fcl_mma_max_head_dim(kind) || head_dim % 16 != 0 ||
+        dtype == FCL_DTYPE_FP32)
         return FCL_ERROR_NO_PLAN;
     memset(out, 0, sizeof *out);
     const int d = (int)head_dim;

@@ -165,7 +165,7 @@ fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *desc, fcl_
         return FCL_ERROR_INVALID_VALUE;
     FCL_TRY(fcl_validate_desc(desc));
     const unsigned build =
-        fcl_uses_tensor_cores(ctx, desc, kernel != FCL_KERNEL_FORWARD) ? FCL_BUILD_TILE_MMA : 0;
+        fcl_uses_tensor_cores(ctx, desc, kernel) ? FCL_BUILD_TILE_MMA : 0;
     fcl_resolved *r = NULL;
     FCL_TRY(fcl_resolve(ctx, kernel, desc->head_dim, desc->dtype, build, &r));
     *plan = r->plan.pub;

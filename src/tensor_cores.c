@@ -9,8 +9,10 @@ static bool rows_aligned(const fcl_layout *l)
            l->stride_seq % 8 == 0;
 }
 
-bool fcl_uses_tensor_cores(const fcl_context *ctx, const fcl_attention_desc *d, bool backward)
+bool fcl_uses_tensor_cores(const fcl_context *ctx, const fcl_attention_desc *d,
+                           fcl_kernel_kind kind)
 {
+    const bool backward = kind != FCL_KERNEL_FORWARD;
     /* The real device decides: an emulated profile plans the portable path.
      * The test mode stands in for the device. */
     const fcl_device_info *in = &ctx->info;
@@ -19,6 +21,6 @@ bool fcl_uses_tensor_cores(const fcl_context *ctx, const fcl_attention_desc *d, 
                          in->nv_compute_capability >= 80);
     return !ctx->portable_only && device &&
            (d->dtype == FCL_DTYPE_FP16 || d->dtype == FCL_DTYPE_BF16) && d->head_dim % 16 == 0 &&
-           d->head_dim <= 128 && rows_aligned(&d->q) && rows_aligned(&d->k) &&
+           d->head_dim <= (size_t)fcl_mma_max_head_dim(kind) && rows_aligned(&d->q) && rows_aligned(&d->k) &&
            rows_aligned(&d->v) && (!backward || rows_aligned(&d->dout));
 }

@@ -4,7 +4,7 @@
  * emulated warp operations of cl/warp_emulated.cl, which check the pieces'
  * fragment layouts, masking, variants and barriers without a GPU.  Every
  * test first checks that the calls really plan the tensor-core pieces.
- * Shapes: fp16 and bf16, head_dim 16..128, odd lengths, GQA, causal,
+ * Shapes: fp16 and bf16, head_dim 16..256, odd lengths, GQA, causal,
  * variants, packed sequences, and forced tiles with two row blocks per warp
  * (the shapes the tuner may choose).  Tolerances: test_support.h. */
 #include <setjmp.h>
@@ -71,6 +71,22 @@ static void test_selection(void **state)
     assert_null(strstr(plan_variant(FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP32), "mma"));
     assert_null(strstr(plan_variant(FCL_KERNEL_BACKWARD_DQ, 72, FCL_DTYPE_FP16), "mma"));
     assert_null(strstr(plan_variant(FCL_KERNEL_BACKWARD_DKDV, 256, FCL_DTYPE_BF16), "mma"));
+    assert_non_null(strstr(plan_variant(FCL_KERNEL_FORWARD, 256, FCL_DTYPE_BF16), "mma"));
+    assert_non_null(strstr(plan_variant(FCL_KERNEL_BACKWARD_DQ, 256, FCL_DTYPE_FP16), "mma"));
+}
+
+/* head_dim 256: the forward and dQ on tensor cores, dK/dV portable. */
+static void test_head_dim_256(void **state)
+{
+    (void)state;
+    fa_case c = base_case(7050);
+    c.heads_q = 2;
+    c.heads_kv = 1;
+    c.seqlen_q = 40;
+    c.seqlen_k = 51;
+    c.head_dim = 256;
+    c.causal = 1;
+    check_both(&c);
 }
 
 /* Every head dim the pieces take, both 16-bit types, causal on every other. */
@@ -172,6 +188,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_selection),
         cmocka_unit_test(test_head_dims),
+        cmocka_unit_test(test_head_dim_256),
         cmocka_unit_test(test_lengths_and_layout),
         cmocka_unit_test(test_variants),
         cmocka_unit_test(test_forced_tiles),
