@@ -13,6 +13,8 @@ mkdir -p "$OUT" /etc/OpenCL/vendors
 echo libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd
 export LD_LIBRARY_PATH=$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 steps=${*:-info tests bench}
+# issue 4's side-by-side benchmark as one step
+steps=${steps//final-all/final-fp16 final-bf16 final-sdpa}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
 for step in $steps; do
   case $step in
