@@ -33,7 +33,7 @@ def read_ours(path):
 def read_sdpa(path, dtype):
     rows = {}
     with open(path) as f:
-        for r in csv.DictReader(f):
+        for r in csv.DictReader(line for line in f if not line.startswith("#")):
             if r.get("dtype", "fp16") != dtype:
                 continue
             key = (int(r["d"]), int(r["causal"]), int(r["N"]))

@@ -435,7 +435,8 @@ typedef struct fcl_plan {
     size_t threads_row;            /* work-group = threads_row x threads_col */
     size_t threads_col;
     uint64_t local_bytes;          /* __local bytes of the kernel */
-    char variant[32];              /* "portable-fma" or "nvidia-mma-sync" (tensor cores) */
+    char variant[32];              /* "portable-fma", or "nvidia-mma-sync" (tensor cores;
+                                      "emulated-mma-sync" in the tests' emulation) */
     char source[64];               /* "analytic", "tuned: <entry>", ... */
     char reason[384];              /* why (d) differs from (c) */
 } fcl_plan;
