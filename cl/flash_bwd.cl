@@ -16,7 +16,11 @@
  * two tile plans stay independent.  As in the forward, the loops, masks and
  * variants are written once here, and how tiles are held and multiplied is
  * a piece (tile_portable.cl, tile_nv_mma.cl): per kernel, its __local tiles
- * and loads, the two products that rebuild S and dP (FCL_DQ_S / FCL_DQ_DP,
+ * and loads (FCL_DQ_LOAD_Q_DO, FCL_DQ_PREFETCH_KV / FCL_DQ_TILE_BEGIN;
+ * FCL_DKDV_LOAD_KV, FCL_DKDV_PREFETCH_Q_DO / FCL_DKDV_BLOCK_BEGIN: a piece
+ * may fetch the next streamed tile into a second buffer, named by `buf`,
+ * while the current one is used, or load it when the tile begins), the two
+ * products that rebuild S and dP (FCL_DQ_S / FCL_DQ_DP,
  * FCL_DKDV_ST / FCL_DKDV_DPT), where P and dS go (FCL_DQ_SET_DS,
  * FCL_DKDV_SET) and the products that accumulate the gradients
  * (FCL_DQ_ACC, FCL_DKDV_ACC).  The variants (common.cl) recompute the

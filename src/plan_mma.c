@@ -31,6 +31,8 @@ typedef struct mma_shape {
  *   dQ d = 128:      4 warps x 16 rows, 32 keys   128 (64 keys: 124)              run 10
  *   dK/dV d <= 64:   4 warps x 16 keys, 32 rows    98 (64 rows: 88, 16 rows: 93)  run 10
  *   dK/dV d = 128:   4 warps x 16 keys, 64 rows   127 (32 rows: 117)              run 10
+ * The A100 (sm_80, 164 KiB usable) gets the same shapes, which all fit its
+ * memory (test_plan checks it): derived from the same rules, not measured.
  * Two 16-row blocks per warp never won: at d = 128 they need 255 registers.
  * d = 256 (forward and dQ only): 4 warps x 16 rows, 32 keys, the smallest
  * score tile beside a 128-float accumulator; not tuned. */

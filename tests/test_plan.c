@@ -158,6 +158,80 @@ static void test_local_bytes_match_compiler(void **state)
     }
 }
 
+/* The tensor-core tiles: the measured defaults fit the H100's and the
+ * A100's probed memory unchanged (so the A100, not measured, gets the same
+ * shapes), respect lowered limits, and refuse what the pieces cannot do. */
+static void test_tensor_core_plans(void **state)
+{
+    (void)state;
+    const fcl_profile *h100 = fcl_profile_find("nvidia-h100");
+    const fcl_profile *a100 = fcl_profile_find("nvidia-a100");
+    const size_t dims[4] = {16, 64, 128, 256};
+    for (int k = 0; k < 3; ++k)
+        for (int i = 0; i < 4; ++i) {
+            fcl_plan_full ph, pa;
+            const fcl_status want = dims[i] > (size_t)fcl_mma_max_head_dim(kinds[k])
+                                        ? FCL_ERROR_NO_PLAN
+                                        : FCL_OK;
+            assert_int_equal(fcl_plan_make_mma(&h100->caps, kinds[k], dims[i], FCL_DTYPE_BF16, NULL,
+                                               NULL, 0, &ph),
+                             want);
+            assert_int_equal(fcl_plan_make_mma(&a100->caps, kinds[k], dims[i], FCL_DTYPE_FP16, NULL,
+                                               NULL, 0, &pa),
+                             want);
+            if (want != FCL_OK)
+                continue;
+            assert_true(pa.pub.local_bytes <= a100->caps.local_mem_usable);
+            assert_int_equal(pa.pub.br, ph.pub.br);
+            assert_int_equal(pa.pub.bc, ph.pub.bc);
+            assert_int_equal(pa.pub.work_group_size, ph.pub.work_group_size);
+            assert_int_equal(pa.tile_mma, 1);
+            assert_int_equal(pa.pub.work_group_size, 32 * (size_t)pa.ty);
+            /* half the memory: a smaller plan that fits */
+            fcl_plan_limits lim = {pa.pub.local_bytes / 2, 0};
+            fcl_plan_full small;
+            assert_int_equal(fcl_plan_make_mma(&a100->caps, kinds[k], dims[i], FCL_DTYPE_FP16, &lim,
+                                               NULL, 0, &small),
+                             FCL_OK);
+            assert_true(small.pub.local_bytes <= lim.local_bytes);
+        }
+    fcl_plan_full p;
+    assert_int_equal(fcl_plan_make_mma(&h100->caps, FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP32, NULL,
+                                       NULL, 0, &p),
+                     FCL_ERROR_NO_PLAN);
+    assert_int_equal(fcl_plan_make_mma(&h100->caps, FCL_KERNEL_FORWARD, 72, FCL_DTYPE_FP16, NULL,
+                                       NULL, 0, &p),
+                     FCL_ERROR_NO_PLAN);
+    /* a forced shape that is not whole 16-row blocks per warp */
+    const fcl_tuned_tile odd = {40, 64, 2, 32, "test"};
+    assert_int_equal(fcl_plan_make_mma(&h100->caps, FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP16, NULL,
+                                       &odd, 0, &p),
+                     FCL_ERROR_INVALID_VALUE);
+}
+
+/* The tensor-core pieces' local-memory formula is what the compiler
+ * allocates (emulated warp operations, so on any device). */
+static void test_tensor_core_local_bytes(void **state)
+{
+    (void)state;
+    fcl_context *ctx = test_context(NULL);
+    assert_non_null(ctx);
+    assert_int_equal(fcl_debug_emulate_tensor_cores(ctx, 1), FCL_OK);
+    for (int k = 0; k < 3; ++k) {
+        fcl_resolved *r = NULL;
+        assert_int_equal(fcl_resolve(ctx, kinds[k], 64, FCL_DTYPE_FP16, FCL_BUILD_TILE_MMA, &r),
+                         FCL_OK);
+        assert_int_equal(r->plan.tile_mma, 1);
+        cl_ulong used = 0;
+        assert_int_equal(clGetKernelWorkGroupInfo(r->kernel, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE,
+                                                  sizeof used, &used, NULL),
+                         CL_SUCCESS);
+        assert_true(used >= r->plan.pub.local_bytes);
+        assert_true(used <= r->plan.pub.local_bytes + 1024);
+    }
+    fcl_context_destroy(ctx);
+}
+
 /* A launch refused for resources re-plans smaller, says so, and still
  * computes the right answer. */
 static void test_launch_failure_fallback(void **state)
@@ -195,6 +269,8 @@ int main(void)
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_local_bytes_match_compiler),
         cmocka_unit_test(test_launch_failure_fallback),
+        cmocka_unit_test(test_tensor_core_plans),
+        cmocka_unit_test(test_tensor_core_local_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
