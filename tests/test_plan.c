@@ -136,6 +136,17 @@ static void test_limits(void **state)
 }
 
 /* The planner's local-memory formula is what the compiler allocates. */
+static void assert_local_bytes_planned(fcl_context *ctx, const fcl_resolved *r)
+{
+    cl_ulong used = 0;
+    assert_int_equal(clGetKernelWorkGroupInfo(r->kernel, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE,
+                                              sizeof used, &used, NULL),
+                     CL_SUCCESS);
+    /* drivers may add a little of their own (NVIDIA: tens of bytes) */
+    assert_true(used >= r->plan.pub.local_bytes);
+    assert_true(used <= r->plan.pub.local_bytes + 1024);
+}
+
 static void test_local_bytes_match_compiler(void **state)
 {
     (void)state;
@@ -146,13 +157,7 @@ static void test_local_bytes_match_compiler(void **state)
         for (int k = 0; k < 3; ++k) {
             fcl_resolved *r = NULL;
             assert_int_equal(fcl_resolve(ctx, kinds[k], 80, FCL_DTYPE_FP16, 0, &r), FCL_OK);
-            cl_ulong used = 0;
-            assert_int_equal(clGetKernelWorkGroupInfo(r->kernel, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE,
-                                                      sizeof used, &used, NULL),
-                             CL_SUCCESS);
-            /* drivers may add a little of their own (NVIDIA: tens of bytes) */
-            assert_true(used >= r->plan.pub.local_bytes);
-            assert_true(used <= r->plan.pub.local_bytes + 1024);
+            assert_local_bytes_planned(ctx, r);
         }
         fcl_context_destroy(ctx);
     }
@@ -222,12 +227,7 @@ static void test_tensor_core_local_bytes(void **state)
         assert_int_equal(fcl_resolve(ctx, kinds[k], 64, FCL_DTYPE_FP16, FCL_BUILD_TILE_MMA, &r),
                          FCL_OK);
         assert_int_equal(r->plan.tile_mma, 1);
-        cl_ulong used = 0;
-        assert_int_equal(clGetKernelWorkGroupInfo(r->kernel, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE,
-                                                  sizeof used, &used, NULL),
-                         CL_SUCCESS);
-        assert_true(used >= r->plan.pub.local_bytes);
-        assert_true(used <= r->plan.pub.local_bytes + 1024);
+        assert_local_bytes_planned(ctx, r);
     }
     fcl_context_destroy(ctx);
 }
