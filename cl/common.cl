@@ -137,6 +137,37 @@ inline fcl_seq fcl_sequence(int b, int seqlen_q, int seqlen_k, __global const in
     return s;
 }
 
+/* The Q block (of br rows) a work-group of the forward or dQ kernel owns.  Work-groups
+ * are (Q block, batch*head), batch*head fastest; Q blocks go in reverse:
+ * under a causal mask the last ones see the most keys, so they start first
+ * and the tail of the launch is short.  Q blocks past a shorter packed
+ * sequence get rows = 0: they load zeros, visit no key block and store
+ * nothing (not an early return: PoCL miscompiled one before the barriers,
+ * writing past the output). */
+typedef struct {
+    int bh, b, h, hk; /* batch * heads_q + h, batch entry, query head, its K/V head */
+    int r0, rows;     /* first row of the block, and its rows inside the sequence */
+    fcl_seq sq;
+} fcl_q_block;
+
+inline fcl_q_block fcl_q_block_of_group(int br, int num_bh, int heads_q, int q_per_kv,
+                                        int seqlen_q, int seqlen_k, __global const int *cu_q,
+                                        __global const int *cu_k, int window_left,
+                                        int window_right)
+{
+    fcl_q_block q;
+    const int g = (int)get_group_id(0);
+    const int num_qb = (int)get_num_groups(0) / num_bh;
+    q.bh = g - (g / num_bh) * num_bh;
+    q.h = q.bh % heads_q;
+    q.b = q.bh / heads_q;
+    q.hk = q.h / q_per_kv;
+    q.sq = fcl_sequence(q.b, seqlen_q, seqlen_k, cu_q, cu_k, window_left, window_right);
+    q.r0 = (num_qb - 1 - g / num_bh) * br;
+    q.rows = clamp(q.sq.seqlen_q - q.r0, 0, br);
+    return q;
+}
+
 /* The element offset of batch entry b: packed sequences have none. */
 inline long fcl_batch_offset(int b, long stride_batch)
 {
@@ -253,16 +284,47 @@ inline int fcl_blocks_cover(const fcl_blocks bl, int r0, int r1, int c0, int c1)
     return !any ? FCL_BLOCKS_NONE : all ? FCL_BLOCKS_ALL : FCL_BLOCKS_SOME;
 }
 
-/* The first key tile at or after column c (a multiple of BC) that rows
- * [r0, r1) have to visit: with a block-sparse mask, tiles it covers with
- * zero blocks only are skipped.  key_end when there is none. */
-inline int fcl_next_key_tile(const fcl_blocks bl, int r0, int r1, int c, int key_end, int seqlen_k)
+/* How the block mask covers a tile; FCL_BLOCKS_ALL when none is compiled in. */
+inline int fcl_tile_cover(const fcl_blocks bl, int r0, int r1, int c0, int c1)
 {
 #if FCL_HAS(FCL_FEAT_BLOCKMASK)
-    while (c < key_end && fcl_blocks_cover(bl, r0, r1, c, min(c + BC, seqlen_k)) == FCL_BLOCKS_NONE)
-        c += BC;
+    return fcl_blocks_cover(bl, r0, r1, c0, c1);
+#else
+    return FCL_BLOCKS_ALL;
 #endif
+}
+
+/* The first key tile of bc keys at or after column c (a multiple of bc)
+ * that rows [r0, r1) have to visit: with a block-sparse mask, tiles it covers
+ * with zero blocks only are skipped.  key_end when there is none. */
+inline int fcl_next_key_tile(const fcl_blocks bl, int bc, int r0, int r1, int c, int key_end,
+                             int seqlen_k)
+{
+    while (c < key_end && fcl_tile_cover(bl, r0, r1, c, min(c + bc, seqlen_k)) == FCL_BLOCKS_NONE)
+        c += bc;
     return c < key_end ? c : key_end;
+}
+
+/* Whether the scores of the tile (query rows [r0, r1), keys [c0, c1)) need
+ * the per-score test of fcl_score_visible: tiles inside the mask, wholly
+ * covered by the block mask, skip it (padding rows need none: the kernels
+ * give them zero probability through their LSE or output). */
+inline bool fcl_tile_edge(const fcl_mask m, int cover, int r0, int r1, int c0, int c1)
+{
+    return !fcl_tile_inside(m, r0, r1, c0, c1) || cover != FCL_BLOCKS_ALL;
+}
+
+/* Score (i, j) of an edge tile: inside the mask and, unless the block mask
+ * covers the whole tile, in a non-zero block (rows past seqlen_q have no
+ * block). */
+inline bool fcl_score_visible(const fcl_mask m, const fcl_blocks bl, int cover, int seqlen_q, int i,
+                              int j)
+{
+    bool vis = fcl_visible(m, i, j);
+#if FCL_HAS(FCL_FEAT_BLOCKMASK)
+    vis = vis && (cover == FCL_BLOCKS_ALL || (i < seqlen_q && fcl_block_on(bl, i, j)));
+#endif
+    return vis;
 }
 
 /* ---- the per-(batch, head) state of the variants, as every kernel needs it */

@@ -30,6 +30,28 @@
  * output.
  */
 
+/* P and dS of one visible score, from its raw q.k (s) and dO.v (dp), with
+ * LSE in the piece's exponent units: .x = P as dV sees it (dropped), .y = dS. */
+inline float2 fcl_backward_score(float s, float dp, float lse_units, float delta,
+                                 const fcl_score_mods mods, float units_scale, int diag,
+                                 const fcl_dropout drop, int bh, int row, int col)
+{
+    float t; /* the softcap's tanh */
+    float p = FCL_EXP(FCL_SCORE_UNITS(s, mods, units_scale, row, col, diag, &t) - lse_units);
+#if FCL_HAS(FCL_FEAT_DROPOUT)
+    const float keep = fcl_dropout_factor(drop, bh, row, col);
+    dp *= keep;
+#endif
+    float ds = p * (dp - delta);
+#if FCL_HAS(FCL_FEAT_SOFTCAP)
+    ds *= 1.0f - t * t; /* d(cap * tanh(x / cap)) / dx */
+#endif
+#if FCL_HAS(FCL_FEAT_DROPOUT)
+    p *= keep; /* dV sees the dropped probabilities */
+#endif
+    return (float2)(p, ds);
+}
+
 #if defined(FCL_KERNEL_DQ)
 
 __kernel void fcl_backward_delta(__global const fcl_storage *O, __global const fcl_storage *dO,
@@ -69,16 +91,10 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
 {
     FCL_DQ_LOCALS;
     FCL_BWD_IDS;
-    const int g = (int)get_group_id(0);
-    const int num_qb = (int)get_num_groups(0) / num_bh;
-    const int qb = num_qb - 1 - g / num_bh; /* longest causal blocks first */
-    const int bh = g - (g / num_bh) * num_bh;
-    const int h = bh % heads_q, b = bh / heads_q;
-    const int hk = h / q_per_kv;
-    const fcl_seq sq = fcl_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, window_left, window_right);
-    const int r0 = qb * BR;
-    /* no early return before the barriers: see flash_fwd.cl */
-    const int rows = clamp(sq.seqlen_q - r0, 0, BR);
+    const fcl_q_block blk = fcl_q_block_of_group(BR, num_bh, heads_q, q_per_kv, seqlen_q, seqlen_k,
+                                                 cu_q, cu_k, window_left, window_right);
+    const int bh = blk.bh, b = blk.b, h = blk.h, hk = blk.hk, r0 = blk.r0, rows = blk.rows;
+    const fcl_seq sq = blk.sq;
     const fcl_mask mask = sq.mask;
     const fcl_variant_state vs = fcl_variant_state_make(FCL_VARIANT_ARGS(b, h));
     const fcl_score_mods mods = vs.mods;
@@ -113,7 +129,8 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
     const int key_begin = fcl_key_begin(mask, r0);
     const int key_end = rows > 0 ? fcl_key_end(mask, r0 + rows) : 0;
     int issued = 0, used = 0;
-    int c0 = fcl_next_key_tile(blocks, r0, r0 + rows, (key_begin / BC) * BC, key_end, sq.seqlen_k);
+    int c0 = fcl_next_key_tile(blocks, BC, r0, r0 + rows, (key_begin / BC) * BC, key_end,
+                               sq.seqlen_k);
     if (c0 < key_end) {
         FCL_DQ_PREFETCH_KV(k_head + (long)c0 * k_ss, k_ss, v_head + (long)c0 * v_ss, v_ss,
                            sq.seqlen_k - c0, issued & 1);
@@ -121,10 +138,9 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
     }
     while (c0 < key_end) {
         const int cols = min(BC, sq.seqlen_k - c0);
-        const int next = fcl_next_key_tile(blocks, r0, r0 + rows, c0 + BC, key_end, sq.seqlen_k);
-#if FCL_HAS(FCL_FEAT_BLOCKMASK)
-        const int cover = fcl_blocks_cover(blocks, r0, r0 + rows, c0, c0 + cols);
-#endif
+        const int next =
+            fcl_next_key_tile(blocks, BC, r0, r0 + rows, c0 + BC, key_end, sq.seqlen_k);
+        const int cover = fcl_tile_cover(blocks, r0, r0 + rows, c0, c0 + cols);
         const int buf = used++ & 1;
         FCL_DQ_TILE_BEGIN(k_head + (long)c0 * k_ss, k_ss, v_head + (long)c0 * v_ss, v_ss, cols,
                           head_dim, buf);
@@ -137,38 +153,17 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
         float s[RM][RN], dp[RM][RN];
         FCL_DQ_S(s, buf);
         FCL_DQ_DP(dp, buf);
-        /* Only tiles on the edge of the mask test each score (padding rows
-         * need no test: their LSE is +inf, so P = 0). */
-        bool edge = !fcl_tile_inside(mask, r0, r0 + rows, c0, c0 + BC);
-#if FCL_HAS(FCL_FEAT_BLOCKMASK)
-        edge = edge || cover != FCL_BLOCKS_ALL;
-#endif
+        const bool edge = fcl_tile_edge(mask, cover, r0, r0 + rows, c0, c0 + BC);
         FCL_UNROLL
         for (int i = 0; i < RM; ++i) {
             FCL_UNROLL
             for (int j = 0; j < RN; ++j) {
                 const int row = r0 + FCL_ROW(i), col = c0 + FCL_COL(j);
-                bool vis = true;
-                if (edge) {
-                    vis = fcl_visible(mask, row, col);
-#if FCL_HAS(FCL_FEAT_BLOCKMASK)
-                    vis = vis && (cover == FCL_BLOCKS_ALL ||
-                                  (row < sq.seqlen_q && fcl_block_on(blocks, row, col)));
-#endif
-                }
-                float t = 0.0f, ds = 0.0f;
-                if (vis) {
-                    const float p = FCL_EXP(
-                        FCL_SCORE_UNITS(s[i][j], mods, units_scale, row, col, mask.diag, &t) - lse[i]);
-                    float dpv = dp[i][j];
-#if FCL_HAS(FCL_FEAT_DROPOUT)
-                    dpv *= fcl_dropout_factor(drop, bh, row, col);
-#endif
-                    ds = p * (dpv - dlt[i]);
-#if FCL_HAS(FCL_FEAT_SOFTCAP)
-                    ds *= 1.0f - t * t; /* d(cap * tanh(x / cap)) / dx */
-#endif
-                }
+                const bool vis =
+                    !edge || fcl_score_visible(mask, blocks, cover, sq.seqlen_q, row, col);
+                const float ds = vis ? fcl_backward_score(s[i][j], dp[i][j], lse[i], dlt[i], mods,
+                                                          units_scale, mask.diag, drop, bh, row, col).y
+                                     : 0.0f;
                 FCL_DQ_SET_DS(s, i, j, ds);
             }
         }
@@ -251,16 +246,12 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
     const int total = q_per_kv * blocks_per_head;
 #define FCL_Q_BLOCK_HEAD(t) (hk * q_per_kv + (t) / blocks_per_head)
 #define FCL_Q_BLOCK_ROW(t) ((rb0 + (t) % blocks_per_head) * BR)
-#if FCL_HAS(FCL_FEAT_BLOCKMASK)
 #define FCL_SKIP_EMPTY_Q_BLOCKS(t)                                                          \
     while ((t) < total &&                                                                  \
-           fcl_blocks_cover(fcl_variant_state_make(FCL_VARIANT_ARGS(b, FCL_Q_BLOCK_HEAD(t))).blocks, \
-                            FCL_Q_BLOCK_ROW(t), min(FCL_Q_BLOCK_ROW(t) + BR, sq.seqlen_q), c0, \
-                            c0 + cols) == FCL_BLOCKS_NONE)                                 \
+           fcl_tile_cover(fcl_variant_state_make(FCL_VARIANT_ARGS(b, FCL_Q_BLOCK_HEAD(t))).blocks, \
+                          FCL_Q_BLOCK_ROW(t), min(FCL_Q_BLOCK_ROW(t) + BR, sq.seqlen_q), c0,   \
+                          c0 + cols) == FCL_BLOCKS_NONE)                                   \
         ++(t)
-#else
-#define FCL_SKIP_EMPTY_Q_BLOCKS(t) ((void)0)
-#endif
 #define FCL_REQUEST_Q_BLOCK(t)                                                              \
     do {                                                                                   \
         const int h_ = FCL_Q_BLOCK_HEAD(t), r0_ = FCL_Q_BLOCK_ROW(t), buf_ = issued++ & 1;    \
@@ -289,10 +280,8 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
             do_off + fcl_batch_offset(b, do_sb) + h * do_sh + (sq.q_row0 + r0) * do_ss;
         const fcl_variant_state vs = fcl_variant_state_make(FCL_VARIANT_ARGS(b, h));
         const fcl_score_mods mods = vs.mods;
-#if FCL_HAS(FCL_FEAT_BLOCKMASK)
         const fcl_blocks blocks = vs.blocks;
-        const int cover = fcl_blocks_cover(blocks, r0, r0 + rows, c0, c0 + cols);
-#endif
+        const int cover = fcl_tile_cover(blocks, r0, r0 + rows, c0, c0 + cols);
         int next = t + 1;
         FCL_SKIP_EMPTY_Q_BLOCKS(next);
         const int buf = used++ & 1;
@@ -304,44 +293,20 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
         float st[RM][RN], dpt[RM][RN];
         FCL_DKDV_ST(st, buf);
         FCL_DKDV_DPT(dpt, buf);
-        /* Only tiles on the edge of the mask test each score (padding rows:
-         * LSE +inf, so P = 0; padding keys' gradients are not stored). */
-        bool edge = !fcl_tile_inside(mask, r0, r0 + rows, c0, c0 + BC);
-#if FCL_HAS(FCL_FEAT_BLOCKMASK)
-        edge = edge || cover != FCL_BLOCKS_ALL;
-#endif
+        const bool edge = fcl_tile_edge(mask, cover, r0, r0 + rows, c0, c0 + BC);
         FCL_UNROLL
         for (int i = 0; i < RM; ++i) {
             FCL_UNROLL
             for (int j = 0; j < RN; ++j) {
                 const int r = FCL_COL(j);
                 const int row = r0 + r, key = c0 + FCL_ROW(i);
-                bool vis = true;
-                if (edge) {
-                    vis = fcl_visible(mask, row, key);
-#if FCL_HAS(FCL_FEAT_BLOCKMASK)
-                    vis = vis && (cover == FCL_BLOCKS_ALL ||
-                                  (r < rows && fcl_block_on(blocks, row, key)));
-#endif
-                }
-                float p = 0.0f, ds = 0.0f;
-                if (vis) {
-                    float tc; /* tanh of the softcap */
-                    p = FCL_EXP(FCL_SCORE_UNITS(st[i][j], mods, units_scale, row, key, mask.diag,
-                                                &tc) - lse_b[r]);
-                    float dpv = dpt[i][j];
-#if FCL_HAS(FCL_FEAT_DROPOUT)
-                    const float keep = fcl_dropout_factor(drop, bh, row, key);
-                    dpv *= keep;
-#endif
-                    ds = p * (dpv - dlt_b[r]);
-#if FCL_HAS(FCL_FEAT_SOFTCAP)
-                    ds *= 1.0f - tc * tc;
-#endif
-#if FCL_HAS(FCL_FEAT_DROPOUT)
-                    p *= keep; /* dV sees the dropped probabilities */
-#endif
-                }
+                const bool vis =
+                    !edge || fcl_score_visible(mask, blocks, cover, sq.seqlen_q, row, key);
+                const float2 pd = vis ? fcl_backward_score(st[i][j], dpt[i][j], lse_b[r], dlt_b[r],
+                                                           mods, units_scale, mask.diag, drop, bh,
+                                                           row, key)
+                                      : (float2)(0.0f, 0.0f);
+                const float p = pd.x, ds = pd.y;
                 FCL_DKDV_SET(st, dpt, i, j, p, ds);
             }
         }

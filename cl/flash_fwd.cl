@@ -42,21 +42,10 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
 {
     FCL_FWD_LOCALS;
     FCL_FWD_IDS;
-    /* One dimension of work-groups: (Q block, batch*head), batch*head fastest.
-     * Q blocks go in reverse: under a causal mask the last ones see the most
-     * keys, so they start first and the tail of the launch is short. */
-    const int g = (int)get_group_id(0);
-    const int num_qb = (int)get_num_groups(0) / num_bh;
-    const int qb = num_qb - 1 - g / num_bh;
-    const int bh = g - (g / num_bh) * num_bh;
-    const int h = bh % heads_q, b = bh / heads_q;
-    const int hk = h / q_per_kv;
-    const fcl_seq sq = fcl_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, window_left, window_right);
-    const int r0 = qb * BR;
-    /* Q blocks past a shorter packed sequence have no rows: they load zeros,
-     * visit no key block and store nothing.  (Not an early return: PoCL
-     * miscompiled one before the barriers, writing past the output.) */
-    const int rows = clamp(sq.seqlen_q - r0, 0, BR);
+    const fcl_q_block blk = fcl_q_block_of_group(BR, num_bh, heads_q, q_per_kv, seqlen_q, seqlen_k,
+                                                 cu_q, cu_k, window_left, window_right);
+    const int bh = blk.bh, b = blk.b, h = blk.h, hk = blk.hk, r0 = blk.r0, rows = blk.rows;
+    const fcl_seq sq = blk.sq;
     const fcl_mask mask = sq.mask;
 
     const fcl_variant_state vs = fcl_variant_state_make(FCL_VARIANT_ARGS(b, h));
@@ -87,25 +76,21 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
      * requests the next K (FlashAttention-2's overlap of loads and math). */
     const int key_begin = fcl_key_begin(mask, r0);
     const int key_end = rows > 0 ? fcl_key_end(mask, r0 + rows) : 0;
-    int c0 = fcl_next_key_tile(blocks, r0, r0 + rows, (key_begin / BC) * BC, key_end, sq.seqlen_k);
+    int c0 = fcl_next_key_tile(blocks, BC, r0, r0 + rows, (key_begin / BC) * BC, key_end,
+                               sq.seqlen_k);
     if (c0 < key_end) FCL_FWD_PREFETCH_K(k_head + (long)c0 * k_ss, k_ss, sq.seqlen_k - c0);
     while (c0 < key_end) {
         const int cols = min(BC, sq.seqlen_k - c0);
-        const int next = fcl_next_key_tile(blocks, r0, r0 + rows, c0 + BC, key_end, sq.seqlen_k);
-#if FCL_HAS(FCL_FEAT_BLOCKMASK)
-        const int cover = fcl_blocks_cover(blocks, r0, r0 + rows, c0, c0 + cols);
-#endif
+        const int next =
+            fcl_next_key_tile(blocks, BC, r0, r0 + rows, c0 + BC, key_end, sq.seqlen_k);
+        const int cover = fcl_tile_cover(blocks, r0, r0 + rows, c0, c0 + cols);
         FCL_FWD_TILE_BEGIN(k_head + (long)c0 * k_ss, k_ss, v_head + (long)c0 * v_ss, v_ss, cols,
                            head_dim);
 
         float s[RM][RN];
         FCL_FWD_QK(s);
 
-        /* Only tiles on the edge of the mask test each score. */
-        bool edge = !fcl_tile_inside(mask, r0, r0 + rows, c0, c0 + BC);
-#if FCL_HAS(FCL_FEAT_BLOCKMASK)
-        edge = edge || cover != FCL_BLOCKS_ALL;
-#endif
+        const bool edge = fcl_tile_edge(mask, cover, r0, r0 + rows, c0, c0 + BC);
         float mt[RM];
         FCL_UNROLL
         for (int i = 0; i < RM; ++i) {
@@ -113,14 +98,8 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
             FCL_UNROLL
             for (int j = 0; j < RN; ++j) {
                 const int row = r0 + FCL_ROW(i), col = c0 + FCL_COL(j);
-                bool vis = true;
-                if (edge) {
-                    vis = fcl_visible(mask, row, col);
-#if FCL_HAS(FCL_FEAT_BLOCKMASK)
-                    vis = vis && (cover == FCL_BLOCKS_ALL ||
-                                  (row < sq.seqlen_q && fcl_block_on(blocks, row, col)));
-#endif
-                }
+                const bool vis =
+                    !edge || fcl_score_visible(mask, blocks, cover, sq.seqlen_q, row, col);
                 float t;
                 s[i][j] = vis ? FCL_SCORE_UNITS(s[i][j], mods, units_scale, row, col, mask.diag, &t)
                               : -INFINITY;
