@@ -29,20 +29,16 @@ for step in $steps; do
     fast-fp16)
       timeout 200 "$B/bench/flashcl-bench" --dtype fp16 --head-dims 64,128,256 --seqlens 1024,4096,16384 \
         --no-naive --reps 5 --out "$OUT/fast_fp16.csv" 2>&1 | grep -v '^\[' | tee "$OUT/fast_fp16.txt" ;;
-    tests-tc)
-      for t in test_tensor_cores test_backward test_forward; do
-        ( time timeout 200 "$B/tests/$t" ) > "$OUT/$t.log" 2>&1
-        echo "$t: rc=$?"; grep -E "PASSED|FAILED|FAIL |error" "$OUT/$t.log" | head -20
-      done ;;
     tune-mma)
       for d in ${TUNE_DIMS:-64 128}; do
         timeout 280 "$B/bench/flashcl-tune" --dtype fp16 --head-dims $d --verbose-build --reps 5 \
           --kernels "${TUNE_KERNELS:-fwd,dq,dkdv}" 2>&1 \
           | tee -a "$OUT/tune_mma_fp16.txt"
       done ;;
-    tests|tests-fast)
+    tests|tests-fast|tests-tc)
       all="test_forward test_backward test_variants test_tensor_cores test_profiles test_plan test_api test_errors"
       [ "$step" = tests-fast ] && all="test_forward test_variants test_plan test_api test_errors"
+      [ "$step" = tests-tc ] && all="test_tensor_cores test_backward test_forward"
       for t in $all; do
         ( time timeout 300 "$B/tests/$t" ) > "$OUT/$t.log" 2>&1
         echo "$t: rc=$?"; grep -E "PASSED|FAILED|FAIL " "$OUT/$t.log" | head -20

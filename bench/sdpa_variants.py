@@ -11,16 +11,7 @@ packed variable-length batches.
 import sys, torch, torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel, SDPBackend
 
-def bench(fn, reps=20):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    s = torch.cuda.Event(enable_timing=True); e = torch.cuda.Event(enable_timing=True)
-    ts = []
-    for _ in range(reps):
-        s.record(); fn(); e.record(); torch.cuda.synchronize(); ts.append(s.elapsed_time(e))
-    ts.sort()
-    return ts[len(ts) // 2]
+from sdpa_backends import bench  # same timing method (beside this file)
 
 def main():
     csv = sys.argv[sys.argv.index("--csv") + 1] if "--csv" in sys.argv else None
