@@ -155,11 +155,31 @@ static void sweep(fcl_context *ctx, problem *p, fcl_kernel_kind kind, const tile
     fcl_debug_set_tile(ctx, kind, 0, 0, 0, 0); /* back to the table for the next sweep */
 }
 
+/* "128x64x4,64x64x4": rows x cols x ty (tx 32, the tensor-core pieces' warp)
+ * or rows x cols x ty x tx, at most `max` tiles; returns how many. */
+static size_t parse_tiles(const char *s, tile *out, size_t max)
+{
+    size_t n = 0;
+    while (*s && n < max) {
+        tile t = {0, 0, 0, 32};
+        int used = 0;
+        if (sscanf(s, "%dx%dx%d%n", &t.rows, &t.cols, &t.ty, &used) < 3)
+            break;
+        s += used;
+        if (*s == 'x' && sscanf(s, "x%d%n", &t.tx, &used) == 1)
+            s += used;
+        out[n++] = t;
+        if (*s == ',')
+            ++s;
+    }
+    return n;
+}
+
 int main(int argc, char **argv)
 {
     size_t N = 4096, tokens = 16384, hidden = 2048;
     int reps = 5, causal = 0, verbose = 0;
-    const char *dims = "64,128", *kinds = "fwd,dq,dkdv";
+    const char *dims = "64,128", *kinds = "fwd,dq,dkdv", *tiles = NULL, *options = "";
     fcl_dtype dt = FCL_DTYPE_FP32;
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
@@ -171,13 +191,15 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--kernels")) kinds = v, ++i;
         else if (!strcmp(a, "--causal")) causal = 1;
         else if (!strcmp(a, "--verbose-build")) verbose = 1;
+        else if (!strcmp(a, "--tiles")) tiles = v, ++i;
+        else if (!strcmp(a, "--build-options")) options = v, ++i;
         else if (!strcmp(a, "--dtype")) {
             dt = !strcmp(v, "fp16") ? FCL_DTYPE_FP16 : !strcmp(v, "bf16") ? FCL_DTYPE_BF16 : FCL_DTYPE_FP32;
             ++i;
         } else {
             fprintf(stderr, "usage: flashcl-tune [--seqlen N] [--tokens T] [--hidden H] [--reps R]\n"
                             "  [--head-dims 64,128] [--kernels fwd,dq,dkdv] [--causal] [--dtype T]\n"
-                            "  [--verbose-build]\n");
+                            "  [--verbose-build] [--tiles RxCxTY[xTX],...] [--build-options S]\n");
             return 2;
         }
     }
@@ -188,10 +210,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "flashcl-tune: %s\n", fcl_status_string(st));
         return 1;
     }
-    if (verbose && ctx->info.vendor_id == FCL_VENDOR_ID_NVIDIA)
-        fcl_debug_set_build_options(ctx, "-cl-nv-verbose");
-    printf("flashcl-tune on %s (%s), %s\n", ctx->info.name, ctx->info.driver_version,
-           fcl_dtype_name(dt));
+    char build[128];
+    snprintf(build, sizeof build, "%s%s",
+             verbose && ctx->info.vendor_id == FCL_VENDOR_ID_NVIDIA ? "-cl-nv-verbose " : "", options);
+    if (build[0] != '\0' && fcl_debug_set_build_options(ctx, build) != FCL_OK) {
+        fprintf(stderr, "flashcl-tune: build options too long\n");
+        return 2;
+    }
+    tile given[16];
+    const size_t ngiven = tiles ? parse_tiles(tiles, given, 16) : 0;
+    printf("flashcl-tune on %s (%s), %s%s%s\n", ctx->info.name, ctx->info.driver_version,
+           fcl_dtype_name(dt), options[0] ? ", build options " : "", options);
     for (const char *s = dims; *s;) {
         char *end = NULL;
         size_t d = strtoull(s, &end, 10);
@@ -210,7 +239,10 @@ int main(int argc, char **argv)
         fcl_plan shown;
         const int mma = fcl_plan_query(ctx, &p.desc, FCL_KERNEL_FORWARD, &shown) == FCL_OK &&
                         strstr(shown.variant, "mma") != NULL;
-#define SWEEP(kind, list) sweep(ctx, &p, kind, list, sizeof list / sizeof list[0], reps, verbose)
+/* the tiles given on the command line, else the list for the kind and path */
+#define SWEEP(kind, list)                                                                     \
+    (ngiven ? sweep(ctx, &p, kind, given, ngiven, reps, verbose)                              \
+            : sweep(ctx, &p, kind, list, sizeof list / sizeof list[0], reps, verbose))
         if (strstr(kinds, "fwd"))
             mma ? SWEEP(FCL_KERNEL_FORWARD, mma_forward_tiles)
                 : SWEEP(FCL_KERNEL_FORWARD, forward_tiles);

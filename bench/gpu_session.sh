@@ -35,6 +35,16 @@ for step in $steps; do
           --kernels "${TUNE_KERNELS:-fwd,dq,dkdv}" 2>&1 \
           | tee -a "$OUT/tune_mma_fp16.txt"
       done ;;
+    tune-exp)
+      # experiments: the same tiles under several build options (EXP_OPTS,
+      # separated by ';', '-' for none), e.g. an ablation flag of NOTES.md
+      IFS=';' read -ra opts <<< "${EXP_OPTS:--}"
+      for o in "${opts[@]}"; do
+        [ "$o" = - ] && o=""
+        timeout 200 "$B/bench/flashcl-tune" --dtype fp16 --head-dims "${TUNE_DIMS:-64,128}" --reps 5 \
+          --kernels "${TUNE_KERNELS:-fwd}" ${EXP_TILES:+--tiles "$EXP_TILES"} --build-options "$o" 2>&1 \
+          | tee -a "$OUT/tune_exp.txt"
+      done ;;
     tests|tests-fast|tests-tc)
       all="test_forward test_backward test_variants test_tensor_cores test_profiles test_plan test_api test_errors"
       [ "$step" = tests-fast ] && all="test_forward test_variants test_plan test_api test_errors"
