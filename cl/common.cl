@@ -212,7 +212,8 @@ inline float fcl_modify_score(float qk, const fcl_score_mods m, int i, int j, in
  * (FCL_EXP_UNITS, defined by the piece; `units_scale` is
  * FCL_EXP_UNITS(scale)).  Without softcap and ALiBi it is one multiply: the
  * scale and the units' factor folded together.  `t` as for fcl_modify_score. */
-#if FCL_HAS(FCL_FEAT_SOFTCAP) || FCL_HAS(FCL_FEAT_ALIBI)
+#define FCL_MODIFIED_SCORES (FCL_HAS(FCL_FEAT_SOFTCAP) || FCL_HAS(FCL_FEAT_ALIBI))
+#if FCL_MODIFIED_SCORES
 #define FCL_SCORE_UNITS(qk, mods, units_scale, i, j, diag, t) \
     FCL_EXP_UNITS(fcl_modify_score((qk), (mods), (i), (j), (diag), (t)))
 #else
@@ -326,6 +327,26 @@ inline bool fcl_score_visible(const fcl_mask m, const fcl_blocks bl, int cover, 
 #endif
     return vis;
 }
+
+/* Runs the statement HIDE, written on i_ and j_, for each register (i_, j_)
+ * of the work-item's score tile (RM x RN, from the piece) whose score is
+ * masked.  Only edge tiles test scores: a branch per tile, the same for the
+ * whole work-group, and no test per score elsewhere.  Register (i, j) is
+ * score (r0 + FCL_ROW(i), c0 + FCL_COL(j)); TRANSPOSED (dK/dV's tiles of
+ * keys x queries) swaps them. */
+#define FCL_HIDE_MASKED(TRANSPOSED, mask, blocks, cover, seqlen_q, r0, rows, c0, HIDE)      \
+    do {                                                                                   \
+        if (fcl_tile_edge(mask, cover, r0, (r0) + (rows), c0, (c0) + BC)) {                \
+            FCL_UNROLL                                                                     \
+            for (int i_ = 0; i_ < RM; ++i_)                                                \
+                FCL_UNROLL                                                                 \
+                for (int j_ = 0; j_ < RN; ++j_)                                            \
+                    if (!fcl_score_visible(mask, blocks, cover, seqlen_q,                  \
+                                           (r0) + ((TRANSPOSED) ? FCL_COL(j_) : FCL_ROW(i_)), \
+                                           (c0) + ((TRANSPOSED) ? FCL_ROW(i_) : FCL_COL(j_)))) \
+                        HIDE;                                                              \
+        }                                                                                  \
+    } while (0)
 
 /* ---- the per-(batch, head) state of the variants, as every kernel needs it */
 typedef struct {

@@ -153,20 +153,18 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
         float s[RM][RN], dp[RM][RN];
         FCL_DQ_S(s, buf);
         FCL_DQ_DP(dp, buf);
-        const bool edge = fcl_tile_edge(mask, cover, r0, r0 + rows, c0, c0 + BC);
+        /* dS in place of S, then zero where masked */
         FCL_UNROLL
-        for (int i = 0; i < RM; ++i) {
+        for (int i = 0; i < RM; ++i)
             FCL_UNROLL
-            for (int j = 0; j < RN; ++j) {
-                const int row = r0 + FCL_ROW(i), col = c0 + FCL_COL(j);
-                const bool vis =
-                    !edge || fcl_score_visible(mask, blocks, cover, sq.seqlen_q, row, col);
-                const float ds = vis ? fcl_backward_score(s[i][j], dp[i][j], lse[i], dlt[i], mods,
-                                                          units_scale, mask.diag, drop, bh, row, col).y
-                                     : 0.0f;
-                FCL_DQ_SET_DS(s, i, j, ds);
-            }
-        }
+            for (int j = 0; j < RN; ++j)
+                s[i][j] = fcl_backward_score(s[i][j], dp[i][j], lse[i], dlt[i], mods, units_scale,
+                                             mask.diag, drop, bh, r0 + FCL_ROW(i), c0 + FCL_COL(j)).y;
+        FCL_HIDE_MASKED(0, mask, blocks, cover, sq.seqlen_q, r0, rows, c0, s[i_][j_] = 0.0f);
+        FCL_UNROLL
+        for (int i = 0; i < RM; ++i)
+            FCL_UNROLL
+            for (int j = 0; j < RN; ++j) FCL_DQ_SET_DS(s, i, j, s[i][j]);
         FCL_DQ_ACC(acc, s, buf);
         c0 = next;
     }
@@ -293,23 +291,24 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
         float st[RM][RN], dpt[RM][RN];
         FCL_DKDV_ST(st, buf);
         FCL_DKDV_DPT(dpt, buf);
-        const bool edge = fcl_tile_edge(mask, cover, r0, r0 + rows, c0, c0 + BC);
+        /* P^T and dS^T in place of S^T and dP^T, then zero where masked */
         FCL_UNROLL
-        for (int i = 0; i < RM; ++i) {
+        for (int i = 0; i < RM; ++i)
             FCL_UNROLL
             for (int j = 0; j < RN; ++j) {
                 const int r = FCL_COL(j);
-                const int row = r0 + r, key = c0 + FCL_ROW(i);
-                const bool vis =
-                    !edge || fcl_score_visible(mask, blocks, cover, sq.seqlen_q, row, key);
-                const float2 pd = vis ? fcl_backward_score(st[i][j], dpt[i][j], lse_b[r], dlt_b[r],
-                                                           mods, units_scale, mask.diag, drop, bh,
-                                                           row, key)
-                                      : (float2)(0.0f, 0.0f);
-                const float p = pd.x, ds = pd.y;
-                FCL_DKDV_SET(st, dpt, i, j, p, ds);
+                const float2 pd = fcl_backward_score(st[i][j], dpt[i][j], lse_b[r], dlt_b[r], mods,
+                                                     units_scale, mask.diag, drop, bh, r0 + r,
+                                                     c0 + FCL_ROW(i));
+                st[i][j] = pd.x;
+                dpt[i][j] = pd.y;
             }
-        }
+        FCL_HIDE_MASKED(1, mask, blocks, cover, sq.seqlen_q, r0, rows, c0,
+                        st[i_][j_] = dpt[i_][j_] = 0.0f);
+        FCL_UNROLL
+        for (int i = 0; i < RM; ++i)
+            FCL_UNROLL
+            for (int j = 0; j < RN; ++j) FCL_DKDV_SET(st, dpt, i, j, st[i][j], dpt[i][j]);
         FCL_DKDV_ACC(dk, dv, st, dpt, buf);
         t = next;
     }

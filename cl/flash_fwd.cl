@@ -14,7 +14,7 @@
  * A piece provides: RM, RN, DN (the work-item's register tile s[RM][RN] and
  * output acc[RM][DN]), FCL_ROW(i) / FCL_COL(j) / FCL_OCOL(n) (what tile
  * row, key column and head_dim column those registers are), FCL_FWD_IDS,
- * FCL_FWD_LOCALS, FCL_FWD_LOAD_Q, FCL_FWD_PREFETCH_K / FCL_FWD_TILE_BEGIN /
+ * FCL_FWD_LOCALS, FCL_FWD_LOAD_Q (Q, negated when told), FCL_FWD_PREFETCH_K / FCL_FWD_TILE_BEGIN /
  * FCL_FWD_TILE_MID (where K and V tiles are loaded: both at the start of a
  * tile, or in the background, see the loop), FCL_FWD_QK, FCL_ROWS_MAX /
  * FCL_ROWS_SUM (over the work-items sharing a row), FCL_FIRST_IN_ROW,
@@ -53,12 +53,14 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
     const fcl_dropout drop = vs.drop;
     const fcl_blocks blocks = vs.blocks;
     const float units_scale = FCL_EXP_UNITS(scale);
+    /* scores (and m) times exp_scale are in the exponent's units */
+    const float exp_scale = FCL_MODIFIED_SCORES ? 1.0f : fabs(units_scale);
 
     const long q_base = q_off + fcl_batch_offset(b, q_sb) + h * q_sh + (sq.q_row0 + r0) * q_ss;
     const long k_head = k_off + fcl_batch_offset(b, k_sb) + hk * k_sh + sq.k_row0 * k_ss;
     const long v_head = v_off + fcl_batch_offset(b, v_sb) + hk * v_sh + sq.k_row0 * v_ss;
 
-    FCL_FWD_LOAD_Q(q_base, q_ss, rows, head_dim);
+    FCL_FWD_LOAD_Q(q_base, q_ss, rows, head_dim, !FCL_MODIFIED_SCORES && scale < 0.0f);
 
     float m[RM], l[RM], acc[RM][DN];
     FCL_UNROLL
@@ -90,21 +92,29 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
         float s[RM][RN];
         FCL_FWD_QK(s);
 
-        const bool edge = fcl_tile_edge(mask, cover, r0, r0 + rows, c0, c0 + BC);
+        /* Plain attention keeps the raw q.k: the row max is taken over
+         * them and the scale goes into the exponent's fma, as in
+         * FlashAttention-2 (one instruction per score fewer; it needs a
+         * positive factor, so a negative scale negated Q as it was loaded).
+         * Softcap and ALiBi modify the scores first, into the exponent's
+         * units. */
+#if FCL_MODIFIED_SCORES
+        FCL_UNROLL
+        for (int i = 0; i < RM; ++i)
+            FCL_UNROLL
+            for (int j = 0; j < RN; ++j) {
+                float t;
+                s[i][j] = FCL_SCORE_UNITS(s[i][j], mods, units_scale, r0 + FCL_ROW(i),
+                                          c0 + FCL_COL(j), mask.diag, &t);
+            }
+#endif
+        FCL_HIDE_MASKED(0, mask, blocks, cover, sq.seqlen_q, r0, rows, c0, s[i_][j_] = -INFINITY);
         float mt[RM];
         FCL_UNROLL
         for (int i = 0; i < RM; ++i) {
             mt[i] = -INFINITY;
             FCL_UNROLL
-            for (int j = 0; j < RN; ++j) {
-                const int row = r0 + FCL_ROW(i), col = c0 + FCL_COL(j);
-                const bool vis =
-                    !edge || fcl_score_visible(mask, blocks, cover, sq.seqlen_q, row, col);
-                float t;
-                s[i][j] = vis ? FCL_SCORE_UNITS(s[i][j], mods, units_scale, row, col, mask.diag, &t)
-                              : -INFINITY;
-                mt[i] = fmax(mt[i], s[i][j]);
-            }
+            for (int j = 0; j < RN; ++j) mt[i] = fmax(mt[i], s[i][j]);
         }
         FCL_ROWS_MAX(mt);
 #if FCL_HAS(FCL_FEAT_DROPOUT)
@@ -131,19 +141,16 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
         for (int i = 0; i < RM; ++i) {
             const float m_new = fmax(m[i], mt[i]);
             /* A row with no visible key so far keeps m = -inf; subtracting 0
-             * instead keeps exp at exactly 0 rather than NaN.  Natural units
-             * (exp, not exp2 with log2(e) folded into the scale) cost one
-             * more instruction per score and keep the fp32 rounding to that
-             * of a plain softmax. */
-            const float m_use = (m_new == -INFINITY) ? 0.0f : m_new;
-            const float alpha = FCL_EXP(m[i] - m_use);
+             * instead keeps exp at exactly 0 rather than NaN. */
+            const float m_use = (m_new == -INFINITY) ? 0.0f : m_new * exp_scale;
+            const float alpha = FCL_EXP(fma(m[i], exp_scale, -m_use));
             m[i] = m_new;
             l[i] *= alpha;
             FCL_UNROLL
             for (int n = 0; n < DN; ++n) acc[i][n] *= alpha;
             FCL_UNROLL
             for (int j = 0; j < RN; ++j) {
-                float p = FCL_EXP(s[i][j] - m_use);
+                float p = FCL_EXP(fma(s[i][j], exp_scale, -m_use));
                 l[i] += p; /* the softmax sums what dropout will drop */
 #if FCL_HAS(FCL_FEAT_DROPOUT)
                 p *= (keep[j] >> i) & 1u ? drop.keep_scale : 0.0f;
@@ -171,6 +178,6 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
         }
         if (write_lse && FCL_FIRST_IN_ROW)
             LSE[lse_off + fcl_lse_index(b, h, heads_q, lse_rows, sq, row)] =
-                (l[i] > 0.0f) ? FCL_NATURAL_UNITS(m[i]) + log(l[i]) : INFINITY;
+                (l[i] > 0.0f) ? FCL_NATURAL_UNITS(m[i] * exp_scale) + log(l[i]) : INFINITY;
     }
 }

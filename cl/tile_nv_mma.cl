@@ -21,10 +21,11 @@
 #define WARPS TY
 #define LDH (D_PAD + 8)
 
-/* Scores in log2 units and the hardware's exp2 (ex2.approx, ~2 ulp): with
- * 16-bit storage that error is 1000 times below the output's rounding, and
- * one instruction per score matters when the tensor cores do the rest. */
-#define FCL_EXP(x) native_exp2(x)
+/* Scores in log2 units and the hardware's exp2 (fcl_exp2, ex2.approx: ~2
+ * ulp): with 16-bit storage that error is 1000 times below the output's
+ * rounding, and one instruction per score matters when the tensor cores do
+ * the rest. */
+#define FCL_EXP(x) fcl_exp2(x)
 #define FCL_EXP_UNITS(x) ((x) * 1.4426950408889634f)
 #define FCL_NATURAL_UNITS(x) ((x) * 0.6931471805599453f)
 
@@ -130,15 +131,17 @@
     } while (0)
 
 /* rows x D_PAD of 16-bit storage into a padded __local tile, zero rows from
- * nvalid on; 16 bytes per access (the host guarantees the alignment). */
+ * nvalid on, negated when `negate` (the sign bits of fp16 and bf16 alike);
+ * 16 bytes per access (the host guarantees the alignment). */
 inline void fcl_load_tile_h(__local ushort *dst, int nrows, __global const fcl_storage *src,
-                            long base, long ss, int nvalid, int lid)
+                            long base, long ss, int nvalid, bool negate, int lid)
 {
+    const uint flip = negate ? 0x80008000u : 0u;
     const int chunks = D_PAD / 8;
     for (int e = lid; e < nrows * chunks; e += WG) {
         const int r = e / chunks, c = e - r * chunks;
         uint4 x = (uint4)(0u);
-        if (r < nvalid) x = *(__global const uint4 *)(src + base + (long)r * ss + c * 8);
+        if (r < nvalid) x = *(__global const uint4 *)(src + base + (long)r * ss + c * 8) ^ flip;
         *(__local uint4 *)(dst + r * LDH + c * 8) = x;
     }
 }
@@ -175,9 +178,9 @@ inline void fcl_load_tile_h_async(__local ushort *dst, int nrows, __global const
     __local ushort Vh[BC * LDH] FCL_ALIGNED;                \
     FCL_WARP_SCRATCH
 
-#define FCL_FWD_LOAD_Q(q_base, q_ss, rows, head_dim)                \
-    do {                                                            \
-        fcl_load_tile_h(Qh, BR, Q, (q_base), (q_ss), (rows), lid);  \
+#define FCL_FWD_LOAD_Q(q_base, q_ss, rows, head_dim, negate)                 \
+    do {                                                                     \
+        fcl_load_tile_h(Qh, BR, Q, (q_base), (q_ss), (rows), (negate), lid); \
         barrier(CLK_LOCAL_MEM_FENCE);                               \
     } while (0)
 
@@ -232,8 +235,8 @@ inline void fcl_load_tile_h_async(__local ushort *dst, int nrows, __global const
 /* Visible after the first tile's barrier. */
 #define FCL_DQ_LOAD_Q_DO(q_base, q_ss, do_base, do_ss, rows, head_dim)  \
     do {                                                               \
-        fcl_load_tile_h(Qh, BR, Q, (q_base), (q_ss), (rows), lid);      \
-        fcl_load_tile_h(dOh, BR, dO, (do_base), (do_ss), (rows), lid);  \
+        fcl_load_tile_h(Qh, BR, Q, (q_base), (q_ss), (rows), false, lid);      \
+        fcl_load_tile_h(dOh, BR, dO, (do_base), (do_ss), (rows), false, lid);  \
     } while (0)
 
 #define FCL_DQ_PREFETCH_KV(k_base, k_ss, v_base, v_ss, cols, buf)                          \
@@ -275,8 +278,8 @@ inline void fcl_load_tile_h_async(__local ushort *dst, int nrows, __global const
 /* Visible after the first block's barrier. */
 #define FCL_DKDV_LOAD_KV(k_base, k_ss, v_base, v_ss, cols, head_dim)   \
     do {                                                              \
-        fcl_load_tile_h(Kh, BC, K, (k_base), (k_ss), (cols), lid);     \
-        fcl_load_tile_h(Vh, BC, V, (v_base), (v_ss), (cols), lid);     \
+        fcl_load_tile_h(Kh, BC, K, (k_base), (k_ss), (cols), false, lid);     \
+        fcl_load_tile_h(Vh, BC, V, (v_base), (v_ss), (cols), false, lid);     \
     } while (0)
 
 #define FCL_DKDV_PREFETCH_Q_DO(q_base, q_ss, do_base, do_ss, rows, buf)                         \

@@ -106,15 +106,15 @@ inline void fcl_load_tile(__local float *dst, int ld, int nrows, __global const 
     }
 }
 
-/* The same, stored transposed: dst[k*ld + r]. */
+/* The same, stored transposed: dst[k*ld + r], negated when `negate`. */
 inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global const fcl_storage *src,
-                            long base, long ss, int nvalid, int head_dim, int lid)
+                            long base, long ss, int nvalid, int head_dim, bool negate, int lid)
 {
     for (int e = lid; e < nrows * D_PAD; e += WG) {
         int r = e / D_PAD, k = e - r * D_PAD;
         float x = 0.0f;
         if (r < nvalid && k < head_dim) x = fcl_load(src, base + (long)r * ss + k);
-        dst[k * ld + r] = x;
+        dst[k * ld + r] = negate ? -x : x;
     }
 }
 
@@ -175,8 +175,8 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
     __local float Pt[BC * PT_LD] FCL_ALIGNED;           \
     __local float red[BR * TX] FCL_ALIGNED
 
-#define FCL_FWD_LOAD_Q(q_base, q_ss, rows, head_dim) \
-    fcl_load_tile_t(Qt, QT_LD, BR, Q, (q_base), (q_ss), (rows), (head_dim), lid)
+#define FCL_FWD_LOAD_Q(q_base, q_ss, rows, head_dim, negate) \
+    fcl_load_tile_t(Qt, QT_LD, BR, Q, (q_base), (q_ss), (rows), (head_dim), (negate), lid)
 
 /* No background copies: K and V are loaded together at the start of a tile. */
 #define FCL_FWD_PREFETCH_K(k_base, k_ss, cols) ((void)0)
@@ -231,8 +231,8 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
 
 #define FCL_DQ_LOAD_Q_DO(q_base, q_ss, do_base, do_ss, rows, head_dim)                     \
     do {                                                                                   \
-        fcl_load_tile_t(Qt, QT_LD, BR, Q, (q_base), (q_ss), (rows), (head_dim), lid);      \
-        fcl_load_tile_t(dOt, QT_LD, BR, dO, (do_base), (do_ss), (rows), (head_dim), lid);  \
+        fcl_load_tile_t(Qt, QT_LD, BR, Q, (q_base), (q_ss), (rows), (head_dim), false, lid);      \
+        fcl_load_tile_t(dOt, QT_LD, BR, dO, (do_base), (do_ss), (rows), (head_dim), false, lid);  \
     } while (0)
 
 /* No background copies: K and V are loaded when a tile begins (one buffer). */
@@ -288,8 +288,8 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
 
 #define FCL_DKDV_LOAD_KV(k_base, k_ss, v_base, v_ss, cols, head_dim)                       \
     do {                                                                                   \
-        fcl_load_tile_t(Kt, KT_LD, BC, K, (k_base), (k_ss), (cols), (head_dim), lid);      \
-        fcl_load_tile_t(Vt, KT_LD, BC, V, (v_base), (v_ss), (cols), (head_dim), lid);      \
+        fcl_load_tile_t(Kt, KT_LD, BC, K, (k_base), (k_ss), (cols), (head_dim), false, lid);      \
+        fcl_load_tile_t(Vt, KT_LD, BC, V, (v_base), (v_ss), (cols), (head_dim), false, lid);      \
     } while (0)
 
 /* No background copies: Q and dO are loaded when a block begins. */

@@ -12,6 +12,8 @@
 
 #define FCL_WARP_SCRATCH __local uint fcl_warp_x[WG * 6] FCL_ALIGNED
 
+inline float fcl_exp2(float x) { return native_exp2(x); }
+
 inline float fcl_half_to_float(uint bits16)
 {
 #if FCL_DTYPE == 1

@@ -15,6 +15,8 @@
  *       2t+8.., column g; c: rows g, g+8, columns 2t, 2t+1)
  *   fcl_pack2(lo, hi)               two floats rounded to the storage type
  *   fcl_shfl_xor(v, mask)           v of lane (lane ^ mask)
+ *   fcl_exp2(x)                     2^x by the special-function unit (~2 ulp;
+ *       results below 2^-126 flush to zero, which a softmax cannot see)
  *   fcl_cp_async16(dst, src, valid) 16 bytes global -> __local in the
  *       background (zeros when !valid); fcl_cp_async_commit() closes a group,
  *       fcl_cp_async_wait_all() / fcl_cp_async_wait_but_one() wait for all
@@ -69,6 +71,15 @@ inline uint fcl_pack2(float lo, float hi)
 {
     uint r;
     asm("" FCL_CVT_PACK " %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+/* .ftz: native_exp2 also handles subnormals, which costs 3-5% of the
+ * forward (NOTES.md, run 13). */
+inline float fcl_exp2(float x)
+{
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
     return r;
 }
 

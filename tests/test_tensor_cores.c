@@ -121,6 +121,25 @@ static void test_lengths_and_layout(void **state)
     }
 }
 
+/* Plain attention takes the row max over raw q.k and puts the scale into
+ * the exponent, negating Q for a negative scale; softcap scales first. */
+static void test_scales(void **state)
+{
+    (void)state;
+    const float scales[3] = {0.7f, -0.3f, -0.125f};
+    for (int i = 0; i < 3; ++i) {
+        fa_variants v = fa_no_variants();
+        v.softcap = 2.0f;
+        fa_case c = base_case(7300 + (uint64_t)i);
+        c.scale = scales[i];
+        c.causal = i == 1;
+        c.head_dim = 32;
+        c.dtype = i == 1 ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
+        c.var = i == 2 ? &v : NULL;
+        check_both(&c);
+    }
+}
+
 static void test_variants(void **state)
 {
     (void)state;
@@ -190,6 +209,7 @@ int main(void)
         cmocka_unit_test(test_head_dims),
         cmocka_unit_test(test_head_dim_256),
         cmocka_unit_test(test_lengths_and_layout),
+        cmocka_unit_test(test_scales),
         cmocka_unit_test(test_variants),
         cmocka_unit_test(test_forced_tiles),
         cmocka_unit_test(test_deterministic),
