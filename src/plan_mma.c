@@ -22,29 +22,33 @@ typedef struct mma_shape {
     int warps, mb, inner;
 } mma_shape;
 
-/* Defaults per kernel and head_dim: the best of the sweeps in NOTES.md
- * (H200, fp16, N = 4096, B*N = 16384, H*d = 2048), TFLOP/s of the forward,
- * or of the whole backward with the other backward kernel at its default:
- *   forward d <= 64: 8 warps x 16 rows, 64 keys   175 (4 x 16: 173, 4 x 32: 146)  run 9
- *   forward d = 128: 4 warps x 16 rows, 64 keys   206 (4 x 32: 196, 8 x 16: 159)  run 9
- *   dQ d <= 64:      4 warps x 16 rows, 32 keys    90 (64 keys: 89, 4 x 32: 84)   run 10
- *   dQ d = 128:      4 warps x 16 rows, 32 keys   128 (64 keys: 124)              run 10
- *   dK/dV d <= 64:   4 warps x 16 keys, 32 rows    98 (64 rows: 88, 16 rows: 93)  run 10
- *   dK/dV d = 128:   4 warps x 16 keys, 64 rows   127 (32 rows: 117)              run 10
- * The A100 (sm_80, 164 KiB usable) gets the same shapes, which all fit its
- * memory (test_plan checks it): derived from the same rules, not measured.
- * Two 16-row blocks per warp never won: at d = 128 they need 255 registers.
- * d = 256 (forward and dQ only): 4 warps x 16 rows, 32 keys, the smallest
- * score tile beside a 128-float accumulator; not tuned. */
+/* Defaults per kernel and head_dim: the best of the sweeps in NOTES.md run
+ * 13 (H200, fp16, N = 4096, B*N = 16384, H*d = 2048), TFLOP/s of the
+ * forward, or of the whole backward with the other backward kernel at its
+ * previous default:
+ *   forward d <= 64:  4 warps x 32 rows, 64 keys    241 (128 keys: 247, 4 x 16: 207, 8 x 16: 150)
+ *   forward d <= 128: 4 warps x 32 rows, 64 keys    272 (32 keys: 253, 4 x 16: 236, 8 x 16: 202)
+ *   forward d = 256:  8 warps x 16 rows, 128 keys   259 (64 keys: 236, 4 x 16 and 32 keys: 210)
+ *   dQ d <= 64:       4 warps x 32 rows, 64 keys    163 (32 keys: 154, 4 x 16: 150)
+ *   dQ d <= 128:      4 warps x 32 rows, 32 keys    196 (4 x 16 and 64 keys: 186, 32 keys: 170)
+ *   dK/dV d <= 64:    4 warps x 16 keys, 128 rows   170 (4 x 32 keys and 32 rows: 167, 32 rows: 149)
+ *   dK/dV d = 128:    4 warps x 16 keys, 64 rows    170 (32 rows: 156, 128 rows: 132)
+ * At 128 keys for d <= 64 the forward was 2% faster (within the noise) but
+ * needs 1.5 times the memory: 64 taken.  d = 256 dQ (4 x 16 rows, 32 keys)
+ * is not tuned.  Two 16-row blocks per warp lost before run 13, while a
+ * per-score mask test made the softmax the bottleneck (NOTES.md).
+ * The A100 (sm_80, 164 KiB usable) gets the same shapes where they fit its
+ * memory (all but the d = 256 forward, which halves its keys by the rule
+ * below; test_plan checks it): derived, not measured. */
 static mma_shape default_shape(fcl_kernel_kind kind, int d)
 {
     switch (kind) {
     case FCL_KERNEL_FORWARD:
-        return d <= 64 ? (mma_shape){8, 1, 64} : d <= 128 ? (mma_shape){4, 1, 64} : (mma_shape){4, 1, 32};
+        return d <= 128 ? (mma_shape){4, 2, 64} : (mma_shape){8, 1, 128};
     case FCL_KERNEL_BACKWARD_DQ:
-        return (mma_shape){4, 1, 32};
+        return d <= 64 ? (mma_shape){4, 2, 64} : d <= 128 ? (mma_shape){4, 2, 32} : (mma_shape){4, 1, 32};
     case FCL_KERNEL_BACKWARD_DKDV:
-        return d <= 64 ? (mma_shape){4, 1, 32} : (mma_shape){4, 1, 64};
+        return d <= 64 ? (mma_shape){4, 1, 128} : (mma_shape){4, 1, 64};
     }
     return (mma_shape){4, 1, 64};
 }
