@@ -8,6 +8,9 @@
  *   TY, TX         work-group = TY x TX threads (TX threads share one row)
  *   FCL_FEATURES   attention variants compiled in (bits below); 0 is plain
  *                  attention, whose code has none of the variants' cost
+ *   FCL_DKDV_PART  the dK/dV kernel's outputs: 0 both, 1 dV only, 2 dK
+ *                  only (the tensor-core piece above head_dim 128, where
+ *                  one accumulator per launch fits in registers)
  */
 
 #define FCL_FEAT_SOFTCAP 1
@@ -19,6 +22,11 @@
 #define FCL_FEATURES 0
 #endif
 #define FCL_HAS(feature) ((FCL_FEATURES & (feature)) != 0)
+#ifndef FCL_DKDV_PART
+#define FCL_DKDV_PART 0
+#endif
+#define FCL_WANT_DK (FCL_DKDV_PART != 1)
+#define FCL_WANT_DV (FCL_DKDV_PART != 2)
 
 /* ---- storage types ---------------------------------------------------- */
 

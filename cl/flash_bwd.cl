@@ -226,6 +226,8 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
                      v_off + fcl_batch_offset(b, v_sb) + hk * v_sh + k_row * v_ss, v_ss, cols,
                      head_dim);
 
+    /* Both accumulators, or one of them (FCL_DKDV_PART; the other is never
+     * read, so it costs no registers). */
     float dk[RM][DN], dv[RM][DN];
     FCL_UNROLL
     for (int i = 0; i < RM; ++i)
@@ -290,7 +292,14 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
 
         float st[RM][RN], dpt[RM][RN];
         FCL_DKDV_ST(st, buf);
-        FCL_DKDV_DPT(dpt, buf);
+        if (FCL_WANT_DK) {
+            FCL_DKDV_DPT(dpt, buf);
+        } else { /* dV alone needs no dP */
+            FCL_UNROLL
+            for (int i = 0; i < RM; ++i)
+                FCL_UNROLL
+                for (int j = 0; j < RN; ++j) dpt[i][j] = 0.0f;
+        }
         /* P^T and dS^T in place of S^T and dP^T, then zero where masked */
         FCL_UNROLL
         for (int i = 0; i < RM; ++i)
@@ -327,8 +336,8 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
         for (int n = 0; n < DN; ++n) {
             const int col = FCL_OCOL(n);
             if (col >= head_dim) continue;
-            fcl_store(dK, dk_base + (long)key * dk_ss + col, dk[i][n] * scale);
-            fcl_store(dV, dv_base + (long)key * dv_ss + col, dv[i][n]);
+            if (FCL_WANT_DK) fcl_store(dK, dk_base + (long)key * dk_ss + col, dk[i][n] * scale);
+            if (FCL_WANT_DV) fcl_store(dV, dv_base + (long)key * dv_ss + col, dv[i][n]);
         }
     }
 }

@@ -297,10 +297,10 @@ inline void fcl_load_tile_h_async(__local ushort *dst, int nrows, __global const
 #define FCL_DKDV_ST(st, buf) FCL_MMA_ABT(st, Kh, warp * 16 * MB, FCL_BUF(Qh, BR, buf), BR)
 #define FCL_DKDV_DPT(dpt, buf) FCL_MMA_ABT(dpt, Vh, warp * 16 * MB, FCL_BUF(dOh, BR, buf), BR)
 #define FCL_DKDV_SET(st, dpt, i, j, p, ds) (st[i][j] = (p), dpt[i][j] = (ds))
-#define FCL_DKDV_ACC(dk, dv, st, dpt, buf)                 \
-    do {                                                   \
-        FCL_MMA_AB(dv, st, FCL_BUF(dOh, BR, buf), BR);     \
-        FCL_MMA_AB(dk, dpt, FCL_BUF(Qh, BR, buf), BR);     \
+#define FCL_DKDV_ACC(dk, dv, st, dpt, buf)                              \
+    do {                                                               \
+        if (FCL_WANT_DV) FCL_MMA_AB(dv, st, FCL_BUF(dOh, BR, buf), BR);  \
+        if (FCL_WANT_DK) FCL_MMA_AB(dk, dpt, FCL_BUF(Qh, BR, buf), BR);  \
     } while (0)
 
 #endif

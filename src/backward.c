@@ -133,17 +133,23 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
     fcl_variants var;
     FCL_TRY(fcl_variants_prepare(ctx, desc, aux, num_wait, wait_list, &var));
 
-    /* Build and check every kernel before anything is enqueued. */
-    fcl_resolved *r_dq = NULL, *r_dkdv = NULL;
+    /* Build and check every kernel before anything is enqueued: each on
+     * tensor cores where it can be; there, above head_dim 128, dK/dV is two
+     * launches (dV, then dK), r_dkdv[1] the second. */
+    fcl_resolved *r_dq = NULL, *r_dkdv[2] = {NULL, NULL};
     const size_t D = desc->head_dim;
-    /* each kernel on tensor cores where it can be (dK/dV stops at d = 128) */
     const unsigned mma = FCL_BUILD_TILE_MMA;
     const unsigned build_dq =
         var.features | (fcl_uses_tensor_cores(ctx, desc, FCL_KERNEL_BACKWARD_DQ) ? mma : 0);
     const unsigned build_dkdv =
         var.features | (fcl_uses_tensor_cores(ctx, desc, FCL_KERNEL_BACKWARD_DKDV) ? mma : 0);
+    const bool split = (build_dkdv & mma) && fcl_mma_dkdv_split(D);
     FCL_TRY(fcl_resolve(ctx, FCL_KERNEL_BACKWARD_DQ, D, desc->dtype, build_dq, &r_dq));
-    FCL_TRY(fcl_resolve(ctx, FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype, build_dkdv, &r_dkdv));
+    FCL_TRY(fcl_resolve(ctx, FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype,
+                        build_dkdv | (split ? FCL_BUILD_DV_ONLY : 0), &r_dkdv[0]));
+    if (split)
+        FCL_TRY(fcl_resolve(ctx, FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype,
+                            build_dkdv | FCL_BUILD_DK_ONLY, &r_dkdv[1]));
 
     fcl_status st = FCL_OK;
     const size_t batch = desc->varlen ? 1 : desc->batch;
@@ -152,15 +158,16 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
     FCL_TRY(st);
     backward_call call = {desc, &var, q, k, v, o, lse, dout, dq, dk, dv, delta};
     /* Events chain the kernels, so a caller's out-of-order queue works too. */
-    cl_event ev_delta = NULL, ev_parts[2] = {NULL, NULL};
+    cl_event ev_delta = NULL, ev_parts[3] = {NULL, NULL, NULL};
+    const cl_uint parts = split ? 3 : 2;
     st = enqueue_delta(ctx, r_dq, &call, num_wait, wait_list, &ev_delta);
     if (st == FCL_OK)
         st = fcl_launch(ctx, r_dq, set_dq_args, &call, 1, &ev_delta, &ev_parts[0]);
-    if (st == FCL_OK)
-        st = fcl_launch(ctx, r_dkdv, set_dkdv_args, &call, 1, &ev_delta, &ev_parts[1]);
+    for (cl_uint i = 1; i < parts && st == FCL_OK; ++i)
+        st = fcl_launch(ctx, r_dkdv[i - 1], set_dkdv_args, &call, 1, &ev_delta, &ev_parts[i]);
     if (st == FCL_OK && event != NULL)
-        st = clEnqueueMarkerWithWaitList(ctx->queue, 2, ev_parts, event);
-    for (int i = 0; i < 2; ++i)
+        st = clEnqueueMarkerWithWaitList(ctx->queue, parts, ev_parts, event);
+    for (int i = 0; i < 3; ++i)
         if (ev_parts[i] != NULL)
             clReleaseEvent(ev_parts[i]);
     if (ev_delta != NULL)

@@ -42,9 +42,11 @@ fcl_status fcl_debug_kernel_log(fcl_context *ctx, const fcl_attention_desc *desc
 {
     if (ctx == NULL || desc == NULL || log == NULL)
         return FCL_ERROR_NULL_ARGUMENT;
-    /* the kernel a plain call of `desc` runs */
-    const unsigned build =
-        fcl_uses_tensor_cores(ctx, desc, kind) ? FCL_BUILD_TILE_MMA : 0;
+    /* the kernel a plain call of `desc` runs (of a split dK/dV, the dK
+     * launch, the larger) */
+    unsigned build = fcl_uses_tensor_cores(ctx, desc, kind) ? FCL_BUILD_TILE_MMA : 0;
+    if (build && kind == FCL_KERNEL_BACKWARD_DKDV && fcl_mma_dkdv_split(desc->head_dim))
+        build |= FCL_BUILD_DK_ONLY;
     fcl_resolved *r = NULL;
     FCL_TRY(fcl_resolve(ctx, kind, desc->head_dim, desc->dtype, build, &r));
     cl_program prog = NULL;

@@ -82,9 +82,13 @@ void fcl_plan_effective_limits(const fcl_caps *caps, const fcl_plan_limits *limi
  * `target` (forced by a tuning tool): rows x cols of the S tile as for
  * fcl_plan_make, ty = warps.  `emulated`: the warp operations of
  * cl/warp_emulated.cl (tests on any device). */
-/* The largest head_dim a kernel takes on tensor cores: 256, but 128 for
- * dK/dV, whose two accumulators would not fit in registers. */
+/* The largest head_dim a kernel takes on tensor cores: 256 for each
+ * (dK/dV above 128 as two launches, see fcl_mma_dkdv_split). */
 int fcl_mma_max_head_dim(fcl_kernel_kind kind);
+/* Whether the tensor-core dK/dV of this head_dim runs as two launches, dV
+ * and then dK (FCL_BUILD_DV_ONLY / FCL_BUILD_DK_ONLY): one d-wide
+ * accumulator per lane each, as the other kernels have. */
+bool fcl_mma_dkdv_split(size_t head_dim);
 fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
                              fcl_dtype dtype, const fcl_plan_limits *limits,
                              const fcl_tuned_tile *target, int emulated, fcl_plan_full *out);
@@ -252,7 +256,10 @@ enum {
     FCL_FEAT_VARLEN = 8,
     FCL_FEAT_BLOCKMASK = 16,
     FCL_FEAT_MASK = 0xFF,
-    FCL_BUILD_TILE_MMA = 0x100
+    FCL_BUILD_TILE_MMA = 0x100,
+    /* dK/dV above head_dim 128 on tensor cores: one output per launch */
+    FCL_BUILD_DV_ONLY = 0x200,
+    FCL_BUILD_DK_ONLY = 0x400
 };
 
 /* Whether kernel `kind` of a call of `desc` runs on the tensor-core pieces

@@ -34,8 +34,9 @@ typedef struct mma_shape {
  *   dK/dV d <= 64:    4 warps x 16 keys, 128 rows   170 (4 x 32 keys and 32 rows: 167, 32 rows: 149)
  *   dK/dV d = 128:    4 warps x 16 keys, 64 rows    170 (32 rows: 156, 128 rows: 132)
  * At 128 keys for d <= 64 the forward was 2% faster (within the noise) but
- * needs 1.5 times the memory: 64 taken.  d = 256 dQ (4 x 16 rows, 32 keys)
- * is not tuned.  Two 16-row blocks per warp lost before run 13, while a
+ * needs 1.5 times the memory: 64 taken.  At d = 256 dQ (4 x 16 rows, 32
+ * keys) and dK/dV (4 x 16 keys, 32 rows, each of dK and dV a launch) are not
+ * tuned.  Two 16-row blocks per warp lost before run 13, while a
  * per-score mask test made the softmax the bottleneck (NOTES.md).
  * The A100 (sm_80, 164 KiB usable) gets the same shapes where they fit its
  * memory (all but the d = 256 forward, which halves its keys by the rule
@@ -48,7 +49,7 @@ static mma_shape default_shape(fcl_kernel_kind kind, int d)
     case FCL_KERNEL_BACKWARD_DQ:
         return d <= 64 ? (mma_shape){4, 2, 64} : d <= 128 ? (mma_shape){4, 2, 32} : (mma_shape){4, 1, 32};
     case FCL_KERNEL_BACKWARD_DKDV:
-        return d <= 64 ? (mma_shape){4, 1, 128} : (mma_shape){4, 1, 64};
+        return d <= 64 ? (mma_shape){4, 1, 128} : d <= 128 ? (mma_shape){4, 1, 64} : (mma_shape){4, 1, 32};
     }
     return (mma_shape){4, 1, 64};
 }
@@ -87,9 +88,16 @@ static const char *kernel_words(fcl_kernel_kind kind)
     return "";
 }
 
-/* Registers per lane for one 16-row block: an accumulator is d / 2 floats;
- * dK/dV holds two, so d = 256 would need 256 for them alone. */
-int fcl_mma_max_head_dim(fcl_kernel_kind kind) { return kind == FCL_KERNEL_BACKWARD_DKDV ? 128 : 256; }
+/* Registers per lane for one 16-row block: an accumulator is d / 2 floats,
+ * 128 at d = 256.  dK/dV holds two, so above d = 128 it computes one per
+ * launch (the dK launch recomputes S^T: five products instead of four). */
+int fcl_mma_max_head_dim(fcl_kernel_kind kind)
+{
+    (void)kind;
+    return 256;
+}
+
+bool fcl_mma_dkdv_split(size_t head_dim) { return head_dim > 128; }
 
 fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
                              fcl_dtype dtype, const fcl_plan_limits *limits,
@@ -163,5 +171,7 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
                 "in its registers%s",
                 fcl_dtype_name(dtype), kernel_words(kind), s.warps, 16 * s.mb, s.inner,
                 emulated ? "; warp operations emulated in OpenCL C (a test mode)" : "");
+    if (dkdv && fcl_mma_dkdv_split(head_dim))
+        fcl_appendf(pub->reason, sizeof pub->reason, "; head_dim > 128: dV and dK in two launches");
     return FCL_OK;
 }
