@@ -33,14 +33,14 @@ typedef struct mma_shape {
  *   dQ d <= 128:      4 warps x 32 rows, 32 keys    196 (4 x 16 and 64 keys: 186, 32 keys: 170)
  *   dK/dV d <= 64:    4 warps x 16 keys, 128 rows   170 (4 x 32 keys and 32 rows: 167, 32 rows: 149)
  *   dK/dV d = 128:    4 warps x 16 keys, 64 rows    170 (32 rows: 156, 128 rows: 132)
+ *   dK/dV d = 256:    4 warps x 16 keys, 64 rows    110 (32 rows: 97, 16 rows: 105)  run 15
  * At 128 keys for d <= 64 the forward was 2% faster (within the noise) but
- * needs 1.5 times the memory: 64 taken.  At d = 256 dQ (4 x 16 rows, 32
- * keys) and dK/dV (4 x 16 keys, 32 rows, each of dK and dV a launch) are not
- * tuned.  Two 16-row blocks per warp lost before run 13, while a
+ * needs 1.5 times the memory: 64 taken.  d = 256 dQ (4 x 16 rows, 32 keys)
+ * is not tuned; dK/dV there is two launches, one output each.  Two 16-row blocks per warp lost before run 13, while a
  * per-score mask test made the softmax the bottleneck (NOTES.md).
  * The A100 (sm_80, 164 KiB usable) gets the same shapes where they fit its
- * memory (all but the d = 256 forward, which halves its keys by the rule
- * below; test_plan checks it): derived, not measured. */
+ * memory (all but the d = 256 forward and dK/dV, which halve their inner
+ * step by the rule below; test_plan checks it): derived, not measured. */
 static mma_shape default_shape(fcl_kernel_kind kind, int d)
 {
     switch (kind) {
@@ -49,7 +49,7 @@ static mma_shape default_shape(fcl_kernel_kind kind, int d)
     case FCL_KERNEL_BACKWARD_DQ:
         return d <= 64 ? (mma_shape){4, 2, 64} : d <= 128 ? (mma_shape){4, 2, 32} : (mma_shape){4, 1, 32};
     case FCL_KERNEL_BACKWARD_DKDV:
-        return d <= 64 ? (mma_shape){4, 1, 128} : d <= 128 ? (mma_shape){4, 1, 64} : (mma_shape){4, 1, 32};
+        return d <= 64 ? (mma_shape){4, 1, 128} : (mma_shape){4, 1, 64};
     }
     return (mma_shape){4, 1, 64};
 }
