@@ -11,7 +11,9 @@
  *   fcl_backward_dkdv   one work-group per (K/V block, kv head, batch),
  *                       streaming the Q blocks of every query head that shares
  *                       the K/V head; dK, dV accumulate in registers (the GQA
- *                       sum happens there, in a fixed order)
+ *                       sum happens there, in a fixed order); built with
+ *                       FCL_DKDV_PART it computes one of them, and the host
+ *                       launches it twice (tensor cores above head_dim 128)
  * Each program is built with one of FCL_KERNEL_DQ / FCL_KERNEL_DKDV, so the
  * two tile plans stay independent.  As in the forward, the loops, masks and
  * variants are written once here, and how tiles are held and multiplied is
@@ -23,7 +25,9 @@
  * products that rebuild S and dP (FCL_DQ_S / FCL_DQ_DP,
  * FCL_DKDV_ST / FCL_DKDV_DPT), where P and dS go (FCL_DQ_SET_DS,
  * FCL_DKDV_SET) and the products that accumulate the gradients
- * (FCL_DQ_ACC, FCL_DKDV_ACC).  The variants (common.cl) recompute the
+ * (FCL_DQ_ACC, FCL_DKDV_ACC, which honours FCL_WANT_DK / FCL_WANT_DV).
+ * Masked scores are zeroed after the fact, on edge tiles only
+ * (FCL_HIDE_MASKED).  The variants (common.cl) recompute the
  * forward's modified scores; the softcap multiplies dS by 1 - tanh^2, and
  * dropout scales dP (for dS) and P (for dV) by the same mask the forward
  * drew, while delta = rowsum(dO * O) stays exact because O is the dropped

@@ -181,7 +181,7 @@ inline void fcl_load_tile_h_async(__local ushort *dst, int nrows, __global const
 #define FCL_FWD_LOAD_Q(q_base, q_ss, rows, head_dim, negate)                 \
     do {                                                                     \
         fcl_load_tile_h(Qh, BR, Q, (q_base), (q_ss), (rows), (negate), lid); \
-        barrier(CLK_LOCAL_MEM_FENCE);                               \
+        barrier(CLK_LOCAL_MEM_FENCE);                                        \
     } while (0)
 
 #define FCL_FWD_PREFETCH_K(k_base, k_ss, cols) \
@@ -233,10 +233,10 @@ inline void fcl_load_tile_h_async(__local ushort *dst, int nrows, __global const
     FCL_WARP_SCRATCH
 
 /* Visible after the first tile's barrier. */
-#define FCL_DQ_LOAD_Q_DO(q_base, q_ss, do_base, do_ss, rows, head_dim)  \
-    do {                                                               \
-        fcl_load_tile_h(Qh, BR, Q, (q_base), (q_ss), (rows), false, lid);      \
-        fcl_load_tile_h(dOh, BR, dO, (do_base), (do_ss), (rows), false, lid);  \
+#define FCL_DQ_LOAD_Q_DO(q_base, q_ss, do_base, do_ss, rows, head_dim)        \
+    do {                                                                      \
+        fcl_load_tile_h(Qh, BR, Q, (q_base), (q_ss), (rows), false, lid);     \
+        fcl_load_tile_h(dOh, BR, dO, (do_base), (do_ss), (rows), false, lid); \
     } while (0)
 
 #define FCL_DQ_PREFETCH_KV(k_base, k_ss, v_base, v_ss, cols, buf)                          \
@@ -276,10 +276,10 @@ inline void fcl_load_tile_h_async(__local ushort *dst, int nrows, __global const
     FCL_WARP_SCRATCH
 
 /* Visible after the first block's barrier. */
-#define FCL_DKDV_LOAD_KV(k_base, k_ss, v_base, v_ss, cols, head_dim)   \
-    do {                                                              \
-        fcl_load_tile_h(Kh, BC, K, (k_base), (k_ss), (cols), false, lid);     \
-        fcl_load_tile_h(Vh, BC, V, (v_base), (v_ss), (cols), false, lid);     \
+#define FCL_DKDV_LOAD_KV(k_base, k_ss, v_base, v_ss, cols, head_dim)      \
+    do {                                                                  \
+        fcl_load_tile_h(Kh, BC, K, (k_base), (k_ss), (cols), false, lid); \
+        fcl_load_tile_h(Vh, BC, V, (v_base), (v_ss), (cols), false, lid); \
     } while (0)
 
 #define FCL_DKDV_PREFETCH_Q_DO(q_base, q_ss, do_base, do_ss, rows, buf)                         \

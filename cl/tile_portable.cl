@@ -229,10 +229,10 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
     __local float Vs[BC * KS_LD] FCL_ALIGNED;           \
     __local float dSt[BC * ST_LD] FCL_ALIGNED
 
-#define FCL_DQ_LOAD_Q_DO(q_base, q_ss, do_base, do_ss, rows, head_dim)                     \
-    do {                                                                                   \
-        fcl_load_tile_t(Qt, QT_LD, BR, Q, (q_base), (q_ss), (rows), (head_dim), false, lid);      \
-        fcl_load_tile_t(dOt, QT_LD, BR, dO, (do_base), (do_ss), (rows), (head_dim), false, lid);  \
+#define FCL_DQ_LOAD_Q_DO(q_base, q_ss, do_base, do_ss, rows, head_dim)                           \
+    do {                                                                                         \
+        fcl_load_tile_t(Qt, QT_LD, BR, Q, (q_base), (q_ss), (rows), (head_dim), false, lid);     \
+        fcl_load_tile_t(dOt, QT_LD, BR, dO, (do_base), (do_ss), (rows), (head_dim), false, lid); \
     } while (0)
 
 /* No background copies: K and V are loaded when a tile begins (one buffer). */
@@ -286,10 +286,10 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
     __local float lse_s[2 * BR] FCL_ALIGNED;            \
     __local float dlt_s[2 * BR] FCL_ALIGNED
 
-#define FCL_DKDV_LOAD_KV(k_base, k_ss, v_base, v_ss, cols, head_dim)                       \
-    do {                                                                                   \
-        fcl_load_tile_t(Kt, KT_LD, BC, K, (k_base), (k_ss), (cols), (head_dim), false, lid);      \
-        fcl_load_tile_t(Vt, KT_LD, BC, V, (v_base), (v_ss), (cols), (head_dim), false, lid);      \
+#define FCL_DKDV_LOAD_KV(k_base, k_ss, v_base, v_ss, cols, head_dim)                         \
+    do {                                                                                     \
+        fcl_load_tile_t(Kt, KT_LD, BC, K, (k_base), (k_ss), (cols), (head_dim), false, lid); \
+        fcl_load_tile_t(Vt, KT_LD, BC, V, (v_base), (v_ss), (cols), (head_dim), false, lid); \
     } while (0)
 
 /* No background copies: Q and dO are loaded when a block begins. */

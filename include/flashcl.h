@@ -339,8 +339,8 @@ typedef struct fcl_context_options {
     int enable_profiling;
     /* 1: trust CL_DEVICE_LOCAL_MEM_SIZE and skip the on-chip memory probe. */
     int skip_local_mem_probe;
-    /* 1: never use a vendor fast path (the NVIDIA tensor-core forward); the
-     * portable kernels everywhere, e.g. to compare the two. */
+    /* 1: never use a vendor fast path (the NVIDIA tensor-core forward and
+     * backward); the portable kernels everywhere, e.g. to compare the two. */
     int portable_only;
 } fcl_context_options;
 
