@@ -25,7 +25,8 @@
  * products that rebuild S and dP (FCL_DQ_S / FCL_DQ_DP,
  * FCL_DKDV_ST / FCL_DKDV_DPT), where P and dS go (FCL_DQ_SET_DS,
  * FCL_DKDV_SET) and the products that accumulate the gradients
- * (FCL_DQ_ACC, FCL_DKDV_ACC, which honours FCL_WANT_DK / FCL_WANT_DV).
+ * (FCL_DQ_ACC, FCL_DKDV_ACC; the tensor-core piece's skips the output
+ * FCL_WANT_DK / FCL_WANT_DV leave out, the portable one is never split).
  * Masked scores are zeroed after the fact, on edge tiles only
  * (FCL_HIDE_MASKED).  The variants (common.cl) recompute the
  * forward's modified scores; the softcap multiplies dS by 1 - tanh^2, and
