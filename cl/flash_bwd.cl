@@ -164,7 +164,8 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
             FCL_UNROLL
             for (int j = 0; j < RN; ++j)
                 s[i][j] = fcl_backward_score(s[i][j], dp[i][j], lse[i], dlt[i], mods, units_scale,
-                                             mask.diag, drop, bh, r0 + FCL_ROW(i), c0 + FCL_COL(j)).y;
+                                             mask.diag, drop, bh, r0 + FCL_ROW(i),
+                                             c0 + FCL_COL(j)).y;
         FCL_HIDE_MASKED(0, mask, blocks, cover, sq.seqlen_q, r0, rows, c0, s[i_][j_] = 0.0f);
         FCL_UNROLL
         for (int i = 0; i < RM; ++i)

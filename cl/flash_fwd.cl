@@ -14,9 +14,9 @@
  * A piece provides: RM, RN, DN (the work-item's register tile s[RM][RN] and
  * output acc[RM][DN]), FCL_ROW(i) / FCL_COL(j) / FCL_OCOL(n) (what tile
  * row, key column and head_dim column those registers are), FCL_FWD_IDS,
- * FCL_FWD_LOCALS, FCL_FWD_LOAD_Q (Q, negated when told), FCL_FWD_PREFETCH_K / FCL_FWD_TILE_BEGIN /
- * FCL_FWD_TILE_MID (where K and V tiles are loaded: both at the start of a
- * tile, or in the background, see the loop), FCL_FWD_QK, FCL_ROWS_MAX /
+ * FCL_FWD_LOCALS, FCL_FWD_LOAD_Q (Q, negated when told), FCL_FWD_PREFETCH_K
+ * / FCL_FWD_TILE_BEGIN / FCL_FWD_TILE_MID (where K and V tiles are loaded:
+ * both at the start of a tile, or in the background, see the loop), FCL_FWD_QK, FCL_ROWS_MAX /
  * FCL_ROWS_SUM (over the work-items sharing a row), FCL_FIRST_IN_ROW,
  * FCL_FWD_SET_P and FCL_FWD_PV, and the exponential it uses: FCL_EXP_UNITS
  * converts a score to the units of FCL_EXP, FCL_NATURAL_UNITS converts back
