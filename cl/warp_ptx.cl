@@ -74,8 +74,8 @@ inline uint fcl_pack2(float lo, float hi)
     return r;
 }
 
-/* .ftz: native_exp2 also handles subnormals, which costs 3-5% of the
- * forward (NOTES.md, run 13). */
+/* .ftz: native_exp2 also handles subnormals, which cost 2-13% of the
+ * forward's speed (NOTES.md, run 13). */
 inline float fcl_exp2(float x)
 {
     float r;
