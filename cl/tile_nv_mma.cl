@@ -3,8 +3,8 @@
  * ldmatrix, shfl.sync, cp.async).  Built only with FCL_TILE_MMA=1, which the
  * host sets for NVIDIA devices of compute capability 8.0 and up (or, for
  * tests, with the emulated operations of warp_emulated.cl), fp16/bf16
- * storage, head_dim a multiple of 16 up to 256 (128 for dK/dV), and 16-byte
- * aligned rows.
+ * storage, head_dim a multiple of 16 up to 256 (dK/dV above 128 built
+ * twice, FCL_DKDV_PART), and 16-byte aligned rows.
  *
  * Layout: WARPS = TY warps; each owns MB blocks of 16 consecutive rows of the
  * "row" operand (query rows in the forward and dQ, keys in dK/dV).  In the

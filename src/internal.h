@@ -82,9 +82,9 @@ void fcl_plan_effective_limits(const fcl_caps *caps, const fcl_plan_limits *limi
  * `target` (forced by a tuning tool): rows x cols of the S tile as for
  * fcl_plan_make, ty = warps.  `emulated`: the warp operations of
  * cl/warp_emulated.cl (tests on any device). */
-/* The largest head_dim a kernel takes on tensor cores: 256 for each
- * (dK/dV above 128 as two launches, see fcl_mma_dkdv_split). */
-int fcl_mma_max_head_dim(fcl_kernel_kind kind);
+/* The largest head_dim the tensor-core kernels take: 256 for each (dK/dV
+ * above 128 as two launches, see fcl_mma_dkdv_split). */
+int fcl_mma_max_head_dim(void);
 /* Whether the tensor-core dK/dV of this head_dim runs as two launches, dV
  * and then dK (FCL_BUILD_DV_ONLY / FCL_BUILD_DK_ONLY): one d-wide
  * accumulator per lane each, as the other kernels have. */

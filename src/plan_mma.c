@@ -36,8 +36,9 @@ typedef struct mma_shape {
  *   dK/dV d = 256:    4 warps x 16 keys, 64 rows    110 (32 rows: 97, 16 rows: 105)  run 15
  * At 128 keys for d <= 64 the forward was 2% faster (within the noise) but
  * needs 1.5 times the memory: 64 taken.  d = 256 dQ (4 x 16 rows, 32 keys)
- * is not tuned; dK/dV there is two launches, one output each.  Two 16-row blocks per warp lost before run 13, while a
- * per-score mask test made the softmax the bottleneck (NOTES.md).
+ * is not tuned; dK/dV there is two launches, one output each.  Two 16-row
+ * blocks per warp lost before run 13, while a per-score mask test made the
+ * softmax the bottleneck (NOTES.md).
  * The A100 (sm_80, 164 KiB usable) gets the same shapes where they fit its
  * memory (all but the d = 256 forward and dK/dV, which halve their inner
  * step by the rule below; test_plan checks it): derived, not measured. */
@@ -91,11 +92,7 @@ static const char *kernel_words(fcl_kernel_kind kind)
 /* Registers per lane for one 16-row block: an accumulator is d / 2 floats,
  * 128 at d = 256.  dK/dV holds two, so above d = 128 it computes one per
  * launch (the dK launch recomputes S^T: five products instead of four). */
-int fcl_mma_max_head_dim(fcl_kernel_kind kind)
-{
-    (void)kind;
-    return 256;
-}
+int fcl_mma_max_head_dim(void) { return 256; }
 
 bool fcl_mma_dkdv_split(size_t head_dim) { return head_dim > 128; }
 
@@ -103,7 +100,7 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
                              fcl_dtype dtype, const fcl_plan_limits *limits,
                              const fcl_tuned_tile *target, int emulated, fcl_plan_full *out)
 {
-    if (head_dim < 16 || head_dim > (size_t)fcl_mma_max_head_dim(kind) || head_dim % 16 != 0 ||
+    if (head_dim < 16 || head_dim > (size_t)fcl_mma_max_head_dim() || head_dim % 16 != 0 ||
         dtype == FCL_DTYPE_FP32)
         return FCL_ERROR_NO_PLAN;
     memset(out, 0, sizeof *out);

@@ -21,6 +21,6 @@ bool fcl_uses_tensor_cores(const fcl_context *ctx, const fcl_attention_desc *d,
                          in->nv_compute_capability >= 80);
     return !ctx->portable_only && device &&
            (d->dtype == FCL_DTYPE_FP16 || d->dtype == FCL_DTYPE_BF16) && d->head_dim % 16 == 0 &&
-           d->head_dim <= (size_t)fcl_mma_max_head_dim(kind) && rows_aligned(&d->q) && rows_aligned(&d->k) &&
-           rows_aligned(&d->v) && (!backward || rows_aligned(&d->dout));
+           d->head_dim <= (size_t)fcl_mma_max_head_dim() && rows_aligned(&d->q) &&
+           rows_aligned(&d->k) && rows_aligned(&d->v) && (!backward || rows_aligned(&d->dout));
 }
