@@ -24,6 +24,24 @@ def bench(fn, reps=20):
     return ts[len(ts) // 2]
 
 
+def time_sdpa(backend, q, k, v, **kw):
+    """Median ms of the forward and of the backward (dQ, dK, dV from a random
+    dO) of scaled_dot_product_attention(q, k, v, **kw) on one backend."""
+    with sdpa_kernel(backend):
+        f = lambda: F.scaled_dot_product_attention(q, k, v, **kw)
+        ms = bench(f)
+        o = f(); do = torch.randn_like(o)
+        msb = bench(lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True))
+    return ms, msb
+
+
+def write_csv(path, header, rows):
+    with open(path, "w") as fh:
+        fh.write(header + "\n")
+        for r in rows:
+            fh.write(",".join(map(str, r)) + "\n")
+
+
 def arg(name, default):
     return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
 
@@ -48,11 +66,7 @@ def main():
                     for be, name in [(SDPBackend.FLASH_ATTENTION, "fa2"), (SDPBackend.CUDNN_ATTENTION, "cudnn"),
                                      (SDPBackend.EFFICIENT_ATTENTION, "memeff")]:
                         try:
-                            with sdpa_kernel(be):
-                                f = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                                ms = bench(f)
-                                o = f(); do = torch.randn_like(o)
-                                msb = bench(lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True))
+                            ms, msb = time_sdpa(be, q, k, v, is_causal=causal)
                             tf, tb = fl / ms / 1e9, 2.5 * fl / msb / 1e9
                             line += f" | {name} fwd {tf:.0f} bwd {tb:.0f}"
                             rows.append((dt, d, int(causal), N, B, H, name, round(tf, 1), round(tb, 1)))
@@ -62,10 +76,7 @@ def main():
                     del q, k, v
                     torch.cuda.empty_cache()
     if csv:
-        with open(csv, "w") as fh:
-            fh.write("dtype,d,causal,N,B,H,backend,fwd_tflops,bwd_tflops\n")
-            for r in rows:
-                fh.write(",".join(map(str, r)) + "\n")
+        write_csv(csv, "dtype,d,causal,N,B,H,backend,fwd_tflops,bwd_tflops", rows)
 
 
 if __name__ == "__main__":

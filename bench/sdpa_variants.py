@@ -8,10 +8,10 @@ window, ALiBi and a block-sparse pattern only as an explicit attn_mask (the
 memory-efficient backend, which reads the N x N mask); nothing for softcap or
 packed variable-length batches.
 """
-import sys, torch, torch.nn.functional as F
-from torch.nn.attention import sdpa_kernel, SDPBackend
+import sys, torch
+from torch.nn.attention import SDPBackend
 
-from sdpa_backends import bench  # same timing method (beside this file)
+from sdpa_backends import time_sdpa, write_csv  # same timing method (beside this file)
 
 def main():
     csv = sys.argv[sys.argv.index("--csv") + 1] if "--csv" in sys.argv else None
@@ -39,21 +39,14 @@ def main():
         fl = 4 * B * H * N * N * d
         for name, be, kw in cases:
             try:
-                with sdpa_kernel(be):
-                    f = lambda: F.scaled_dot_product_attention(q, k, v, **kw)
-                    ms = bench(f)
-                    o = f(); do = torch.randn_like(o)
-                    msb = bench(lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True))
+                ms, msb = time_sdpa(be, q, k, v, **kw)
                 line = f"{name:28s} N={N:6d} fwd {ms:8.3f} ms {fl / ms / 1e9:7.1f} TFLOP/s | bwd {msb:8.3f} ms {2.5 * fl / msb / 1e9:7.1f}"
                 rows.append((name, N, round(ms, 4), round(msb, 4)))
             except Exception as ex:  # a backend may refuse a shape or mask
                 line = f"{name:28s} N={N:6d} n/a ({type(ex).__name__}: {str(ex)[:60]})"
             print(line, flush=True)
     if csv:
-        with open(csv, "w") as fh:
-            fh.write("variant,N,fwd_ms,bwd_ms\n")
-            for r in rows:
-                fh.write(",".join(map(str, r)) + "\n")
+        write_csv(csv, "variant,N,fwd_ms,bwd_ms", rows)
 
 if __name__ == "__main__":
     main()
