@@ -11,6 +11,10 @@
  *   FCL_DKDV_PART  the dK/dV kernel's outputs: 0 both, 1 dV only, 2 dK
  *                  only (the tensor-core piece above head_dim 128, where
  *                  one accumulator per launch fits in registers)
+ *   FCL_PACK       forward: query heads packed into one work-group's rows
+ *                  (GQA packing, see "rows" below); 1 elsewhere
+ *   FCL_PAGE_SIZE  forward: keys per page of a paged K/V cache; 0 for
+ *                  K/V rows at a fixed stride
  */
 
 #define FCL_FEAT_SOFTCAP 1
@@ -18,6 +22,7 @@
 #define FCL_FEAT_DROPOUT 4
 #define FCL_FEAT_VARLEN 8
 #define FCL_FEAT_BLOCKMASK 16
+#define FCL_FEAT_KVCACHE 32
 #ifndef FCL_FEATURES
 #define FCL_FEATURES 0
 #endif
@@ -27,6 +32,12 @@
 #endif
 #define FCL_WANT_DK (FCL_DKDV_PART != 1)
 #define FCL_WANT_DV (FCL_DKDV_PART != 2)
+#ifndef FCL_PACK
+#define FCL_PACK 1
+#endif
+#ifndef FCL_PAGE_SIZE
+#define FCL_PAGE_SIZE 0
+#endif
 
 /* ---- storage types ---------------------------------------------------- */
 
@@ -56,6 +67,66 @@ inline void fcl_store(__global fcl_storage *p, long i, float v) { p[i] = fcl_bf1
 #else
 #error "FCL_DTYPE must be 0 (fp32), 1 (fp16) or 2 (bf16)"
 #endif
+
+/* ---- rows of a tensor --------------------------------------------------
+ * Where row r of a tile source starts, in elements.  Query-side rows are
+ * packed: with GQA packing the FCL_PACK query heads that share a K/V head
+ * are one work-group's rows, row r being head r % FCL_PACK at query
+ * position r / FCL_PACK (the heads of one position side by side, so a tile
+ * spans few positions and a causal mask cuts few of its rows).  Key-side
+ * rows are at a fixed stride, or go through a page table: key j lies in
+ * page pages[j / FCL_PAGE_SIZE], row j % FCL_PAGE_SIZE of it. */
+typedef struct {
+    long base;                  /* element offset of row 0 (for paged keys: of page 0) */
+    long ss;                    /* between positions, or between the rows of a page */
+    long sh;                    /* packed rows: between the heads of one position */
+    long page_stride;           /* paged keys: between pages */
+    __global const int *pages;  /* paged keys: this sequence's page-table row, else 0 */
+    int first;                  /* row 0 here is row `first` of the tensor */
+} fcl_rows;
+
+inline fcl_rows fcl_rows_strided(long base, long ss)
+{
+    fcl_rows t = {base, ss, 0, 0, 0, 0};
+    return t;
+}
+
+/* The query position of packed row r. */
+#define FCL_POS(r) ((r) / FCL_PACK)
+
+/* Where row r of query-side (keys = false) or key-side (keys = true) rows
+ * starts; callers pass a constant for `keys`, so one branch folds away. */
+inline long fcl_row_offset(const fcl_rows t, bool keys, int r)
+{
+    r += t.first;
+    if (!keys)
+        return t.base + (long)(r / FCL_PACK) * t.ss + (long)(r % FCL_PACK) * t.sh;
+#if FCL_PAGE_SIZE > 0
+    if (t.pages != 0)
+        return t.base + (long)t.pages[r / FCL_PAGE_SIZE] * t.page_stride +
+               (long)(r % FCL_PAGE_SIZE) * t.ss;
+#endif
+    return t.base + (long)r * t.ss;
+}
+
+/* The rows of a tile that starts at row `first`.  Key tiles start at
+ * multiples of BC: when a page holds whole tiles, the tile is strided and
+ * its page is looked up once, not per row. */
+inline fcl_rows fcl_tile_rows(const fcl_rows t, bool keys, int first)
+{
+    fcl_rows s = t;
+    s.first = t.first + first;
+#if FCL_PAGE_SIZE > 0
+#if FCL_PAGE_SIZE % BC == 0
+    if (keys && t.pages != 0) {
+        s.base = fcl_row_offset(s, true, 0);
+        s.pages = 0;
+        s.first = 0;
+    }
+#endif
+#endif
+    return s;
+}
 
 /* ---- masking ------------------------------------------------------------
  * A key j is visible from query row i when it exists (j < seqlen_k) and lies
@@ -145,35 +216,52 @@ inline fcl_seq fcl_sequence(int b, int seqlen_q, int seqlen_k, __global const in
     return s;
 }
 
-/* The Q block (of br rows) a work-group of the forward or dQ kernel owns.  Work-groups
- * are (Q block, batch*head), batch*head fastest; Q blocks go in reverse:
- * under a causal mask the last ones see the most keys, so they start first
- * and the tail of the launch is short.  Q blocks past a shorter packed
- * sequence get rows = 0: they load zeros, visit no key block and store
- * nothing (not an early return: PoCL miscompiled one before the barriers,
- * writing past the output). */
+/* The Q block (of br rows) a work-group of the forward or dQ kernel owns.
+ * Work-groups are (Q block, head group, batch, split), the split (split-KV:
+ * which chunk of keys, forward only) fastest, then batch * head groups; a
+ * head group is FCL_PACK query heads sharing a K/V head (GQA packing,
+ * forward only), whose rows are packed (fcl_rows), so a block's rows are
+ * counted in packed rows.  Q blocks go in reverse: under a causal mask the
+ * last ones see the most keys, so they start first and the tail of the
+ * launch is short.  Q blocks past a shorter packed sequence get rows = 0:
+ * they load zeros, visit no key block and store nothing (not an early
+ * return: PoCL miscompiled one before the barriers, writing past the
+ * output). */
 typedef struct {
-    int bh, b, h, hk; /* batch * heads_q + h, batch entry, query head, its K/V head */
-    int r0, rows;     /* first row of the block, and its rows inside the sequence */
+    int bh, b, h, hk; /* batch * heads_q + h, batch entry, (first) query head, its K/V head */
+    int r0, rows;     /* first (packed) row of the block, and its rows inside the sequence */
+    int split;        /* the key chunk of split-KV; 0 without */
     fcl_seq sq;
 } fcl_q_block;
 
-inline fcl_q_block fcl_q_block_of_group(int br, int num_bh, int heads_q, int q_per_kv,
-                                        int seqlen_q, int seqlen_k, __global const int *cu_q,
-                                        __global const int *cu_k, int window_left,
-                                        int window_right)
+inline fcl_q_block fcl_q_block_of_group(int br, int num_bh, int num_splits, int heads_q,
+                                        int q_per_kv, int seqlen_q, int seqlen_k,
+                                        __global const int *cu_q, __global const int *cu_k,
+                                        int window_left, int window_right)
 {
     fcl_q_block q;
-    const int g = (int)get_group_id(0);
-    const int num_qb = (int)get_num_groups(0) / num_bh;
-    q.bh = g - (g / num_bh) * num_bh;
-    q.h = q.bh % heads_q;
-    q.b = q.bh / heads_q;
+    const int g = (int)get_group_id(0) / num_splits;
+    const int num_qb = (int)get_num_groups(0) / (num_bh * num_splits);
+    const int groups_per_b = heads_q / FCL_PACK;
+    const int hg = g - (g / num_bh) * num_bh;
+    q.split = (int)get_group_id(0) - g * num_splits;
+    q.b = hg / groups_per_b;
+    q.h = (hg - q.b * groups_per_b) * FCL_PACK;
+    q.bh = q.b * heads_q + q.h;
     q.hk = q.h / q_per_kv;
     q.sq = fcl_sequence(q.b, seqlen_q, seqlen_k, cu_q, cu_k, window_left, window_right);
     q.r0 = (num_qb - 1 - g / num_bh) * br;
-    q.rows = clamp(q.sq.seqlen_q - q.r0, 0, br);
+    q.rows = clamp(q.sq.seqlen_q * FCL_PACK - q.r0, 0, br);
     return q;
+}
+
+/* A KV-cache call (FCL_FEAT_KVCACHE): sequence b attends to its first
+ * seqlen_k keys, or to none when the cache check failed for it. */
+inline void fcl_sequence_set_keys(fcl_seq *s, int seqlen_k)
+{
+    s->seqlen_k = seqlen_k;
+    s->mask.seqlen_k = seqlen_k;
+    s->mask.diag = seqlen_k - s->seqlen_q;
 }
 
 /* The element offset of batch entry b: packed sequences have none. */
@@ -341,16 +429,18 @@ inline bool fcl_score_visible(const fcl_mask m, const fcl_blocks bl, int cover, 
  * masked.  Only edge tiles test scores: a branch per tile, the same for the
  * whole work-group, and no test per score elsewhere.  Register (i, j) is
  * score (r0 + FCL_ROW(i), c0 + FCL_COL(j)); TRANSPOSED (dK/dV's tiles of
- * keys x queries) swaps them. */
+ * keys x queries) swaps them.  Query rows may be packed (FCL_POS): the mask
+ * sees their positions. */
 #define FCL_HIDE_MASKED(TRANSPOSED, mask, blocks, cover, seqlen_q, r0, rows, c0, HIDE)      \
     do {                                                                                   \
-        if (fcl_tile_edge(mask, cover, r0, (r0) + (rows), c0, (c0) + BC)) {                \
+        if (fcl_tile_edge(mask, cover, FCL_POS(r0), FCL_POS((r0) + (rows) - 1) + 1, c0,     \
+                          (c0) + BC)) {                                                    \
             FCL_UNROLL                                                                     \
             for (int i_ = 0; i_ < RM; ++i_)                                                \
                 FCL_UNROLL                                                                 \
                 for (int j_ = 0; j_ < RN; ++j_)                                            \
                     if (!fcl_score_visible(mask, blocks, cover, seqlen_q,                  \
-                                           (r0) + ((TRANSPOSED) ? FCL_COL(j_) : FCL_ROW(i_)), \
+                                           FCL_POS((r0) + ((TRANSPOSED) ? FCL_COL(j_) : FCL_ROW(i_))), \
                                            (c0) + ((TRANSPOSED) ? FCL_ROW(i_) : FCL_COL(j_)))) \
                         HIDE;                                                              \
         }                                                                                  \

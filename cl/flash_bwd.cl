@@ -96,7 +96,7 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
 {
     FCL_DQ_LOCALS;
     FCL_BWD_IDS;
-    const fcl_q_block blk = fcl_q_block_of_group(BR, num_bh, heads_q, q_per_kv, seqlen_q, seqlen_k,
+    const fcl_q_block blk = fcl_q_block_of_group(BR, num_bh, 1, heads_q, q_per_kv, seqlen_q, seqlen_k,
                                                  cu_q, cu_k, window_left, window_right);
     const int bh = blk.bh, b = blk.b, h = blk.h, hk = blk.hk, r0 = blk.r0, rows = blk.rows;
     const fcl_seq sq = blk.sq;

@@ -20,7 +20,19 @@
  * FCL_ROWS_SUM (over the work-items sharing a row), FCL_FIRST_IN_ROW,
  * FCL_FWD_SET_P and FCL_FWD_PV, and the exponential it uses: FCL_EXP_UNITS
  * converts a score to the units of FCL_EXP, FCL_NATURAL_UNITS converts back
- * (exp itself on the portable path, exp2 on the tensor-core one).
+ * (exp itself on the portable path, exp2 on the tensor-core one).  Tiles
+ * are named by fcl_rows (common.cl) and their first row.
+ *
+ * Decoding is a plan of this kernel, not another kernel: with few query
+ * rows, the FCL_PACK query heads that share a K/V head are one work-group's
+ * rows (GQA packing: each K/V tile is read once for all of them), and the
+ * keys are split into chunks of split_keys (split-KV, FlashDecoding), each
+ * chunk a work-group that writes its partial O (fp32, normalised) and LSE
+ * (-inf when it saw no key) to part_o / part_lse for the merge of
+ * combine.cl.  A KV-cache call (FCL_FEAT_KVCACHE) reads K/V through a page
+ * table when FCL_PAGE_SIZE > 0, and each sequence attends to its first
+ * cache_lens[b] + seqlen_new keys (after kvcache.cl appended the new rows),
+ * or writes NaN when seq_ok[b] says the cache check failed for it.
  */
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
@@ -38,15 +50,29 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
                  float softcap, __global const float *alibi, long alibi_sb,
                  uint seed_lo, uint seed_hi, uint drop_offset, uint drop_threshold,
                  float keep_scale, __global const uchar *block_mask, long bm_sb, long bm_sh,
-                 int block_m, int block_n, int block_nbn)
+                 int block_m, int block_n, int block_nbn,
+                 /* split-KV: partials of num_splits chunks of split_keys keys */
+                 int num_splits, int split_keys, __global float *part_o,
+                 __global float *part_lse, long part_rows,
+                 /* KV-cache calls (FCL_FEAT_KVCACHE) */
+                 __global const int *cache_lens, int seqlen_new, __global const int *page_table,
+                 long pt_stride, __global const int *seq_ok)
 {
     FCL_FWD_LOCALS;
     FCL_FWD_IDS;
-    const fcl_q_block blk = fcl_q_block_of_group(BR, num_bh, heads_q, q_per_kv, seqlen_q, seqlen_k,
-                                                 cu_q, cu_k, window_left, window_right);
+    const fcl_q_block blk = fcl_q_block_of_group(BR, num_bh, num_splits, heads_q, q_per_kv,
+                                                 seqlen_q, seqlen_k, cu_q, cu_k, window_left,
+                                                 window_right);
     const int bh = blk.bh, b = blk.b, h = blk.h, hk = blk.hk, r0 = blk.r0, rows = blk.rows;
-    const fcl_seq sq = blk.sq;
+    fcl_seq sq = blk.sq;
+    bool valid = true;
+#if FCL_HAS(FCL_FEAT_KVCACHE)
+    valid = seq_ok[b] != 0;
+    fcl_sequence_set_keys(&sq, valid ? cache_lens[b] + seqlen_new : 0);
+#endif
     const fcl_mask mask = sq.mask;
+    /* the query positions of the block's rows, [p0, p1) */
+    const int p0 = FCL_POS(r0), p1 = rows > 0 ? FCL_POS(r0 + rows - 1) + 1 : p0;
 
     const fcl_variant_state vs = fcl_variant_state_make(FCL_VARIANT_ARGS(b, h));
     const fcl_score_mods mods = vs.mods;
@@ -56,38 +82,56 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
     /* scores (and m) times exp_scale are in the exponent's units */
     const float exp_scale = FCL_MODIFIED_SCORES ? 1.0f : fabs(units_scale);
 
-    const long q_base = q_off + fcl_batch_offset(b, q_sb) + h * q_sh + (sq.q_row0 + r0) * q_ss;
-    const long k_head = k_off + fcl_batch_offset(b, k_sb) + hk * k_sh + sq.k_row0 * k_ss;
-    const long v_head = v_off + fcl_batch_offset(b, v_sb) + hk * v_sh + sq.k_row0 * v_ss;
+    fcl_rows q_rows = fcl_rows_strided(q_off + fcl_batch_offset(b, q_sb) + h * q_sh +
+                                       sq.q_row0 * q_ss, q_ss);
+    q_rows.sh = q_sh;
+    fcl_rows k_rows = fcl_rows_strided(k_off + hk * k_sh, k_ss);
+    fcl_rows v_rows = fcl_rows_strided(v_off + hk * v_sh, v_ss);
+#if FCL_PAGE_SIZE > 0
+    k_rows.pages = v_rows.pages = page_table + (long)b * pt_stride;
+    k_rows.page_stride = k_sb;
+    v_rows.page_stride = v_sb;
+#else
+    k_rows.base += fcl_batch_offset(b, k_sb) + sq.k_row0 * k_ss;
+    v_rows.base += fcl_batch_offset(b, v_sb) + sq.k_row0 * v_ss;
+#endif
 
-    FCL_FWD_LOAD_Q(q_base, q_ss, rows, head_dim, !FCL_MODIFIED_SCORES && scale < 0.0f);
+    FCL_FWD_LOAD_Q(q_rows, r0, rows, head_dim, !FCL_MODIFIED_SCORES && scale < 0.0f);
 
     float m[RM], l[RM], acc[RM][DN];
+#if FCL_HAS(FCL_FEAT_ALIBI) && FCL_PACK > 1
+    float slope[RM]; /* packed rows belong to different heads */
+#endif
     FCL_UNROLL
     for (int i = 0; i < RM; ++i) {
         m[i] = -INFINITY;
         l[i] = 0.0f;
         FCL_UNROLL
         for (int n = 0; n < DN; ++n) acc[i][n] = 0.0f;
+#if FCL_HAS(FCL_FEAT_ALIBI) && FCL_PACK > 1
+        slope[i] = alibi[(long)b * alibi_sb + h + (r0 + FCL_ROW(i)) % FCL_PACK];
+#endif
     }
 
     /* The key tiles this Q block visits, in order: the next one is known a
      * tile ahead, so a piece can fetch it in the background.  K of the first
      * tile is requested here; each tile begins by waiting for its K (and
      * requesting V), and in the middle, after the softmax, waits for V and
-     * requests the next K (FlashAttention-2's overlap of loads and math). */
-    const int key_begin = fcl_key_begin(mask, r0);
-    const int key_end = rows > 0 ? fcl_key_end(mask, r0 + rows) : 0;
-    int c0 = fcl_next_key_tile(blocks, BC, r0, r0 + rows, (key_begin / BC) * BC, key_end,
-                               sq.seqlen_k);
-    if (c0 < key_end) FCL_FWD_PREFETCH_K(k_head + (long)c0 * k_ss, k_ss, sq.seqlen_k - c0);
+     * requests the next K (FlashAttention-2's overlap of loads and math).
+     * With split-KV the keys are this work-group's chunk of them. */
+    int key_begin = fcl_key_begin(mask, p0);
+    int key_end = rows > 0 ? fcl_key_end(mask, p1) : 0;
+    if (num_splits > 1) {
+        key_begin = max(key_begin, blk.split * split_keys);
+        key_end = min(key_end, (blk.split + 1) * split_keys);
+    }
+    int c0 = fcl_next_key_tile(blocks, BC, p0, p1, (key_begin / BC) * BC, key_end, sq.seqlen_k);
+    if (c0 < key_end) FCL_FWD_PREFETCH_K(k_rows, c0, sq.seqlen_k - c0);
     while (c0 < key_end) {
         const int cols = min(BC, sq.seqlen_k - c0);
-        const int next =
-            fcl_next_key_tile(blocks, BC, r0, r0 + rows, c0 + BC, key_end, sq.seqlen_k);
-        const int cover = fcl_tile_cover(blocks, r0, r0 + rows, c0, c0 + cols);
-        FCL_FWD_TILE_BEGIN(k_head + (long)c0 * k_ss, k_ss, v_head + (long)c0 * v_ss, v_ss, cols,
-                           head_dim);
+        const int next = fcl_next_key_tile(blocks, BC, p0, p1, c0 + BC, key_end, sq.seqlen_k);
+        const int cover = fcl_tile_cover(blocks, p0, p1, c0, c0 + cols);
+        FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, head_dim);
 
         float s[RM][RN];
         FCL_FWD_QK(s);
@@ -100,13 +144,18 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
          * units. */
 #if FCL_MODIFIED_SCORES
         FCL_UNROLL
-        for (int i = 0; i < RM; ++i)
+        for (int i = 0; i < RM; ++i) {
+            fcl_score_mods mods_i = mods;
+#if FCL_HAS(FCL_FEAT_ALIBI) && FCL_PACK > 1
+            mods_i.slope = slope[i];
+#endif
             FCL_UNROLL
             for (int j = 0; j < RN; ++j) {
                 float t;
-                s[i][j] = FCL_SCORE_UNITS(s[i][j], mods, units_scale, r0 + FCL_ROW(i),
+                s[i][j] = FCL_SCORE_UNITS(s[i][j], mods_i, units_scale, FCL_POS(r0 + FCL_ROW(i)),
                                           c0 + FCL_COL(j), mask.diag, &t);
             }
+        }
 #endif
         FCL_HIDE_MASKED(0, mask, blocks, cover, sq.seqlen_q, r0, rows, c0, s[i_][j_] = -INFINITY);
         float mt[RM];
@@ -158,26 +207,42 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
                 FCL_FWD_SET_P(s, i, j, p);
             }
         }
-        FCL_FWD_TILE_MID(next < key_end, k_head + (long)next * k_ss, k_ss, sq.seqlen_k - next);
+        FCL_FWD_TILE_MID(next < key_end, k_rows, next, sq.seqlen_k - next);
         FCL_FWD_PV(acc, s);
         c0 = next;
     }
 
     FCL_ROWS_SUM(l);
 
-    const long o_base = o_off + fcl_batch_offset(b, o_sb) + h * o_sh + sq.q_row0 * o_ss;
+    /* Each row's output: O and LSE, or this chunk's partial of them
+     * (normalised by its own sum, LSE -inf when it saw no key). */
+    fcl_rows o_rows = fcl_rows_strided(o_off + fcl_batch_offset(b, o_sb) + h * o_sh +
+                                       sq.q_row0 * o_ss, o_ss);
+    o_rows.sh = o_sh;
     FCL_UNROLL
     for (int i = 0; i < RM; ++i) {
         const int row = r0 + FCL_ROW(i);
-        if (row >= sq.seqlen_q) continue;
+        if (row >= sq.seqlen_q * FCL_PACK) continue;
+        const int head = h + row % FCL_PACK, pos = FCL_POS(row);
+        const long at = fcl_lse_index(b, head, heads_q, lse_rows, sq, pos);
         const float inv = (l[i] > 0.0f) ? 1.0f / l[i] : 0.0f;
+        const float lse = (l[i] > 0.0f) ? FCL_NATURAL_UNITS(m[i] * exp_scale) + log(l[i])
+                                        : (num_splits > 1 ? -INFINITY : INFINITY);
+        const long o_row = fcl_row_offset(o_rows, false, row);
         FCL_UNROLL
         for (int n = 0; n < DN; ++n) {
             const int col = FCL_OCOL(n);
-            if (col < head_dim) fcl_store(O, o_base + (long)row * o_ss + col, acc[i][n] * inv);
+            if (col >= head_dim) continue;
+            if (num_splits > 1)
+                part_o[((long)blk.split * part_rows + at) * head_dim + col] = acc[i][n] * inv;
+            else
+                fcl_store(O, o_row + col, valid ? acc[i][n] * inv : NAN);
         }
-        if (write_lse && FCL_FIRST_IN_ROW)
-            LSE[lse_off + fcl_lse_index(b, h, heads_q, lse_rows, sq, row)] =
-                (l[i] > 0.0f) ? FCL_NATURAL_UNITS(m[i] * exp_scale) + log(l[i]) : INFINITY;
+        if (FCL_FIRST_IN_ROW) {
+            if (num_splits > 1)
+                part_lse[(long)blk.split * part_rows + at] = lse;
+            else if (write_lse)
+                LSE[lse_off + at] = valid ? lse : NAN;
+        }
     }
 }

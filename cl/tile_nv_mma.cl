@@ -20,6 +20,8 @@
 
 #define WARPS TY
 #define LDH (D_PAD + 8)
+/* 16-byte copies per work-item for one tile of BC keys */
+#define FCL_KEY_TILE_STEPS ((BC * (D_PAD / 8) + WG - 1) / WG)
 
 /* Scores in log2 units and the hardware's exp2 (fcl_exp2, ex2.approx: ~2
  * ulp): with 16-bit storage that error is 1000 times below the output's
@@ -130,34 +132,74 @@
         }                                                                \
     } while (0)
 
-/* rows x D_PAD of 16-bit storage into a padded __local tile, zero rows from
- * nvalid on, negated when `negate` (the sign bits of fp16 and bf16 alike);
- * 16 bytes per access (the host guarantees the alignment). */
-inline void fcl_load_tile_h(__local ushort *dst, int nrows, __global const fcl_storage *src,
-                            long base, long ss, int nvalid, bool negate, int lid)
+/* rows x D_PAD of 16-bit storage into a padded __local tile, row r from
+ * fcl_row_offset(src_rows, keys, r) (common.cl), zero rows from nvalid on,
+ * negated when `negate` (the sign bits of fp16 and bf16 alike); 16 bytes per
+ * access (the host guarantees the alignment). */
+inline void fcl_load_rows_h(__local ushort *dst, int nrows, __global const fcl_storage *src,
+                            const fcl_rows src_rows, bool keys, int nvalid, bool negate, int lid)
 {
     const uint flip = negate ? 0x80008000u : 0u;
     const int chunks = D_PAD / 8;
     for (int e = lid; e < nrows * chunks; e += WG) {
         const int r = e / chunks, c = e - r * chunks;
         uint4 x = (uint4)(0u);
-        if (r < nvalid) x = *(__global const uint4 *)(src + base + (long)r * ss + c * 8) ^ flip;
+        if (r < nvalid)
+            x = *(__global const uint4 *)(src + fcl_row_offset(src_rows, keys, r) + c * 8) ^ flip;
         *(__local uint4 *)(dst + r * LDH + c * 8) = x;
     }
 }
 
 /* The same through cp.async, as one group: the copy proceeds while the warps
  * compute; fcl_cp_async_wait_all() and a barrier make it visible. */
-inline void fcl_load_tile_h_async(__local ushort *dst, int nrows, __global const fcl_storage *src,
-                                  long base, long ss, int nvalid, int lid)
+inline void fcl_load_rows_h_async(__local ushort *dst, int nrows, __global const fcl_storage *src,
+                                  const fcl_rows src_rows, bool keys, int nvalid, int lid)
 {
     const int chunks = D_PAD / 8;
+#if FCL_PAGE_SIZE > 0
+    if (keys && src_rows.pages != 0 && nrows == BC) {
+        /* A key tile across pages: every row's page is read first, all at
+         * once, then the copies are issued.  Interleaved, each page read
+         * would wait for the copy before it (the copies' asm orders memory):
+         * 16-key pages ran at 54-58% of the copy bandwidth that way, against
+         * 80-86% for a contiguous cache (NOTES.md, run 16). */
+        long off[FCL_KEY_TILE_STEPS];
+        FCL_UNROLL
+        for (int k = 0; k < FCL_KEY_TILE_STEPS; ++k) {
+            const int e = lid + k * WG, r = e / chunks;
+            off[k] = e < BC * chunks && r < nvalid ? fcl_row_offset(src_rows, true, r) : 0;
+        }
+        FCL_UNROLL
+        for (int k = 0; k < FCL_KEY_TILE_STEPS; ++k) {
+            const int e = lid + k * WG, r = e / chunks, c = e - r * chunks;
+            if (e < BC * chunks)
+                fcl_cp_async16(dst + r * LDH + c * 8, src + off[k] + (r < nvalid ? c * 8 : 0),
+                               r < nvalid);
+        }
+        fcl_cp_async_commit();
+        return;
+    }
+#endif
     for (int e = lid; e < nrows * chunks; e += WG) {
         const int r = e / chunks, c = e - r * chunks;
         const bool valid = r < nvalid;
-        fcl_cp_async16(dst + r * LDH + c * 8, src + base + (valid ? (long)r * ss + c * 8 : 0), valid);
+        fcl_cp_async16(dst + r * LDH + c * 8,
+                       src + (valid ? fcl_row_offset(src_rows, keys, r) + c * 8 : 0), valid);
     }
     fcl_cp_async_commit();
+}
+
+/* The two for rows at a fixed stride `ss` from element `base`. */
+inline void fcl_load_tile_h(__local ushort *dst, int nrows, __global const fcl_storage *src,
+                            long base, long ss, int nvalid, bool negate, int lid)
+{
+    fcl_load_rows_h(dst, nrows, src, fcl_rows_strided(base, ss), true, nvalid, negate, lid);
+}
+
+inline void fcl_load_tile_h_async(__local ushort *dst, int nrows, __global const fcl_storage *src,
+                                  long base, long ss, int nvalid, int lid)
+{
+    fcl_load_rows_h_async(dst, nrows, src, fcl_rows_strided(base, ss), true, nvalid, lid);
 }
 
 /* ---- the forward's pieces (see flash_fwd.cl) ----------------------------
@@ -178,29 +220,30 @@ inline void fcl_load_tile_h_async(__local ushort *dst, int nrows, __global const
     __local ushort Vh[BC * LDH] FCL_ALIGNED;                \
     FCL_WARP_SCRATCH
 
-#define FCL_FWD_LOAD_Q(q_base, q_ss, rows, head_dim, negate)                 \
-    do {                                                                     \
-        fcl_load_tile_h(Qh, BR, Q, (q_base), (q_ss), (rows), (negate), lid); \
-        barrier(CLK_LOCAL_MEM_FENCE);                                        \
+#define FCL_FWD_LOAD_Q(q_rows, r0, rows, head_dim, negate)                                   \
+    do {                                                                                       \
+        fcl_load_rows_h(Qh, BR, Q, fcl_tile_rows(q_rows, false, r0), false, (rows), (negate), lid); \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                          \
     } while (0)
 
-#define FCL_FWD_PREFETCH_K(k_base, k_ss, cols) \
-    fcl_load_tile_h_async(Kh, BC, K, (k_base), (k_ss), (cols), lid)
+#define FCL_FWD_PREFETCH_K(k_rows, c0, cols) \
+    fcl_load_rows_h_async(Kh, BC, K, fcl_tile_rows(k_rows, true, c0), true, (cols), lid)
 
 /* K has arrived, and every warp is done with the previous tile's V. */
-#define FCL_FWD_TILE_BEGIN(k_base, k_ss, v_base, v_ss, cols, head_dim)  \
-    do {                                                                \
-        fcl_cp_async_wait_all();                                        \
-        barrier(CLK_LOCAL_MEM_FENCE);                                   \
-        fcl_load_tile_h_async(Vh, BC, V, (v_base), (v_ss), (cols), lid); \
+#define FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, head_dim)                                  \
+    do {                                                                                        \
+        fcl_cp_async_wait_all();                                                                \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                           \
+        fcl_load_rows_h_async(Vh, BC, V, fcl_tile_rows(v_rows, true, c0), true, (cols), lid);   \
     } while (0)
 
 /* V has arrived, and every warp is done with K: fetch the next K. */
-#define FCL_FWD_TILE_MID(more, k_base, k_ss, cols)                                 \
-    do {                                                                           \
-        fcl_cp_async_wait_all();                                                   \
-        barrier(CLK_LOCAL_MEM_FENCE);                                              \
-        if (more) fcl_load_tile_h_async(Kh, BC, K, (k_base), (k_ss), (cols), lid); \
+#define FCL_FWD_TILE_MID(more, k_rows, next, cols)                                              \
+    do {                                                                                        \
+        fcl_cp_async_wait_all();                                                                \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                           \
+        if (more)                                                                               \
+            fcl_load_rows_h_async(Kh, BC, K, fcl_tile_rows(k_rows, true, next), true, (cols), lid); \
     } while (0)
 
 #define FCL_FWD_QK(s) FCL_MMA_ABT(s, Qh, warp * 16 * MB, Kh, BC)

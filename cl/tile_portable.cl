@@ -91,31 +91,48 @@ inline void fcl_rows_sum(float v[], int nrows, __local float *red, int ty, int t
     }
 }
 
-/* Copy rows [0, nvalid) of a (rows x head_dim) block starting at element
- * `base` (row stride `ss`) into a __local tile, zero-filling rows >= nvalid and
- * columns >= head_dim up to D_PAD.  Natural layout: dst[r*ld + k].
- * Consecutive work-items read consecutive elements of a row (coalesced). */
-inline void fcl_load_tile(__local float *dst, int ld, int nrows, __global const fcl_storage *src,
-                          long base, long ss, int nvalid, int head_dim, int lid)
+/* Copy rows [0, nvalid) of a (rows x head_dim) block (row r at
+ * fcl_row_offset(src_rows, keys, r)) into a __local tile, zero-filling rows
+ * >= nvalid and columns >= head_dim up to D_PAD.  Natural layout:
+ * dst[r*ld + k].  Consecutive work-items read consecutive elements of a row
+ * (coalesced). */
+inline void fcl_load_rows(__local float *dst, int ld, int nrows, __global const fcl_storage *src,
+                          const fcl_rows src_rows, bool keys, int nvalid, int head_dim, int lid)
 {
     for (int e = lid; e < nrows * D_PAD; e += WG) {
         int r = e / D_PAD, k = e - r * D_PAD;
         float x = 0.0f;
-        if (r < nvalid && k < head_dim) x = fcl_load(src, base + (long)r * ss + k);
+        if (r < nvalid && k < head_dim) x = fcl_load(src, fcl_row_offset(src_rows, keys, r) + k);
         dst[r * ld + k] = x;
     }
 }
 
 /* The same, stored transposed: dst[k*ld + r], negated when `negate`. */
-inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global const fcl_storage *src,
-                            long base, long ss, int nvalid, int head_dim, bool negate, int lid)
+inline void fcl_load_rows_t(__local float *dst, int ld, int nrows, __global const fcl_storage *src,
+                            const fcl_rows src_rows, bool keys, int nvalid, int head_dim,
+                            bool negate, int lid)
 {
     for (int e = lid; e < nrows * D_PAD; e += WG) {
         int r = e / D_PAD, k = e - r * D_PAD;
         float x = 0.0f;
-        if (r < nvalid && k < head_dim) x = fcl_load(src, base + (long)r * ss + k);
+        if (r < nvalid && k < head_dim) x = fcl_load(src, fcl_row_offset(src_rows, keys, r) + k);
         dst[k * ld + r] = negate ? -x : x;
     }
+}
+
+/* The two for rows at a fixed stride `ss` from element `base` (strided
+ * rows without pages: key-side rows of no page table). */
+inline void fcl_load_tile(__local float *dst, int ld, int nrows, __global const fcl_storage *src,
+                          long base, long ss, int nvalid, int head_dim, int lid)
+{
+    fcl_load_rows(dst, ld, nrows, src, fcl_rows_strided(base, ss), true, nvalid, head_dim, lid);
+}
+
+inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global const fcl_storage *src,
+                            long base, long ss, int nvalid, int head_dim, bool negate, int lid)
+{
+    fcl_load_rows_t(dst, ld, nrows, src, fcl_rows_strided(base, ss), true, nvalid, head_dim,
+                    negate, lid);
 }
 
 #if !FCL_TILE_MMA
@@ -175,19 +192,24 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
     __local float Pt[BC * PT_LD] FCL_ALIGNED;           \
     __local float red[BR * TX] FCL_ALIGNED
 
-#define FCL_FWD_LOAD_Q(q_base, q_ss, rows, head_dim, negate) \
-    fcl_load_tile_t(Qt, QT_LD, BR, Q, (q_base), (q_ss), (rows), (head_dim), (negate), lid)
+/* Q rows and K/V rows are fcl_rows (common.cl), tiles named by their
+ * first row. */
+#define FCL_FWD_LOAD_Q(q_rows, r0, rows, head_dim, negate)                                 \
+    fcl_load_rows_t(Qt, QT_LD, BR, Q, fcl_tile_rows(q_rows, false, r0), false, (rows),       \
+                    (head_dim), (negate), lid)
 
 /* No background copies: K and V are loaded together at the start of a tile. */
-#define FCL_FWD_PREFETCH_K(k_base, k_ss, cols) ((void)0)
-#define FCL_FWD_TILE_BEGIN(k_base, k_ss, v_base, v_ss, cols, head_dim)               \
-    do {                                                                             \
-        barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is consumed */           \
-        fcl_load_tile(Ks, KS_LD, BC, K, (k_base), (k_ss), (cols), (head_dim), lid);  \
-        fcl_load_tile(Vs, VS_LD, BC, V, (v_base), (v_ss), (cols), (head_dim), lid);  \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                \
+#define FCL_FWD_PREFETCH_K(k_rows, c0, cols) ((void)0)
+#define FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, head_dim)                                   \
+    do {                                                                                         \
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is consumed */                       \
+        fcl_load_rows(Ks, KS_LD, BC, K, fcl_tile_rows(k_rows, true, c0), true, (cols), (head_dim), \
+                      lid);                                                                      \
+        fcl_load_rows(Vs, VS_LD, BC, V, fcl_tile_rows(v_rows, true, c0), true, (cols), (head_dim), \
+                      lid);                                                                      \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                            \
     } while (0)
-#define FCL_FWD_TILE_MID(more, k_base, k_ss, cols) ((void)0)
+#define FCL_FWD_TILE_MID(more, k_rows, next, cols) ((void)0)
 
 #define FCL_FWD_QK(s)                                                                      \
     do {                                                                                   \

@@ -104,7 +104,9 @@ FCL_API const char *fcl_version_string(void);
     X(ERROR_PROFILE_NOT_RUNNABLE, 17, "the emulated profile's plan cannot run on the real device") \
     X(ERROR_MISSING_LSE, 18, "the backward pass needs the forward's LSE buffer")        \
     X(ERROR_WRONG_CONTEXT, 19, "a cl_mem belongs to another OpenCL context than the fcl_context") \
-    X(ERROR_INVALID_CU_SEQLENS, 20, "cu_seqlens must start at 0, never decrease, and fit total and max lengths")
+    X(ERROR_INVALID_CU_SEQLENS, 20, "cu_seqlens must start at 0, never decrease, and fit total and max lengths") \
+    X(ERROR_INVALID_CACHE_SEQLENS, 21, "a cache length is negative, or with the appended rows exceeds its sequence's cache") \
+    X(ERROR_INVALID_PAGE_TABLE, 22, "a page-table entry that a sequence uses is outside [0, num_pages)")
 
 #define FCL_STATUS_ENUM_ITEM_(name, value, text) FCL_##name = value,
 /* Positive: flashcl errors.  Negative: OpenCL error codes passed through. */
@@ -223,6 +225,10 @@ typedef struct fcl_attention_desc {
     size_t block_m, block_n;       /* block-sparse mask of block_m x block_n blocks; 0: none */
     size_t block_mask_stride_batch;  /* bytes between batch entries' masks, 0: shared */
     size_t block_mask_stride_head;   /* bytes between heads' masks, 0: shared */
+    /* ---- launch shape of the forward (results do not depend on it beyond
+     * fp32 rounding; each setting is bitwise repeatable) ---- */
+    int num_splits;                /* split-KV chunks: 0 automatic (from the device),
+                                      1..1024 forced; see fcl_plan.num_splits */
 } fcl_attention_desc;
 
 /* The device buffers some variants read (NULL where unused).  The block mask
@@ -407,9 +413,14 @@ FCL_API const char *fcl_profile_description(size_t index);
 /* ------------------------------------------------------------------------ */
 
 typedef enum fcl_kernel_kind {
-    FCL_KERNEL_FORWARD = 0,        /* one work-group per (Q block, head, batch) */
+    FCL_KERNEL_FORWARD = 0,        /* one work-group per (Q block, head, batch[, key chunk]) */
     FCL_KERNEL_BACKWARD_DKDV = 1,  /* one work-group per (K/V block, kv head, batch) */
-    FCL_KERNEL_BACKWARD_DQ = 2     /* one work-group per (Q block, head, batch) */
+    FCL_KERNEL_BACKWARD_DQ = 2,    /* one work-group per (Q block, head, batch) */
+    /* The forward kernel planned for few query rows (at most 64 per K/V head,
+     * heads packed: see fcl_plan.pack): decoding and short queries, the
+     * KV-cache call.  One work-group per (row block, head group, batch, key
+     * chunk). */
+    FCL_KERNEL_DECODE = 3
 } fcl_kernel_kind;
 
 /* The tiling of one kernel for one problem on this context's device. */
@@ -439,6 +450,13 @@ typedef struct fcl_plan {
                                       "emulated-mma-sync" in the tests' emulation) */
     char source[64];               /* "analytic", "tuned: <entry>", ... */
     char reason[384];              /* why (d) differs from (c) */
+    /* (e): how a forward or KV-cache call with this plan is launched (1, 1
+     * and 0 for the backward kernels) */
+    size_t pack;                   /* query heads sharing a K/V head in one row block (GQA
+                                      packing): a row block's rows are pack heads x positions */
+    size_t num_splits;             /* key chunks (split-KV): > 1 means each chunk is a
+                                      work-group writing a partial result, merged after */
+    size_t split_keys;             /* keys per chunk (a multiple of bc); 0 when not split */
 } fcl_plan;
 
 /*! fcl_plan_query() :
@@ -446,6 +464,10 @@ typedef struct fcl_plan {
  * profile), builds the kernel and checks it against CL_KERNEL_WORK_GROUP_SIZE
  * and CL_KERNEL_LOCAL_MEM_SIZE, falling back to smaller plans as a launch
  * would.  The result is exactly what fcl_attention_forward/backward launch.
+ * FCL_KERNEL_FORWARD and FCL_KERNEL_DECODE both give the plan of the
+ * forward call: a decode plan (plan.kernel == FCL_KERNEL_DECODE) when it has
+ * few query rows (seqlen_q x pack <= 64, see fcl_plan.pack), with its
+ * packing and split-KV chunks for desc's sizes.
  * @return FCL_OK and *plan, or the error a launch would return. */
 FCL_API fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *desc,
                                   fcl_kernel_kind kernel, fcl_plan *plan);
@@ -552,6 +574,158 @@ FCL_API fcl_status fcl_dropout_mask_host(fcl_context *ctx, const fcl_attention_d
  * @return FCL_OK or an error. */
 FCL_API fcl_status fcl_philox_host(fcl_context *ctx, size_t n, const uint32_t *ctr,
                                    const uint32_t *key, uint32_t *out);
+
+/* ------------------------------------------------------------------------ */
+/*  Decoding against a KV cache                                             */
+/* ------------------------------------------------------------------------ */
+
+/* One KV-cache call (FlashAttention's flash_attn_with_kvcache): `batch`
+ * sequences, each with its own number of cached keys, optionally appending
+ * new K/V rows to the cache, then attending from seqlen_q query rows (1 for
+ * decoding, a few for speculative decoding, many for chunked prefill).
+ *
+ * Sequence b holds L_b = cache_seqlens[b] keys (int32, >= 0) before the call.
+ * With seqlen_new > 0 the call first writes rows t = 0 .. seqlen_new-1 of
+ * k_new/v_new (batch, seqlen_new, heads_kv, head_dim) into the cache at key
+ * L_b + t; then query row i of sequence b attends to its first
+ * T_b = L_b + seqlen_new keys.  cache_seqlens itself is not changed: the
+ * caller advances it.  Causal masks and windows are aligned bottom-right on
+ * each sequence's own length: query row i is at position T_b - seqlen_q + i
+ * and sees key j iff
+ *     i + T_b - seqlen_q - window_left <= j <= i + T_b - seqlen_q + window_right
+ * (-1: unbounded; causal is window_right = 0).  A row that sees no key
+ * (T_b = 0, or a causal row before the first key) gets O = 0, LSE = +inf.
+ * Scores are as in fcl_attention_desc: scale, softcap, then ALiBi with
+ * distance |i + T_b - seqlen_q - j|.  Dropout, packed sequences and block
+ * masks are not offered here (inference has no dropout; per-sequence lengths
+ * replace packing; a block mask would need the cache's positions).
+ *
+ * The cache, one tensor each for K and V:
+ *   contiguous (page_size == 0): (batch, cache_seqlen, heads_kv, head_dim);
+ *       key j of sequence b, head hk at
+ *       offset + b * stride_batch + j * stride_seq + hk * stride_head;
+ *       sequence b may hold up to cache_seqlen keys.
+ *   paged (page_size 1..1024): (num_pages, page_size, heads_kv, head_dim)
+ *       with an int32 page table (batch, max_pages_per_seq), row b at
+ *       b * page_table_stride: key j of sequence b is row j % page_size of
+ *       page page_table[b][j / page_size], i.e. at offset + page *
+ *       stride_batch + (j % page_size) * stride_seq + hk * stride_head
+ *       (stride_batch is the stride between pages).  Pages may come in any
+ *       order and be shared between sequences (appends must not meet).
+ *       Sequence b may hold up to max_pages_per_seq * page_size keys; only
+ *       the entries of pages it uses (the first ceil(T_b / page_size)) are
+ *       read.  Fastest when page_size is a multiple of the key tile (64).
+ * Q and O are (batch, seqlen_q, heads_q, head_dim) as their layouts say;
+ * LSE (optional, fp32) is contiguous (batch, heads_q, seqlen_q) from
+ * lse_offset, as for fcl_attention_forward. */
+typedef struct fcl_kvcache_desc {
+    size_t batch;
+    size_t heads_q;
+    size_t heads_kv;              /* divides heads_q (GQA/MQA) */
+    size_t head_dim;              /* 1..256 */
+    size_t seqlen_q;              /* query rows per sequence, >= 1 */
+    size_t seqlen_new;            /* rows appended per sequence before attending, >= 0 */
+    fcl_dtype dtype;              /* of Q, O, the cache and the new rows */
+    float softmax_scale;          /* 0 means 1/sqrt(head_dim); must be finite */
+    int causal;                   /* 0 or 1 */
+    int64_t window_left;          /* -1: unbounded (>= -1) */
+    int64_t window_right;         /* -1: unbounded (>= -1); causal forces 0 */
+    float softcap;                /* > 0: cap the scores; 0: off */
+    fcl_alibi_mode alibi;         /* slopes in the buffers' alibi_slopes */
+    /* the cache: set by fcl_kvcache_desc_set_contiguous() or _set_paged() */
+    size_t page_size;             /* 0: contiguous; 1..1024: keys per page */
+    size_t cache_seqlen;          /* contiguous: keys per sequence the cache holds */
+    size_t num_pages;             /* paged: pages in the cache */
+    size_t max_pages_per_seq;     /* paged: entries per page-table row */
+    size_t page_table_stride;     /* paged: int32 elements between page-table rows */
+    fcl_layout q, o, k_cache, v_cache, k_new, v_new;
+    size_t lse_offset;            /* in floats */
+    int num_splits;               /* split-KV chunks: 0 automatic, 1..1024 forced */
+} fcl_kvcache_desc;
+
+/*! fcl_kvcache_desc_init() :
+ * Sets every field: the sizes given, scale 0 (default), no mask or variant,
+ * Q/O/k_new/v_new contiguous (batch, seq, heads, head_dim), lse_offset 0,
+ * automatic splits, and no cache yet (call one of the two below).  Does
+ * nothing if desc is NULL. */
+FCL_API void fcl_kvcache_desc_init(fcl_kvcache_desc *desc, size_t batch, size_t heads_q,
+                                   size_t heads_kv, size_t head_dim, size_t seqlen_q,
+                                   size_t seqlen_new, fcl_dtype dtype);
+
+/*! fcl_kvcache_desc_set_contiguous() :
+ * A contiguous cache of cache_seqlen keys per sequence: k_cache and v_cache
+ * become contiguous (batch, cache_seqlen, heads_kv, head_dim), page_size 0.
+ * Does nothing if desc is NULL. */
+FCL_API void fcl_kvcache_desc_set_contiguous(fcl_kvcache_desc *desc, size_t cache_seqlen);
+
+/*! fcl_kvcache_desc_set_paged() :
+ * A paged cache: k_cache and v_cache become contiguous (num_pages,
+ * page_size, heads_kv, head_dim), the page table (batch, max_pages_per_seq)
+ * contiguous.  Does nothing if desc is NULL. */
+FCL_API void fcl_kvcache_desc_set_paged(fcl_kvcache_desc *desc, size_t num_pages,
+                                        size_t page_size, size_t max_pages_per_seq);
+
+/* The device buffers of a KV-cache call (NULL where unused). */
+typedef struct fcl_kvcache_buffers {
+    cl_mem q;
+    cl_mem k_cache, v_cache;      /* read, and written where rows are appended */
+    cl_mem cache_seqlens;         /* int32[batch] */
+    cl_mem page_table;            /* int32, paged caches only */
+    cl_mem k_new, v_new;          /* when seqlen_new > 0 */
+    cl_mem alibi_slopes;          /* fp32, when alibi is set (see fcl_alibi_mode) */
+    cl_mem o;
+    cl_mem lse;                   /* optional output */
+} fcl_kvcache_buffers;
+
+/* The same as host arrays (k_cache and v_cache are updated in place when
+ * rows are appended). */
+typedef struct fcl_kvcache_host {
+    const void *q;
+    void *k_cache, *v_cache;
+    const int32_t *cache_seqlens;
+    const int32_t *page_table;
+    const void *k_new, *v_new;
+    const float *alibi_slopes;
+    void *o;
+    float *lse;
+} fcl_kvcache_host;
+
+/*! fcl_attention_kvcache() :
+ * Enqueues the KV-cache call described above on the context's queue: a
+ * check of every sequence's length and pages with the append of its new
+ * rows, the attention (split-KV and GQA packing as planned, see
+ * fcl_kvcache_plan_query), and the merge of the key chunks.  Waits for
+ * `num_wait` events first; `event` (if not NULL) completes with the whole
+ * call.  The shapes, layouts, buffer sizes, contexts and aliasing are
+ * checked before anything is enqueued; cache_seqlens and the page table are
+ * not read back (that would stall the queue): the device checks them, never
+ * reads or writes outside the cache, and a sequence whose length is negative
+ * or exceeds its cache with the appended rows, or which uses a page-table
+ * entry outside [0, num_pages), gets NaN in all its O and LSE rows and no
+ * append.  fcl_attention_kvcache_host() checks them on the host instead.
+ * Split-KV uses a workspace the context keeps and grows (fp32 partial O and
+ * LSE, counted by fcl_context_memory_stats); calls are bitwise repeatable
+ * for a given plan.
+ * @return FCL_OK, or an error; on error nothing was enqueued. */
+FCL_API fcl_status fcl_attention_kvcache(fcl_context *ctx, const fcl_kvcache_desc *desc,
+                                         const fcl_kvcache_buffers *buffers, cl_uint num_wait,
+                                         const cl_event *wait_list, cl_event *event);
+
+/*! fcl_attention_kvcache_host() :
+ * The same on host arrays: checks cache_seqlens and the page table first
+ * (FCL_ERROR_INVALID_CACHE_SEQLENS, FCL_ERROR_INVALID_PAGE_TABLE), copies in,
+ * runs, copies O, LSE and (when appending) the caches back, and waits.
+ * @return FCL_OK, or an error; on error no output or cache was changed. */
+FCL_API fcl_status fcl_attention_kvcache_host(fcl_context *ctx, const fcl_kvcache_desc *desc,
+                                              const fcl_kvcache_host *arrays);
+
+/*! fcl_kvcache_plan_query() :
+ * The plan fcl_attention_kvcache() launches for `desc` (a decode plan for
+ * seqlen_q x pack <= 64 rows, else the forward's), with its packing and
+ * split-KV chunks (chunks come from the cache's capacity per sequence).
+ * @return FCL_OK and *plan, or the error the call would return. */
+FCL_API fcl_status fcl_kvcache_plan_query(fcl_context *ctx, const fcl_kvcache_desc *desc,
+                                          fcl_plan *plan);
 
 /* ------------------------------------------------------------------------ */
 /*  Device memory accounting                                                */

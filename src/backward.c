@@ -86,13 +86,9 @@ static fcl_status enqueue_delta(fcl_context *ctx, const fcl_resolved *dq, const 
                                 cl_uint num_wait, const cl_event *wait_list, cl_event *done)
 {
     const fcl_attention_desc *d = c->desc;
-    cl_program prog = NULL;
-    cl_int err = clGetKernelInfo(dq->kernel, CL_KERNEL_PROGRAM, sizeof prog, &prog, NULL);
-    if (err != CL_SUCCESS)
-        return err;
-    cl_kernel kernel = clCreateKernel(prog, "fcl_backward_delta", &err);
-    if (err != CL_SUCCESS)
-        return err;
+    cl_kernel kernel = NULL;
+    FCL_TRY(fcl_resolved_kernel(dq, "fcl_backward_delta", &kernel));
+    cl_int err = CL_SUCCESS;
     const size_t batch = d->varlen ? 1 : d->batch;
     const size_t rows = batch * d->heads_q * (size_t)c->var->lse_rows;
     fcl_args a = {kernel, 0, CL_SUCCESS};
@@ -144,12 +140,15 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
     const unsigned build_dkdv =
         var.features | (fcl_uses_tensor_cores(ctx, desc, FCL_KERNEL_BACKWARD_DKDV) ? mma : 0);
     const bool split = (build_dkdv & mma) && fcl_mma_dkdv_split(D);
-    FCL_TRY(fcl_resolve(ctx, FCL_KERNEL_BACKWARD_DQ, D, desc->dtype, build_dq, &r_dq));
-    FCL_TRY(fcl_resolve(ctx, FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype,
-                        build_dkdv | (split ? FCL_BUILD_DV_ONLY : 0), &r_dkdv[0]));
+    const fcl_build b_dq = fcl_build_of(FCL_KERNEL_BACKWARD_DQ, D, desc->dtype, build_dq);
+    const fcl_build b_dkdv[2] = {
+        fcl_build_of(FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype,
+                     build_dkdv | (split ? FCL_BUILD_DV_ONLY : 0)),
+        fcl_build_of(FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype, build_dkdv | FCL_BUILD_DK_ONLY)};
+    FCL_TRY(fcl_resolve(ctx, &b_dq, &r_dq));
+    FCL_TRY(fcl_resolve(ctx, &b_dkdv[0], &r_dkdv[0]));
     if (split)
-        FCL_TRY(fcl_resolve(ctx, FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype,
-                            build_dkdv | FCL_BUILD_DK_ONLY, &r_dkdv[1]));
+        FCL_TRY(fcl_resolve(ctx, &b_dkdv[1], &r_dkdv[1]));
 
     fcl_status st = FCL_OK;
     const size_t batch = desc->varlen ? 1 : desc->batch;

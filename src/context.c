@@ -140,6 +140,7 @@ void fcl_context_destroy(fcl_context *ctx)
     if (ctx == NULL)
         return;
     fcl_forget_resolved(ctx);
+    fcl_scratch_release(ctx);
     for (size_t i = 0; i < ctx->num_programs; ++i) {
         clReleaseProgram(ctx->programs[i].program);
         free(ctx->programs[i].key);

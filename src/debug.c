@@ -10,7 +10,7 @@ fcl_status fcl_debug_set_tile(fcl_context *ctx, fcl_kernel_kind kind, int rows, 
 {
     if (ctx == NULL)
         return FCL_ERROR_NULL_ARGUMENT;
-    if ((int)kind < 0 || (int)kind > 2)
+    if ((int)kind < 0 || (int)kind >= FCL_KERNEL_KINDS)
         return FCL_ERROR_INVALID_VALUE;
     if (rows == 0) { /* back to the table */
         ctx->has_tile_override[kind] = 0;
@@ -47,8 +47,11 @@ fcl_status fcl_debug_kernel_log(fcl_context *ctx, const fcl_attention_desc *desc
     unsigned build = fcl_uses_tensor_cores(ctx, desc, kind) ? FCL_BUILD_TILE_MMA : 0;
     if (build && kind == FCL_KERNEL_BACKWARD_DKDV && fcl_mma_dkdv_split(desc->head_dim))
         build |= FCL_BUILD_DK_ONLY;
+    fcl_build b = fcl_build_of(kind, desc->head_dim, desc->dtype, build);
+    if (kind == FCL_KERNEL_FORWARD || kind == FCL_KERNEL_DECODE)
+        b = fcl_forward_build(ctx, desc, 0, 0);
     fcl_resolved *r = NULL;
-    FCL_TRY(fcl_resolve(ctx, kind, desc->head_dim, desc->dtype, build, &r));
+    FCL_TRY(fcl_resolve(ctx, &b, &r));
     cl_program prog = NULL;
     cl_int err = clGetKernelInfo(r->kernel, CL_KERNEL_PROGRAM, sizeof prog, &prog, NULL);
     if (err == CL_SUCCESS)

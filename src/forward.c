@@ -1,46 +1,249 @@
-/* forward.c - validate, plan, bind and launch the forward kernel. */
+/* forward.c - plan, bind and launch the forward kernel: one launch, or,
+ * with split-KV, one work-group per key chunk and then the merge of their
+ * partial results (cl/combine.cl).  The forward call and the KV-cache call
+ * (kvcache.c) both launch through fcl_forward_enqueue. */
 #include "internal.h"
 
 #include <stddef.h>
+#include <stdlib.h>
+
+/* Split-KV: at most this many chunks chosen automatically, each of at least
+ * this many key tiles (fewer would cost more in partials than they gain). */
+enum { MAX_AUTO_SPLITS = 128, MIN_TILES_PER_SPLIT = 4, MAX_FORCED_SPLITS = 1024 };
+
+static size_t div_up(size_t a, size_t b) { return (a + b - 1) / b; }
+
+/* The largest divisor of q_per_kv whose packed rows still fit a decode plan. */
+static int pack_factor(size_t q_per_kv, size_t seqlen_q)
+{
+    int best = 1;
+    for (size_t p = 1; p <= q_per_kv; ++p)
+        if (q_per_kv % p == 0 && seqlen_q * p <= FCL_DECODE_MAX_ROWS)
+            best = (int)p;
+    return best;
+}
+
+fcl_build fcl_forward_build(const fcl_context *ctx, const fcl_attention_desc *d,
+                            unsigned features, int page_size)
+{
+    if (fcl_uses_tensor_cores(ctx, d, FCL_KERNEL_FORWARD))
+        features |= FCL_BUILD_TILE_MMA;
+    fcl_build b = fcl_build_of(FCL_KERNEL_FORWARD, d->head_dim, d->dtype, features);
+    b.page_size = page_size;
+    if (d->seqlen_q <= FCL_DECODE_MAX_ROWS) {
+        /* Few query rows: a decode plan, with the query heads of a K/V head
+         * packed into one row block where the variants allow (dropout,
+         * packed sequences and block masks are per head and position). */
+        const bool packable = !(features & (FCL_FEAT_DROPOUT | FCL_FEAT_VARLEN | FCL_FEAT_BLOCKMASK));
+        b.kind = FCL_KERNEL_DECODE;
+        b.pack = packable ? pack_factor(d->heads_q / d->heads_kv, d->seqlen_q) : 1;
+        b.rows = (int)d->seqlen_q * b.pack;
+    }
+    return b;
+}
+
+/* Work-groups the device runs at once (about), for the split heuristic: a
+ * CPU runs one per core; a GPU as many per compute unit as its on-chip
+ * memory and threads allow (2048 threads per unit, NVIDIA's and AMD's
+ * order of magnitude), at most 8. */
+static size_t resident_groups(const fcl_caps *caps, const fcl_plan *p)
+{
+    const size_t cus = caps->compute_units > 0 ? caps->compute_units : 1;
+    if (!caps->is_gpu)
+        return cus;
+    size_t per_cu = p->local_bytes > 0 ? (size_t)(caps->local_mem_usable / p->local_bytes) : 8;
+    const size_t by_threads = p->work_group_size > 0 ? 2048 / p->work_group_size : 8;
+    per_cu = per_cu < by_threads ? per_cu : by_threads;
+    per_cu = per_cu < 1 ? 1 : per_cu > 8 ? 8 : per_cu;
+    return cus * per_cu;
+}
+
+fcl_split fcl_forward_splits(const fcl_context *ctx, const fcl_plan *p, size_t groups, size_t keys,
+                             int forced)
+{
+    fcl_split s = {1, 0};
+    const size_t tiles = div_up(keys, p->bc);
+    size_t n = 1;
+    if (forced > 0) {
+        n = (size_t)forced;
+    } else {
+        /* FlashDecoding: split when the blocks alone cannot fill the device
+         * (the forward's large blocks: one wave; decode blocks: every
+         * resident slot), keeping a few tiles per chunk. */
+        const size_t target =
+            p->kernel == FCL_KERNEL_DECODE ? resident_groups(&ctx->caps, p) : ctx->caps.compute_units;
+        if (groups < target) {
+            n = div_up(target, groups);
+            const size_t by_keys = tiles / MIN_TILES_PER_SPLIT;
+            n = n < by_keys ? n : by_keys;
+            n = n < MAX_AUTO_SPLITS ? n : MAX_AUTO_SPLITS;
+            n = n < 1 ? 1 : n;
+        }
+    }
+    if (n > 1) {
+        /* fixed chunks of whole tiles; forced counts are kept even where the
+         * last chunks come out empty */
+        s.num_splits = (int)n;
+        s.split_keys = (int)(div_up(tiles, n) * p->bc);
+        if (forced <= 0)
+            s.num_splits = (int)div_up(keys, (size_t)s.split_keys);
+        if (s.num_splits == 1)
+            s.split_keys = 0;
+    }
+    return s;
+}
+
+/* ---- launching ------------------------------------------------------------ */
 
 typedef struct forward_call {
-    const fcl_attention_desc *desc;
-    const fcl_variants *var;
-    cl_mem q, k, v, o, lse;
+    fcl_context *ctx;
+    const fcl_forward_job *job;
+    fcl_split split;              /* set by set_forward_args for the plan launched */
+    cl_mem part_o, part_lse;
+    fcl_status scratch_status;
 } forward_call;
+
+static size_t head_groups(const fcl_attention_desc *d, const fcl_build *b)
+{
+    return d->batch * (d->heads_q / (size_t)b->pack);
+}
+
+static size_t row_blocks(const fcl_attention_desc *d, const fcl_resolved *r)
+{
+    return div_up(d->seqlen_q * (size_t)r->build.pack, r->plan.pub.br);
+}
+
+static size_t part_rows(const fcl_attention_desc *d) { return d->batch * d->heads_q * d->seqlen_q; }
 
 static fcl_status set_forward_args(const fcl_resolved *r, cl_kernel kernel, const void *user,
                                    size_t *groups)
 {
-    const forward_call *c = user;
-    const fcl_attention_desc *d = c->desc;
-    const size_t num_bh = d->batch * d->heads_q;
-    const size_t num_qb = (d->seqlen_q + r->plan.pub.br - 1) / r->plan.pub.br;
+    forward_call *c = (forward_call *)user; /* the split is decided here, per plan */
+    const fcl_forward_job *j = c->job;
+    const fcl_attention_desc *d = j->desc;
+    const size_t num_hg = head_groups(d, &r->build);
+    const size_t base_groups = row_blocks(d, r) * num_hg;
+    c->split = j->desc->varlen ? (fcl_split){1, 0}
+                               : fcl_forward_splits(c->ctx, &r->plan.pub, base_groups, d->seqlen_k,
+                                                    d->num_splits);
+    c->part_o = c->part_lse = NULL;
+    if (c->split.num_splits > 1) {
+        const size_t rows = part_rows(d) * (size_t)c->split.num_splits;
+        FCL_TRY(fcl_scratch_get(c->ctx, FCL_SCRATCH_PART_O, rows * d->head_dim * sizeof(float),
+                                &c->part_o));
+        FCL_TRY(fcl_scratch_get(c->ctx, FCL_SCRATCH_PART_LSE, rows * sizeof(float), &c->part_lse));
+    }
     fcl_args a = {kernel, 0, CL_SUCCESS};
-    fcl_arg_mem(&a, c->q);
-    fcl_arg_mem(&a, c->k);
-    fcl_arg_mem(&a, c->v);
-    fcl_arg_mem(&a, c->o);
-    fcl_arg_mem(&a, c->lse);
+    fcl_arg_mem(&a, j->q);
+    fcl_arg_mem(&a, j->k);
+    fcl_arg_mem(&a, j->v);
+    fcl_arg_mem(&a, j->o);
+    fcl_arg_mem(&a, j->lse);
     fcl_arg_layout(&a, &d->q);
     fcl_arg_layout(&a, &d->k);
     fcl_arg_layout(&a, &d->v);
     fcl_arg_layout(&a, &d->o);
     fcl_arg_long(&a, (int64_t)d->lse_offset);
-    fcl_arg_int(&a, c->var->lse_rows);
-    fcl_arg_int(&a, c->lse != NULL);
+    fcl_arg_int(&a, j->var->lse_rows);
+    fcl_arg_int(&a, j->lse != NULL);
     fcl_arg_int(&a, (int)d->seqlen_q);
     fcl_arg_int(&a, (int)d->seqlen_k);
     fcl_arg_int(&a, (int)d->head_dim);
     fcl_arg_int(&a, (int)d->heads_q);
     fcl_arg_int(&a, (int)(d->heads_q / d->heads_kv));
-    fcl_arg_int(&a, (int)num_bh);
+    fcl_arg_int(&a, (int)num_hg);
     fcl_arg_float(&a, fcl_effective_scale(d));
-    fcl_arg_int(&a, c->var->window_left);
-    fcl_arg_int(&a, c->var->window_right);
-    fcl_arg_variants(&a, c->var);
-    *groups = num_qb * num_bh;
+    fcl_arg_int(&a, j->var->window_left);
+    fcl_arg_int(&a, j->var->window_right);
+    fcl_arg_variants(&a, j->var);
+    fcl_arg_int(&a, c->split.num_splits);
+    fcl_arg_int(&a, c->split.split_keys);
+    fcl_arg_mem(&a, c->part_o);
+    fcl_arg_mem(&a, c->part_lse);
+    fcl_arg_long(&a, (int64_t)part_rows(d));
+    fcl_arg_mem(&a, j->cache_lens);
+    fcl_arg_int(&a, j->seqlen_new);
+    fcl_arg_mem(&a, j->page_table);
+    fcl_arg_long(&a, j->page_table_stride);
+    fcl_arg_mem(&a, j->seq_ok);
+    *groups = base_groups * (size_t)c->split.num_splits;
     return a.err;
+}
+
+/* The merge of the chunks' partials into O and LSE (combine.cl). */
+static fcl_status enqueue_combine(fcl_context *ctx, const fcl_resolved *r, const forward_call *c,
+                                  cl_event after, cl_event *done)
+{
+    const fcl_forward_job *j = c->job;
+    const fcl_attention_desc *d = j->desc;
+    cl_kernel kernel = NULL;
+    FCL_TRY(fcl_resolved_kernel(r, "fcl_combine", &kernel));
+    cl_int err = CL_SUCCESS;
+    fcl_args a = {kernel, 0, CL_SUCCESS};
+    fcl_arg_mem(&a, c->part_o);
+    fcl_arg_mem(&a, c->part_lse);
+    fcl_arg_int(&a, c->split.num_splits);
+    fcl_arg_long(&a, (int64_t)part_rows(d));
+    fcl_arg_int(&a, (int)d->head_dim);
+    fcl_arg_int(&a, (int)d->seqlen_q);
+    fcl_arg_int(&a, (int)d->heads_q);
+    fcl_arg_mem(&a, j->o);
+    fcl_arg_layout(&a, &d->o);
+    fcl_arg_mem(&a, j->lse);
+    fcl_arg_long(&a, (int64_t)d->lse_offset);
+    fcl_arg_int(&a, j->lse != NULL);
+    fcl_arg_mem(&a, j->seq_ok);
+    fcl_arg_int(&a, j->seq_ok != NULL);
+    err = a.err;
+    const size_t global = part_rows(d) * d->head_dim;
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &global, NULL, 1, &after, done);
+    clReleaseKernel(kernel);
+    return err;
+}
+
+fcl_status fcl_forward_resolve(fcl_context *ctx, const fcl_forward_job *job, fcl_resolved **out)
+{
+    const fcl_build b = fcl_forward_build(ctx, job->desc, job->var->features, job->page_size);
+    return fcl_resolve(ctx, &b, out);
+}
+
+fcl_status fcl_forward_plan_of(fcl_context *ctx, const fcl_forward_job *job, fcl_plan *plan)
+{
+    fcl_resolved *r = NULL;
+    FCL_TRY(fcl_forward_resolve(ctx, job, &r));
+    const fcl_attention_desc *d = job->desc;
+    const fcl_split s = d->varlen ? (fcl_split){1, 0}
+                                  : fcl_forward_splits(ctx, &r->plan.pub,
+                                                       row_blocks(d, r) * head_groups(d, &r->build),
+                                                       d->seqlen_k, d->num_splits);
+    *plan = r->plan.pub;
+    plan->pack = (size_t)r->build.pack;
+    plan->num_splits = (size_t)s.num_splits;
+    plan->split_keys = (size_t)s.split_keys;
+    return FCL_OK;
+}
+
+fcl_status fcl_forward_enqueue(fcl_context *ctx, const fcl_forward_job *job, fcl_resolved *r,
+                               const fcl_wait *wait, cl_event *event)
+{
+    forward_call call = {ctx, job, {1, 0}, NULL, NULL, FCL_OK};
+    cl_event ev_attn = NULL, ev_combine = NULL;
+    fcl_status st = fcl_launch(ctx, r, set_forward_args, &call, wait->count, wait->list, &ev_attn);
+    if (st == FCL_OK && call.split.num_splits > 1)
+        st = enqueue_combine(ctx, r, &call, ev_attn, &ev_combine);
+    const cl_event last = ev_combine != NULL ? ev_combine : ev_attn;
+    if (st == FCL_OK && (call.split.num_splits > 1 || job->seq_ok != NULL))
+        fcl_scratch_used_until(ctx, last);
+    if (st == FCL_OK && event != NULL) {
+        st = clRetainEvent(last);
+        *event = st == FCL_OK ? last : NULL;
+    }
+    if (ev_attn != NULL)
+        clReleaseEvent(ev_attn);
+    if (ev_combine != NULL)
+        clReleaseEvent(ev_combine);
+    return st;
 }
 
 fcl_status fcl_attention_forward_ex(fcl_context *ctx, const fcl_attention_desc *desc,
@@ -59,11 +262,14 @@ fcl_status fcl_attention_forward_ex(fcl_context *ctx, const fcl_attention_desc *
     fcl_variants var;
     FCL_TRY(fcl_variants_prepare(ctx, desc, aux, num_wait, wait_list, &var));
 
-    const unsigned build = var.features | (fcl_uses_tensor_cores(ctx, desc, FCL_KERNEL_FORWARD) ? FCL_BUILD_TILE_MMA : 0);
+    const fcl_forward_job job = {desc, &var, q, k, v, o, lse, 0, NULL, NULL, 0, 0, NULL};
     fcl_resolved *r = NULL;
-    FCL_TRY(fcl_resolve(ctx, FCL_KERNEL_FORWARD, desc->head_dim, desc->dtype, build, &r));
-    forward_call call = {desc, &var, q, k, v, o, lse};
-    return fcl_launch(ctx, r, set_forward_args, &call, num_wait, wait_list, event);
+    FCL_TRY(fcl_forward_resolve(ctx, &job, &r));
+    fcl_wait wait;
+    FCL_TRY(fcl_scratch_wait_list(ctx, num_wait, wait_list, &wait));
+    const fcl_status st = fcl_forward_enqueue(ctx, &job, r, &wait, event);
+    free(wait.owned);
+    return st;
 }
 
 fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *desc, cl_mem q,

@@ -7,16 +7,9 @@
 
 #include <string.h>
 
-typedef struct host_tensor {
-    const void *src;              /* host bytes at the tensor's first element */
-    void *dst;                    /* NULL for inputs */
-    size_t bytes;
-    cl_mem mem;
-} host_tensor;
 
-/* Describes tensor `t` of host array `base` and re-bases its layout to 0. */
-static fcl_status host_range(const fcl_tensor_ref *t, const void *base, fcl_layout *rebased,
-                             host_tensor *h)
+fcl_status fcl_host_range(const fcl_tensor_ref *t, const void *base, fcl_layout *rebased,
+                          fcl_host_tensor *h)
 {
     uint64_t end = 0;
     FCL_TRY(fcl_tensor_extent_bytes(t, &end));
@@ -34,7 +27,7 @@ static fcl_status host_range(const fcl_tensor_ref *t, const void *base, fcl_layo
 enum { AUX_ALIBI, AUX_CU_Q, AUX_CU_K, AUX_BLOCKS, AUX_COUNT };
 
 static void aux_ranges(const fcl_attention_desc *d, const fcl_attention_aux_host *aux,
-                       host_tensor h[AUX_COUNT])
+                       fcl_host_tensor h[AUX_COUNT])
 {
     memset(h, 0, AUX_COUNT * sizeof *h);
     if (aux == NULL)
@@ -59,19 +52,19 @@ static void aux_ranges(const fcl_attention_desc *d, const fcl_attention_aux_host
 }
 
 typedef fcl_status (*run_fn)(fcl_context *ctx, const fcl_attention_desc *d,
-                             const fcl_attention_aux *aux, host_tensor *h);
+                             const fcl_attention_aux *aux, fcl_host_tensor *h);
 
 /* Creates every buffer (copying the host bytes in), runs `run`, reads the
  * outputs back.  Nothing reaches the host outputs unless everything worked. */
 static fcl_status run_on_host_arrays(fcl_context *ctx, const fcl_attention_desc *d,
-                                     host_tensor *h, size_t n, const fcl_attention_aux_host *aux_host,
+                                     fcl_host_tensor *h, size_t n, const fcl_attention_aux_host *aux_host,
                                      run_fn run)
 {
-    host_tensor ah[AUX_COUNT];
+    fcl_host_tensor ah[AUX_COUNT];
     aux_ranges(d, aux_host, ah);
     fcl_status st = FCL_OK;
     for (size_t i = 0; i < n + AUX_COUNT && st == FCL_OK; ++i) {
-        host_tensor *t = i < n ? &h[i] : &ah[i - n];
+        fcl_host_tensor *t = i < n ? &h[i] : &ah[i - n];
         if (t->src == NULL || t->bytes == 0)
             continue;
         cl_mem_flags flags = CL_MEM_COPY_HOST_PTR | (t->dst ? CL_MEM_READ_WRITE : CL_MEM_READ_ONLY);
@@ -99,7 +92,7 @@ static fcl_status run_on_host_arrays(fcl_context *ctx, const fcl_attention_desc 
 /* ---- forward ------------------------------------------------------------- */
 
 static fcl_status run_forward(fcl_context *ctx, const fcl_attention_desc *d,
-                              const fcl_attention_aux *aux, host_tensor *h)
+                              const fcl_attention_aux *aux, fcl_host_tensor *h)
 {
     return fcl_attention_forward_ex(ctx, d, aux, h[0].mem, h[1].mem, h[2].mem, h[3].mem, h[4].mem,
                                     0, NULL, NULL);
@@ -120,11 +113,11 @@ fcl_status fcl_attention_forward_host_ex(fcl_context *ctx, const fcl_attention_d
     fcl_attention_desc local = *desc;
     fcl_layout *layouts[FCL_FORWARD_TENSORS] = {&local.q, &local.k, &local.v, &local.o, NULL};
     fcl_layout lse_layout;
-    host_tensor h[FCL_FORWARD_TENSORS];
+    fcl_host_tensor h[FCL_FORWARD_TENSORS];
     memset(h, 0, sizeof h);
     for (int i = 0; i < FCL_FORWARD_TENSORS; ++i)
         if (base[i] != NULL)
-            FCL_TRY(host_range(&t[i], base[i], layouts[i] ? layouts[i] : &lse_layout, &h[i]));
+            FCL_TRY(fcl_host_range(&t[i], base[i], layouts[i] ? layouts[i] : &lse_layout, &h[i]));
     local.lse_offset = 0;
     return run_on_host_arrays(ctx, &local, h, FCL_FORWARD_TENSORS, aux, run_forward);
 }
@@ -139,7 +132,7 @@ fcl_status fcl_attention_forward_host(fcl_context *ctx, const fcl_attention_desc
 /* ---- backward ------------------------------------------------------------ */
 
 static fcl_status run_backward(fcl_context *ctx, const fcl_attention_desc *d,
-                               const fcl_attention_aux *aux, host_tensor *h)
+                               const fcl_attention_aux *aux, fcl_host_tensor *h)
 {
     return fcl_attention_backward_ex(ctx, d, aux, h[0].mem, h[1].mem, h[2].mem, h[3].mem, h[4].mem,
                                      h[5].mem, h[6].mem, h[7].mem, h[8].mem, 0, NULL, NULL);
@@ -167,10 +160,10 @@ fcl_status fcl_attention_backward_host_ex(fcl_context *ctx, const fcl_attention_
     fcl_layout *layouts[FCL_BACKWARD_TENSORS] = {&local.q,    &local.k,  &local.v,
                                                  &local.o,    &lse_layout, &local.dout,
                                                  &local.dq,   &local.dk, &local.dv};
-    host_tensor h[FCL_BACKWARD_TENSORS];
+    fcl_host_tensor h[FCL_BACKWARD_TENSORS];
     memset(h, 0, sizeof h);
     for (int i = 0; i < FCL_BACKWARD_TENSORS; ++i)
-        FCL_TRY(host_range(&t[i], base[i], layouts[i], &h[i]));
+        FCL_TRY(fcl_host_range(&t[i], base[i], layouts[i], &h[i]));
     local.lse_offset = 0;
     return run_on_host_arrays(ctx, &local, h, FCL_BACKWARD_TENSORS, aux, run_backward);
 }

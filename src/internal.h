@@ -8,6 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* How many fcl_kernel_kind values exist. */
+enum { FCL_KERNEL_KINDS = 4 };
+
 /* Shorthand for "evaluate, and return the status if it is not FCL_OK". */
 #define FCL_TRY(expr)                       \
     do {                                    \
@@ -94,6 +97,15 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
                              const fcl_tuned_tile *target, int emulated, fcl_plan_full *out);
 uint64_t fcl_plan_local_bytes(fcl_kernel_kind kind, int rows, int cols, int d_pad, int tx);
 
+/* Decode plans (FCL_KERNEL_DECODE) are forward plans for at most this many
+ * (packed) query rows per block. */
+#define FCL_DECODE_MAX_ROWS 64
+struct fcl_build;
+/* The target tile of a decode plan: the table's (or 16-row warps on tensor
+ * cores), with no more rows than build->rows rounded up to a power of two. */
+fcl_status fcl_decode_target(const fcl_caps *caps, const struct fcl_build *build,
+                             fcl_tuned_tile *out);
+
 /* ---- the context ---------------------------------------------------------- */
 
 typedef struct fcl_program_entry {
@@ -101,16 +113,40 @@ typedef struct fcl_program_entry {
     cl_program program;
 } fcl_program_entry;
 
-typedef struct fcl_resolved {
+/* What a kernel is built for: the resolved-kernel cache's key. */
+typedef struct fcl_build {
     fcl_kernel_kind kind;
     size_t head_dim;
     fcl_dtype dtype;
-    unsigned features;            /* FCL_FEAT_* bits compiled in */
+    unsigned features;            /* FCL_FEAT_* and FCL_BUILD_* bits compiled in */
+    int pack;                     /* FCL_PACK: query heads packed per row block (forward), else 1 */
+    int page_size;                /* FCL_PAGE_SIZE: keys per K/V page, 0 for strided K/V */
+    int rows;                     /* decode plans: (packed) rows to plan for; 0 otherwise */
+} fcl_build;
+
+/* A plain build of `kind`: no packing, no pages. */
+fcl_build fcl_build_of(fcl_kernel_kind kind, size_t head_dim, fcl_dtype dtype, unsigned features);
+
+typedef struct fcl_resolved {
+    fcl_build build;
     fcl_plan_full plan;
     cl_kernel kernel;             /* owned; one per resolved plan */
     fcl_plan_limits limits;       /* the limits this plan was made under */
     char fallback[192];           /* what the resource fallback did, if anything */
 } fcl_resolved;
+
+/* Device scratch the context keeps between calls (workspace.c). */
+typedef enum fcl_scratch_slot {
+    FCL_SCRATCH_PART_O,           /* split-KV partial outputs, fp32 */
+    FCL_SCRATCH_PART_LSE,         /* split-KV partial LSE, fp32 */
+    FCL_SCRATCH_SEQ_OK,           /* KV-cache check, one int per sequence */
+    FCL_SCRATCH_COUNT
+} fcl_scratch_slot;
+
+typedef struct fcl_scratch {
+    cl_mem mem;
+    size_t bytes;
+} fcl_scratch;
 
 struct fcl_context {
     cl_context cl_ctx;
@@ -129,10 +165,12 @@ struct fcl_context {
     size_t num_resolved;
     char *build_log;
     fcl_memory_stats mem;
+    fcl_scratch scratch[FCL_SCRATCH_COUNT];
+    cl_event scratch_busy;        /* completes when the last call using scratch is done */
     /* Tuning only (flashcl-tune): a target tile per kernel kind that replaces
      * the table's, and extra build options; set through fcl_debug_*. */
-    fcl_tuned_tile tile_override[3];
-    int has_tile_override[3];
+    fcl_tuned_tile tile_override[FCL_KERNEL_KINDS];
+    int has_tile_override[FCL_KERNEL_KINDS];
     char extra_build_options[128];
 };
 
@@ -180,14 +218,16 @@ fcl_status fcl_get_program(fcl_context *ctx, fcl_program_id id, const char *opti
                            cl_program *out);
 void fcl_set_build_log(fcl_context *ctx, const char *log);
 
-/* Options (-D defines) for a plan and variant features; returns bytes needed
- * like snprintf. */
-int fcl_kernel_options(const fcl_plan_full *plan, unsigned features, char *buf, size_t size);
+/* Options (-D defines) for a plan and its build; returns bytes needed like
+ * snprintf. */
+int fcl_kernel_options(const fcl_plan_full *plan, const fcl_build *build, char *buf, size_t size);
 
-/* Plans, builds and checks the kernel for (kind, desc), with resource
- * fallback; the result is cached in the context. */
-fcl_status fcl_resolve(fcl_context *ctx, fcl_kernel_kind kind, size_t head_dim, fcl_dtype dtype,
-                       unsigned features, fcl_resolved **out);
+/* Plans, builds and checks the kernel of `build`, with resource fallback;
+ * the result is cached in the context. */
+fcl_status fcl_resolve(fcl_context *ctx, const fcl_build *build, fcl_resolved **out);
+/* Another kernel of r's program (built with the same options), by name;
+ * the caller releases it. */
+fcl_status fcl_resolved_kernel(const fcl_resolved *r, const char *name, cl_kernel *out);
 /* Releases every resolved kernel (context destruction, tuning hooks). */
 void fcl_forget_resolved(fcl_context *ctx);
 /* Call after a launch failed with `cl_err`: lowers the limits of `r` and
@@ -255,6 +295,7 @@ enum {
     FCL_FEAT_DROPOUT = 4,
     FCL_FEAT_VARLEN = 8,
     FCL_FEAT_BLOCKMASK = 16,
+    FCL_FEAT_KVCACHE = 32,
     FCL_FEAT_MASK = 0xFF,
     FCL_BUILD_TILE_MMA = 0x100,
     /* dK/dV above head_dim 128 on tensor cores: one output per launch */
@@ -289,12 +330,103 @@ fcl_status fcl_variants_prepare(fcl_context *ctx, const fcl_attention_desc *desc
                                 const fcl_attention_aux *aux, cl_uint num_wait,
                                 const cl_event *wait, fcl_variants *v);
 void fcl_arg_variants(fcl_args *a, const fcl_variants *v);
+/* An aux buffer: not NULL, of the context, at least `bytes` large. */
+fcl_status fcl_check_aux_buffer(const fcl_context *ctx, cl_mem mem, uint64_t bytes);
 
 /* ---- device memory (memory.c) --------------------------------------------- */
 
 cl_mem fcl_buffer_create(fcl_context *ctx, cl_mem_flags flags, size_t bytes, void *host,
                          fcl_status *status);
 void fcl_buffer_release(fcl_context *ctx, cl_mem mem);
+
+/* ---- scratch buffers (workspace.c) ---------------------------------------- */
+
+/* A wait list that may have had the scratch's event added. */
+typedef struct fcl_wait {
+    cl_uint count;
+    const cl_event *list;
+    cl_event *owned;              /* free() after use */
+} fcl_wait;
+
+/* The scratch buffer of `slot`, at least `bytes` large. */
+fcl_status fcl_scratch_get(fcl_context *ctx, fcl_scratch_slot slot, size_t bytes, cl_mem *out);
+/* The caller's wait list plus the end of the last call that used scratch. */
+fcl_status fcl_scratch_wait_list(fcl_context *ctx, cl_uint num_wait, const cl_event *wait_list,
+                                 fcl_wait *w);
+/* Scratch is in use until `done` completes. */
+void fcl_scratch_used_until(fcl_context *ctx, cl_event done);
+void fcl_scratch_release(fcl_context *ctx);
+
+/* ---- the forward's launches (forward.c) ------------------------------------ */
+
+/* One forward launch: a forward call, or the attention of a KV-cache call
+ * (then desc->seqlen_k is the keys a sequence's cache can hold, and the
+ * cache fields are set). */
+typedef struct fcl_forward_job {
+    const fcl_attention_desc *desc;
+    const fcl_variants *var;
+    cl_mem q, k, v, o, lse;
+    int page_size;                /* keys per page; 0: strided K/V */
+    cl_mem cache_lens;            /* int32[batch]: KV-cache calls (FCL_FEAT_KVCACHE) */
+    cl_mem page_table;            /* int32: paged caches */
+    int64_t page_table_stride;
+    int seqlen_new;
+    cl_mem seq_ok;                /* the KV-cache check's flags (kvcache.cl) */
+} fcl_forward_job;
+
+/* Split-KV: num_splits chunks of split_keys keys (0 when not split). */
+typedef struct fcl_split {
+    int num_splits;
+    int split_keys;
+} fcl_split;
+
+/* The kernel build of a forward of `d`: a decode plan with GQA packing for
+ * few query rows, the forward's otherwise; tensor cores where they apply. */
+fcl_build fcl_forward_build(const fcl_context *ctx, const fcl_attention_desc *d,
+                            unsigned features, int page_size);
+/* The key chunks for `groups` work-groups of plan p over `keys` keys;
+ * forced > 0 gives exactly that many. */
+fcl_split fcl_forward_splits(const fcl_context *ctx, const fcl_plan *p, size_t groups, size_t keys,
+                             int forced);
+fcl_status fcl_forward_resolve(fcl_context *ctx, const fcl_forward_job *job, fcl_resolved **out);
+/* The public plan of a job: the resolved plan with its packing and chunks. */
+fcl_status fcl_forward_plan_of(fcl_context *ctx, const fcl_forward_job *job, fcl_plan *plan);
+/* Launches the job (and the merge of its chunks) after `wait`; `event`, if
+ * not NULL, receives the completion of the last kernel. */
+fcl_status fcl_forward_enqueue(fcl_context *ctx, const fcl_forward_job *job, fcl_resolved *r,
+                               const fcl_wait *wait, cl_event *event);
+
+/* ---- host-pointer calls (host_calls.c) ------------------------------------- */
+
+/* One tensor of a host-pointer call: the byte range [offset, end of its last
+ * element) of the caller's array, and the buffer it travels in. */
+typedef struct fcl_host_tensor {
+    const void *src;              /* host bytes at the tensor's first element */
+    void *dst;                    /* where outputs go back; NULL for inputs */
+    size_t bytes;
+    cl_mem mem;
+} fcl_host_tensor;
+
+/* Describes tensor `t` of host array `base` and re-bases its layout to 0. */
+fcl_status fcl_host_range(const fcl_tensor_ref *t, const void *base, fcl_layout *rebased,
+                          fcl_host_tensor *h);
+
+/* ---- the KV-cache call (kvcache.c, kvcache_host.c) ------------------------- */
+
+enum { FCL_KVCACHE_TENSORS = 7 };
+/* Keys one sequence's cache can hold. */
+size_t fcl_kvcache_capacity(const fcl_kvcache_desc *d);
+fcl_status fcl_kvcache_validate_desc(const fcl_kvcache_desc *d);
+fcl_attention_desc fcl_kvcache_as_forward(const fcl_kvcache_desc *d);
+/* The call's tensors (q, o, k_cache, v_cache[, k_new, v_new][, lse]), *n of them. */
+void fcl_kvcache_tensors(const fcl_kvcache_desc *d, const fcl_kvcache_buffers *b,
+                         fcl_tensor_ref t[FCL_KVCACHE_TENSORS], size_t *n);
+/* int32 entries the page table must hold. */
+uint64_t fcl_kvcache_page_table_entries(const fcl_kvcache_desc *d);
+/* The forward job of a KV-cache call (b may be NULL for planning). */
+fcl_status fcl_kvcache_job(fcl_context *ctx, const fcl_kvcache_desc *desc,
+                           const fcl_kvcache_buffers *b, const fcl_attention_desc *fwd,
+                           fcl_variants *var, fcl_forward_job *job);
 
 /* ---- small helpers (util.c) ------------------------------------------------ */
 

@@ -22,6 +22,7 @@ uint64_t fcl_plan_local_bytes(fcl_kernel_kind kind, int rows, int cols, int d_pa
     uint64_t floats = 0;
     switch (kind) {
     case FCL_KERNEL_FORWARD: /* Qt, Ks, Vs, Pt, red */
+    case FCL_KERNEL_DECODE:
         floats = D * (R + 4) + C * (D + 1) + C * D + C * (R + 4) + R * (uint64_t)tx;
         break;
     case FCL_KERNEL_BACKWARD_DQ: /* Qt, dOt, Ks, Vs, dSt */
@@ -39,6 +40,7 @@ static int register_floats(fcl_kernel_kind kind, int rm, int rn, int dn)
 {
     switch (kind) {
     case FCL_KERNEL_FORWARD:
+    case FCL_KERNEL_DECODE:
         return rm * rn + rm * dn + 3 * rm + rn;
     case FCL_KERNEL_BACKWARD_DQ:
         return 2 * rm * rn + rm * dn + 2 * rm + rn;
@@ -96,8 +98,45 @@ static const char *kernel_name(fcl_kernel_kind kind)
         return "backward dK/dV";
     case FCL_KERNEL_BACKWARD_DQ:
         return "backward dQ";
+    case FCL_KERNEL_DECODE:
+        return "decode (forward, few rows)";
     }
     return "?";
+}
+
+/* The smallest power of two >= x (x >= 1). */
+static int pow2_at_least(int x)
+{
+    int p = 1;
+    while (p < x)
+        p *= 2;
+    return p;
+}
+
+fcl_status fcl_decode_target(const fcl_caps *caps, const fcl_build *build, fcl_tuned_tile *out)
+{
+    const int rows = build->rows < 1 ? 1 : build->rows > FCL_DECODE_MAX_ROWS ? FCL_DECODE_MAX_ROWS
+                                                                            : build->rows;
+    if (build->features & FCL_BUILD_TILE_MMA) {
+        /* Warps of 16 rows, 32 keys per step: decoding is bound by memory,
+         * and small tiles let more work-groups share a multiprocessor
+         * (21.7 KiB at d = 128).  H100, fp16, Hq/Hkv 32/8, d 128, share of the
+         * copy bandwidth at B = 32, sk = 131072, 1 row (NOTES.md, run 16):
+         * 16 x 32: 97.8%; 16 x 64: 85.6%; 32 x 64 (2 warps): 87.1%;
+         * 16 x 128: 78.9%.  At B = 1 all four are within 80-84%. */
+        const int warps = (pow2_at_least(rows) + 15) / 16;
+        *out = (fcl_tuned_tile){16 * warps, 32, warps, 32, "decode: 16 rows a warp, 32 keys"};
+        return FCL_OK;
+    }
+    if (!fcl_tuned_lookup(caps, FCL_KERNEL_DECODE, build->head_dim, out))
+        return FCL_ERROR_NO_PLAN;
+    /* no more rows than the call has */
+    const int cap = pow2_at_least(rows);
+    if (out->rows > cap) {
+        out->ty = out->ty * cap / out->rows > 0 ? out->ty * cap / out->rows : 1;
+        out->rows = cap;
+    }
+    return FCL_OK;
 }
 
 fcl_status fcl_plan_make(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,

@@ -47,6 +47,8 @@ static mma_shape default_shape(fcl_kernel_kind kind, int d)
     switch (kind) {
     case FCL_KERNEL_FORWARD:
         return d <= 128 ? (mma_shape){4, 2, 64} : (mma_shape){8, 1, 128};
+    case FCL_KERNEL_DECODE:
+        return (mma_shape){1, 1, 32};
     case FCL_KERNEL_BACKWARD_DQ:
         return d <= 64 ? (mma_shape){4, 2, 64} : d <= 128 ? (mma_shape){4, 2, 32} : (mma_shape){4, 1, 32};
     case FCL_KERNEL_BACKWARD_DKDV:
@@ -62,6 +64,7 @@ static uint64_t shape_bytes(fcl_kernel_kind kind, int d, mma_shape s, int emulat
     uint64_t bytes = 0;
     switch (kind) {
     case FCL_KERNEL_FORWARD:
+    case FCL_KERNEL_DECODE:
         bytes = (rows + 2 * inner) * row_bytes;
         break;
     case FCL_KERNEL_BACKWARD_DQ:
@@ -85,6 +88,8 @@ static const char *kernel_words(fcl_kernel_kind kind)
         return "dQ: warps own query rows, keys per step";
     case FCL_KERNEL_BACKWARD_DKDV:
         return "dK/dV: warps own keys, query rows per step";
+    case FCL_KERNEL_DECODE:
+        return "decode: warps own (packed) query rows, keys per step";
     }
     return "";
 }
@@ -160,7 +165,7 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
     fcl_copy_string(pub->variant, sizeof pub->variant,
                     emulated ? "emulated-mma-sync" : "nvidia-mma-sync");
     fcl_copy_string(pub->source, sizeof pub->source,
-                    target ? "forced" : "tensor-core default");
+                    target ? target->entry : "tensor-core default");
     fcl_appendf(pub->reason, sizeof pub->reason,
                 "tensor cores: mma.sync m16n8k16 (%s inputs, fp32 accumulation); %s: "
                 "%d warps x %d rows each, %d per step; 16-bit tiles (M counted in 16-bit "

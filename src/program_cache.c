@@ -21,10 +21,12 @@ extern const char fcl_cl_util[];
 extern const char fcl_cl_tile_nv_mma[];
 extern const char fcl_cl_warp_ptx[];
 extern const char fcl_cl_warp_emulated[];
+extern const char fcl_cl_combine[];
+extern const char fcl_cl_kvcache[];
 
 size_t fcl_program_sources(fcl_program_id id, const char **sources, size_t capacity)
 {
-    const char *list[7];
+    const char *list[9];
     size_t n = 0;
     list[n++] = fcl_cl_common;
     if (id == FCL_PROGRAM_UTIL) {
@@ -36,7 +38,13 @@ size_t fcl_program_sources(fcl_program_id id, const char **sources, size_t capac
         list[n++] = fcl_cl_warp_ptx;
         list[n++] = fcl_cl_warp_emulated;
         list[n++] = fcl_cl_tile_nv_mma;
-        list[n++] = id == FCL_PROGRAM_FORWARD ? fcl_cl_flash_fwd : fcl_cl_flash_bwd;
+        if (id == FCL_PROGRAM_FORWARD) {
+            list[n++] = fcl_cl_flash_fwd;
+            list[n++] = fcl_cl_combine; /* the merge of split-KV's chunks */
+            list[n++] = fcl_cl_kvcache; /* the KV-cache call's check and append */
+        } else {
+            list[n++] = fcl_cl_flash_bwd;
+        }
     }
     for (size_t i = 0; i < n && i < capacity; ++i)
         sources[i] = list[i];
@@ -70,8 +78,8 @@ static void keep_build_log(fcl_context *ctx, cl_program prog)
 static void cache_path(const fcl_context *ctx, fcl_program_id id, const char *options,
                        char *path, size_t size)
 {
-    const char *srcs[8];
-    size_t n = fcl_program_sources(id, srcs, 8);
+    const char *srcs[16];
+    size_t n = fcl_program_sources(id, srcs, 16);
     uint64_t h = fcl_hash64(0, ctx->info.name, strlen(ctx->info.name));
     h = fcl_hash64(h, ctx->info.driver_version, strlen(ctx->info.driver_version));
     h = fcl_hash64(h, ctx->info.platform_name, strlen(ctx->info.platform_name));
@@ -172,8 +180,8 @@ fcl_status fcl_get_program(fcl_context *ctx, fcl_program_id id, const char *opti
         prog = load_cached(ctx, path, options);
     }
     if (prog == NULL) {
-        const char *srcs[8];
-        cl_uint n = (cl_uint)fcl_program_sources(id, srcs, 8);
+        const char *srcs[16];
+        cl_uint n = (cl_uint)fcl_program_sources(id, srcs, 16);
         cl_int err = CL_SUCCESS;
         prog = clCreateProgramWithSource(ctx->cl_ctx, n, srcs, NULL, &err);
         if (err != CL_SUCCESS)

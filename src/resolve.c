@@ -19,6 +19,7 @@ static const char *kernel_function(fcl_kernel_kind kind)
 {
     switch (kind) {
     case FCL_KERNEL_FORWARD:
+    case FCL_KERNEL_DECODE:
         return "fcl_forward";
     case FCL_KERNEL_BACKWARD_DKDV:
         return "fcl_backward_dkdv";
@@ -37,20 +38,27 @@ static void note_fallback(fcl_resolved *r, const char *what, unsigned long long 
 static fcl_status build_checked(fcl_context *ctx, fcl_resolved *r)
 {
     for (int attempt = 0; attempt < MAX_ATTEMPTS; ++attempt) {
-        const fcl_tuned_tile *forced =
-            ctx->has_tile_override[r->kind] ? &ctx->tile_override[r->kind] : NULL;
-        if (r->features & FCL_BUILD_TILE_MMA)
-            FCL_TRY(fcl_plan_make_mma(&ctx->caps, r->kind, r->head_dim, r->dtype, &r->limits,
-                                      forced, ctx->emulate_tensor_cores, &r->plan));
+        const fcl_build *b = &r->build;
+        const fcl_tuned_tile *target =
+            ctx->has_tile_override[b->kind] ? &ctx->tile_override[b->kind] : NULL;
+        fcl_tuned_tile decode_target;
+        if (target == NULL && b->kind == FCL_KERNEL_DECODE) {
+            FCL_TRY(fcl_decode_target(&ctx->caps, b, &decode_target));
+            target = &decode_target;
+        }
+        if (b->features & FCL_BUILD_TILE_MMA)
+            FCL_TRY(fcl_plan_make_mma(&ctx->caps, b->kind, b->head_dim, b->dtype, &r->limits,
+                                      target, ctx->emulate_tensor_cores, &r->plan));
         else
-            FCL_TRY(fcl_plan_make(&ctx->caps, r->kind, r->head_dim, r->dtype, &r->limits, forced,
+            FCL_TRY(fcl_plan_make(&ctx->caps, b->kind, b->head_dim, b->dtype, &r->limits, target,
                                   &r->plan));
         char options[640];
-        int n = fcl_kernel_options(&r->plan, r->features, options, sizeof options);
+        int n = fcl_kernel_options(&r->plan, &r->build, options, sizeof options);
         if (ctx->extra_build_options[0] != '\0' && n > 0 && (size_t)n < sizeof options)
             fcl_appendf(options, sizeof options, " %s", ctx->extra_build_options);
-        fcl_program_id pid =
-            r->kind == FCL_KERNEL_FORWARD ? FCL_PROGRAM_FORWARD : FCL_PROGRAM_BACKWARD;
+        fcl_program_id pid = r->build.kind == FCL_KERNEL_FORWARD || r->build.kind == FCL_KERNEL_DECODE
+                                 ? FCL_PROGRAM_FORWARD
+                                 : FCL_PROGRAM_BACKWARD;
         cl_program prog = NULL;
         fcl_status st = fcl_get_program(ctx, pid, options, &prog);
         if (st == FCL_ERROR_BUILD_FAILED &&
@@ -62,7 +70,7 @@ static fcl_status build_checked(fcl_context *ctx, fcl_resolved *r)
         FCL_TRY(st);
 
         cl_int err = CL_SUCCESS;
-        cl_kernel kernel = clCreateKernel(prog, kernel_function(r->kind), &err);
+        cl_kernel kernel = clCreateKernel(prog, kernel_function(r->build.kind), &err);
         if (err != CL_SUCCESS)
             return err;
         size_t kernel_wg = 0;
@@ -102,14 +110,33 @@ static fcl_status build_checked(fcl_context *ctx, fcl_resolved *r)
     return FCL_ERROR_NO_PLAN;
 }
 
-fcl_status fcl_resolve(fcl_context *ctx, fcl_kernel_kind kind, size_t head_dim, fcl_dtype dtype,
-                       unsigned features, fcl_resolved **out)
+fcl_status fcl_resolved_kernel(const fcl_resolved *r, const char *name, cl_kernel *out)
+{
+    cl_program prog = NULL;
+    cl_int err = clGetKernelInfo(r->kernel, CL_KERNEL_PROGRAM, sizeof prog, &prog, NULL);
+    if (err == CL_SUCCESS)
+        *out = clCreateKernel(prog, name, &err);
+    return err;
+}
+
+fcl_build fcl_build_of(fcl_kernel_kind kind, size_t head_dim, fcl_dtype dtype, unsigned features)
+{
+    fcl_build b = {kind, head_dim, dtype, features, 1, 0, 0};
+    return b;
+}
+
+static bool same_build(const fcl_build *a, const fcl_build *b)
+{
+    return a->kind == b->kind && a->head_dim == b->head_dim && a->dtype == b->dtype &&
+           a->features == b->features && a->pack == b->pack && a->page_size == b->page_size &&
+           a->rows == b->rows;
+}
+
+fcl_status fcl_resolve(fcl_context *ctx, const fcl_build *build, fcl_resolved **out)
 {
     for (size_t i = 0; i < ctx->num_resolved; ++i) {
-        fcl_resolved *r = ctx->resolved[i];
-        if (r->kind == kind && r->head_dim == head_dim && r->dtype == dtype &&
-            r->features == features) {
-            *out = r;
+        if (same_build(&ctx->resolved[i]->build, build)) {
+            *out = ctx->resolved[i];
             return FCL_OK;
         }
     }
@@ -122,10 +149,7 @@ fcl_status fcl_resolve(fcl_context *ctx, fcl_kernel_kind kind, size_t head_dim, 
         return FCL_ERROR_OUT_OF_HOST_MEMORY;
     }
     ctx->resolved = grown;
-    r->kind = kind;
-    r->head_dim = head_dim;
-    r->dtype = dtype;
-    r->features = features;
+    r->build = *build;
     fcl_status st = build_checked(ctx, r);
     if (st != FCL_OK) {
         free(r);
@@ -160,15 +184,36 @@ fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *desc, fcl_
 {
     if (ctx == NULL || desc == NULL || plan == NULL)
         return FCL_ERROR_NULL_ARGUMENT;
-    if (kernel != FCL_KERNEL_FORWARD && kernel != FCL_KERNEL_BACKWARD_DKDV &&
-        kernel != FCL_KERNEL_BACKWARD_DQ)
+    if ((int)kernel < 0 || (int)kernel >= FCL_KERNEL_KINDS)
         return FCL_ERROR_INVALID_VALUE;
     FCL_TRY(fcl_validate_desc(desc));
-    const unsigned build =
-        fcl_uses_tensor_cores(ctx, desc, kernel) ? FCL_BUILD_TILE_MMA : 0;
+    if (kernel == FCL_KERNEL_FORWARD || kernel == FCL_KERNEL_DECODE) {
+        /* the forward call's plan, with the variants it would compile in
+         * (ALiBi, packing and block masks are checked against no buffers) */
+        fcl_variants var;
+        const fcl_attention_desc *d = desc;
+        fcl_attention_desc plain = *desc;
+        plain.alibi = FCL_ALIBI_NONE;
+        plain.varlen = 0;
+        plain.block_m = plain.block_n = 0;
+        FCL_TRY(fcl_variants_prepare(ctx, &plain, NULL, 0, NULL, &var));
+        if (desc->varlen)
+            var.features |= FCL_FEAT_VARLEN;
+        if (desc->block_m != 0)
+            var.features |= FCL_FEAT_BLOCKMASK;
+        if (desc->alibi != FCL_ALIBI_NONE)
+            var.features |= FCL_FEAT_ALIBI;
+        const fcl_forward_job job = {d, &var, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, 0, 0, NULL};
+        return fcl_forward_plan_of(ctx, &job, plan);
+    }
+    const unsigned build = fcl_uses_tensor_cores(ctx, desc, kernel) ? FCL_BUILD_TILE_MMA : 0;
+    const fcl_build b = fcl_build_of(kernel, desc->head_dim, desc->dtype, build);
     fcl_resolved *r = NULL;
-    FCL_TRY(fcl_resolve(ctx, kernel, desc->head_dim, desc->dtype, build, &r));
+    FCL_TRY(fcl_resolve(ctx, &b, &r));
     *plan = r->plan.pub;
+    plan->pack = 1;
+    plan->num_splits = 1;
+    plan->split_keys = 0;
     return FCL_OK;
 }
 

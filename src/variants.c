@@ -17,7 +17,7 @@ static int kernel_window(int64_t w, size_t longest)
 }
 
 /* Size and context of an aux buffer. */
-static fcl_status check_aux_buffer(const fcl_context *ctx, cl_mem mem, uint64_t bytes)
+fcl_status fcl_check_aux_buffer(const fcl_context *ctx, cl_mem mem, uint64_t bytes)
 {
     if (mem == NULL)
         return FCL_ERROR_NULL_ARGUMENT;
@@ -38,7 +38,7 @@ static fcl_status check_aux_buffer(const fcl_context *ctx, cl_mem mem, uint64_t 
 static fcl_status check_cu_seqlens(fcl_context *ctx, cl_mem mem, size_t batch, size_t max_len,
                                    size_t total, cl_uint num_wait, const cl_event *wait)
 {
-    FCL_TRY(check_aux_buffer(ctx, mem, (uint64_t)(batch + 1) * sizeof(cl_int)));
+    FCL_TRY(fcl_check_aux_buffer(ctx, mem, (uint64_t)(batch + 1) * sizeof(cl_int)));
     cl_int *cu = malloc((batch + 1) * sizeof *cu);
     if (cu == NULL)
         return FCL_ERROR_OUT_OF_HOST_MEMORY;
@@ -80,7 +80,7 @@ fcl_status fcl_variants_prepare(fcl_context *ctx, const fcl_attention_desc *d,
 
     if (d->alibi == FCL_ALIBI_PER_HEAD || d->alibi == FCL_ALIBI_PER_BATCH_HEAD) {
         const size_t n = d->alibi == FCL_ALIBI_PER_HEAD ? d->heads_q : d->batch * d->heads_q;
-        FCL_TRY(check_aux_buffer(ctx, aux->alibi_slopes, (uint64_t)n * sizeof(float)));
+        FCL_TRY(fcl_check_aux_buffer(ctx, aux->alibi_slopes, (uint64_t)n * sizeof(float)));
         v->features |= FCL_FEAT_ALIBI;
         v->alibi = aux->alibi_slopes;
         v->alibi_stride_batch = d->alibi == FCL_ALIBI_PER_HEAD ? 0 : (int64_t)d->heads_q;
@@ -122,7 +122,7 @@ fcl_status fcl_variants_prepare(fcl_context *ctx, const fcl_attention_desc *d,
         const uint64_t nbn = (d->seqlen_k + d->block_n - 1) / d->block_n;
         const uint64_t bytes = (uint64_t)(d->batch - 1) * d->block_mask_stride_batch +
                                (uint64_t)(d->heads_q - 1) * d->block_mask_stride_head + nbm * nbn;
-        FCL_TRY(check_aux_buffer(ctx, aux->block_mask, bytes));
+        FCL_TRY(fcl_check_aux_buffer(ctx, aux->block_mask, bytes));
         v->features |= FCL_FEAT_BLOCKMASK;
         v->block_mask = aux->block_mask;
         v->block_mask_stride_batch = (int64_t)d->block_mask_stride_batch;

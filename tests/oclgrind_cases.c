@@ -5,10 +5,12 @@
  * the kernels.  The tile plans of the device and of a few emulated profiles
  * are exercised, and the tensor-core pieces on their emulated warp
  * operations (cl/warp_emulated.cl: there a missing barrier around the K/V
- * pipeline is a race).  The results are also checked against the reference.  Exit
+ * pipeline is a race), and the KV-cache call with paged keys, packed heads
+ * and split-KV.  The results are also checked against the reference.  Exit
  * status 0 only if every case passed; the ctest wrapper additionally fails
  * on any Oclgrind report (tests/run_oclgrind.cmake). */
 #include "internal.h"
+#include "kvcache_support.h"
 #include "test_support.h"
 
 #include <stdio.h>
@@ -85,6 +87,23 @@ int main(void)
         failures += !fa_check_backward(ctx, &tc[i], &r);
     }
     fcl_context_destroy(ctx);
+
+    /* the KV-cache call: the check and append kernel, paged keys (tiles
+     * across pages), packed heads, split-KV with an empty chunk and the
+     * merge; on the portable piece and on the emulated tensor cores */
+    static const int lens[2] = {21, 0};
+    /* B Hq Hk d sq new dtype page cap lens causal window softcap alibi splits seed */
+    const kv_case kv[2] = {
+        {2, 4, 2, 16, 2, 1, FCL_DTYPE_FP32, 8, 48, lens, 1, -1, 0, 0, 3, 7},
+        {2, 4, 1, 16, 1, 2, FCL_DTYPE_FP16, 8, 48, lens, 1, 9, 0, 1, 2, 8},
+    };
+    for (int i = 0; i < 2; ++i) {
+        ctx = test_context(NULL);
+        if (ctx == NULL || fcl_debug_emulate_tensor_cores(ctx, i) != FCL_OK)
+            return 1;
+        failures += !kv_run(ctx, &kv[i]);
+        fcl_context_destroy(ctx);
+    }
     printf("oclgrind cases: %d failure(s)\n", failures);
     return failures != 0;
 }

@@ -13,8 +13,8 @@
 
 #include <string.h>
 
-static const fcl_kernel_kind kinds[3] = {FCL_KERNEL_FORWARD, FCL_KERNEL_BACKWARD_DKDV,
-                                         FCL_KERNEL_BACKWARD_DQ};
+static const fcl_kernel_kind kinds[4] = {FCL_KERNEL_FORWARD, FCL_KERNEL_BACKWARD_DKDV,
+                                         FCL_KERNEL_BACKWARD_DQ, FCL_KERNEL_DECODE};
 
 static void check_plan(const fcl_caps *caps, const fcl_plan_full *p, size_t d,
                        const fcl_plan_limits *lim)
@@ -154,9 +154,11 @@ static void test_local_bytes_match_compiler(void **state)
     for (int i = 0; i < 3; ++i) {
         fcl_context *ctx = test_context(profiles[i]);
         assert_non_null(ctx);
-        for (int k = 0; k < 3; ++k) {
+        for (int k = 0; k < 4; ++k) {
             fcl_resolved *r = NULL;
-            assert_int_equal(fcl_resolve(ctx, kinds[k], 80, FCL_DTYPE_FP16, 0, &r), FCL_OK);
+            fcl_build b = fcl_build_of(kinds[k], 80, FCL_DTYPE_FP16, 0);
+            b.rows = kinds[k] == FCL_KERNEL_DECODE ? 8 : 0;
+            assert_int_equal(fcl_resolve(ctx, &b, &r), FCL_OK);
             assert_local_bytes_planned(ctx, r);
         }
         fcl_context_destroy(ctx);
@@ -227,10 +229,11 @@ static void test_tensor_core_local_bytes(void **state)
     fcl_context *ctx = test_context(NULL);
     assert_non_null(ctx);
     assert_int_equal(fcl_debug_emulate_tensor_cores(ctx, 1), FCL_OK);
-    for (int k = 0; k < 3; ++k) {
+    for (int k = 0; k < 4; ++k) {
         fcl_resolved *r = NULL;
-        assert_int_equal(fcl_resolve(ctx, kinds[k], 64, FCL_DTYPE_FP16, FCL_BUILD_TILE_MMA, &r),
-                         FCL_OK);
+        fcl_build b = fcl_build_of(kinds[k], 64, FCL_DTYPE_FP16, FCL_BUILD_TILE_MMA);
+        b.rows = kinds[k] == FCL_KERNEL_DECODE ? 4 : 0;
+        assert_int_equal(fcl_resolve(ctx, &b, &r), FCL_OK);
         assert_int_equal(r->plan.tile_mma, 1);
         assert_local_bytes_planned(ctx, r);
     }
@@ -245,14 +248,16 @@ static void test_launch_failure_fallback(void **state)
     fcl_context *ctx = test_context("nvidia-h100");
     assert_non_null(ctx);
     fcl_resolved *r = NULL;
-    assert_int_equal(fcl_resolve(ctx, FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP32, 0, &r), FCL_OK);
+    const fcl_build b = fcl_build_of(FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP32, 0);
+    assert_int_equal(fcl_resolve(ctx, &b, &r), FCL_OK);
     const uint64_t before = r->plan.pub.local_bytes;
     assert_int_equal(fcl_resolve_after_launch_failure(ctx, r, CL_OUT_OF_RESOURCES), FCL_OK);
     assert_true(r->plan.pub.local_bytes < before);
     assert_non_null(strstr(r->plan.pub.reason, "fallback"));
     assert_non_null(strstr(r->plan.pub.source, "fallback"));
     fcl_attention_desc d;
-    fcl_attention_desc_init(&d, 1, 1, 1, 10, 10, 64, FCL_DTYPE_FP32, FCL_LAYOUT_BSHD);
+    /* more query rows than a decode plan takes: the forward's plan */
+    fcl_attention_desc_init(&d, 1, 1, 1, 100, 100, 64, FCL_DTYPE_FP32, FCL_LAYOUT_BSHD);
     fcl_plan shown;
     assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &shown), FCL_OK);
     assert_int_equal(shown.local_bytes, r->plan.pub.local_bytes); /* the report follows */

@@ -188,7 +188,7 @@ static int is_fill(const unsigned char *p, size_t es)
     return memcmp(p, f, es) == 0;
 }
 
-static void put_value(unsigned char *p, fcl_dtype dt, double x)
+void fa_put_value(unsigned char *p, fcl_dtype dt, double x)
 {
     if (dt == FCL_DTYPE_FP32) {
         float f = (float)x;
@@ -199,7 +199,7 @@ static void put_value(unsigned char *p, fcl_dtype dt, double x)
     }
 }
 
-static double get_value(const unsigned char *p, fcl_dtype dt)
+double fa_get_value(const unsigned char *p, fcl_dtype dt)
 {
     if (dt == FCL_DTYPE_FP32) {
         float f;
@@ -258,7 +258,7 @@ static int tensor_create(dev_tensor *t, fcl_context *ctx, fcl_layout layout, siz
     FOR_EACH_ELEMENT(t, at, n, {
         t->is_elem[at] = 1;
         if (values != NULL)
-            put_value(t->image + at * t->es, dt, values[n]);
+            fa_put_value(t->image + at * t->es, dt, values[n]);
     })
     cl_int err = CL_SUCCESS;
     t->mem = clCreateBuffer(fcl_context_cl_context(ctx), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
@@ -301,7 +301,7 @@ static void tensor_read(fcl_context *ctx, const dev_tensor *t, fcl_dtype dt, dou
             res->unwritten++;
     }
     memset(out, 0, t->batch * t->heads * t->seqlen * t->dim * sizeof *out);
-    FOR_EACH_ELEMENT(t, at, n, { out[n] = get_value(img + at * t->es, dt); })
+    FOR_EACH_ELEMENT(t, at, n, { out[n] = fa_get_value(img + at * t->es, dt); })
     free(img);
 }
 
@@ -325,7 +325,7 @@ static double *random_tensor(rng *r, size_t n, double scale, fcl_dtype dt)
 
 /* Applies the tolerance rule to one tensor's existing elements; keeps the
  * worst ratio in res. */
-static int compare(const char *name, const double *ours, const double *lowp, const double *ref,
+int fa_compare(const char *name, const double *ours, const double *lowp, const double *ref,
                    const double *magnitude, const unsigned char *valid, size_t n, double factor,
                    fcl_dtype dt, size_t sum_terms, fa_result *res)
 {
@@ -485,6 +485,7 @@ static void case_init(fcl_context *ctx, const fa_case *c, case_state *st)
     fcl_attention_desc *d = &st->desc;
     fcl_attention_desc_init(d, c->batch, c->heads_q, c->heads_kv, c->seqlen_q, c->seqlen_k,
                             c->head_dim, c->dtype, c->layout);
+    d->num_splits = c->var != NULL ? c->var->num_splits : 0;
     d->softmax_scale = c->scale;
     d->causal = c->causal;
     d->q = d->o = d->dout = d->dq = case_layout(c, c->heads_q, c->seqlen_q);
@@ -687,8 +688,8 @@ int fa_check_forward(fcl_context *ctx, const fa_case *c, fa_result *res)
         ref_forward_lowp(&st.prob, st.q, st.k, st.v, olp, lselp);
         unsigned char *vo = tensor_valid(&fb.o), *vl = tensor_valid(&fb.lse);
         const size_t terms = c->head_dim + c->seqlen_k;
-        ok = compare("o", o, olp, o64, NULL, vo, st.nq, 2.0, c->dtype, terms, res);
-        ok = compare("lse", lse, lselp, lse64, NULL, vl, st.nlse, 2.0, FCL_DTYPE_FP32, terms, res) &&
+        ok = fa_compare("o", o, olp, o64, NULL, vo, st.nq, 2.0, c->dtype, terms, res);
+        ok = fa_compare("lse", lse, lselp, lse64, NULL, vl, st.nlse, 2.0, FCL_DTYPE_FP32, terms, res) &&
              ok;
         res->masked_rows_ok = check_masked_rows(c, o, lse);
         ok = ok && res->masked_rows_ok != 0 && res->unwritten == 0 && res->guard_bad == 0 &&
@@ -734,7 +735,7 @@ int fa_check_backward(fcl_context *ctx, const fa_case *c, fa_result *res)
         const size_t terms =
             c->head_dim + (c->seqlen_q > c->seqlen_k ? c->seqlen_q : c->seqlen_k);
         for (int i = 0; i < 3; ++i)
-            ok = compare(names[i], g[i], glp[i], g64[i], mag[i], valid[i], n[i], 3.0, c->dtype,
+            ok = fa_compare(names[i], g[i], glp[i], g64[i], mag[i], valid[i], n[i], 3.0, c->dtype,
                          terms, res) && ok;
         ok = ok && res->unwritten == 0 && res->guard_bad == 0 && res->nonfinite == 0;
         for (int i = 0; i < 3; ++i)

@@ -53,6 +53,9 @@ float half_bits_to_float(uint16_t h);
 uint16_t float_to_bf16_bits(float f);
 float bf16_bits_to_float(uint16_t b);
 double round_to_dtype(double x, fcl_dtype dtype);
+/* One element of the storage type at p, written from / read as a double. */
+void fa_put_value(unsigned char *p, fcl_dtype dt, double x);
+double fa_get_value(const unsigned char *p, fcl_dtype dt);
 double unit_roundoff(fcl_dtype dtype);
 
 /* ---- test contexts ---- */
@@ -81,6 +84,7 @@ typedef struct fa_variants {
     size_t block_m, block_n;        /* block-sparse: a random mask; 0: none */
     double block_density;           /* fraction of non-zero blocks */
     int block_mask_shared;          /* 1: one mask for every batch entry and head */
+    int num_splits;                 /* the forward's split-KV chunks: 0 automatic */
 } fa_variants;
 
 fa_variants fa_no_variants(void);
@@ -110,6 +114,13 @@ int fa_check_forward(fcl_context *ctx, const fa_case *c, fa_result *res);
 int fa_check_backward(fcl_context *ctx, const fa_case *c, fa_result *res);
 /* Runs the forward twice (and the backward if `backward`), 1 if bitwise equal. */
 int fa_check_deterministic(fcl_context *ctx, const fa_case *c, int backward);
+
+/* The tolerance rule above on one tensor of n elements (those with
+ * valid[i] != 0): 1 if it holds; the worst ratio is kept in res.
+ * magnitude may be NULL (the forward's M = 0). */
+int fa_compare(const char *name, const double *ours, const double *lowp, const double *ref,
+               const double *magnitude, const unsigned char *valid, size_t n, double factor,
+               fcl_dtype dt, size_t sum_terms, fa_result *res);
 
 /* Prints one line describing a case (for failure messages). */
 void fa_describe(const fa_case *c, char *buf, size_t n);

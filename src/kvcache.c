@@ -1,0 +1,260 @@
+/* kvcache.c - the KV-cache call: checked, then the cache check and append
+ * (cl/kvcache.cl), the forward kernel on the cache (decode plan, GQA
+ * packing, paged K/V, split-KV) and the merge of its chunks. */
+#include "internal.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Sequences index keys with int, and pages hold at most this many keys. */
+#define MAX_KEYS ((size_t)INT_MAX / 2)
+#define MAX_PAGE_SIZE ((size_t)1024)
+#define MAX_SPLITS 1024
+
+void fcl_kvcache_desc_init(fcl_kvcache_desc *desc, size_t batch, size_t heads_q, size_t heads_kv,
+                           size_t head_dim, size_t seqlen_q, size_t seqlen_new, fcl_dtype dtype)
+{
+    if (desc == NULL)
+        return;
+    memset(desc, 0, sizeof *desc);
+    desc->batch = batch;
+    desc->heads_q = heads_q;
+    desc->heads_kv = heads_kv;
+    desc->head_dim = head_dim;
+    desc->seqlen_q = seqlen_q;
+    desc->seqlen_new = seqlen_new;
+    desc->dtype = dtype;
+    desc->window_left = -1;
+    desc->window_right = -1;
+    desc->alibi = FCL_ALIBI_NONE;
+    desc->q = desc->o = fcl_layout_contiguous(FCL_LAYOUT_BSHD, heads_q, seqlen_q, head_dim);
+    desc->k_new = desc->v_new = fcl_layout_contiguous(FCL_LAYOUT_BSHD, heads_kv, seqlen_new, head_dim);
+}
+
+void fcl_kvcache_desc_set_contiguous(fcl_kvcache_desc *desc, size_t cache_seqlen)
+{
+    if (desc == NULL)
+        return;
+    desc->page_size = 0;
+    desc->cache_seqlen = cache_seqlen;
+    desc->num_pages = desc->max_pages_per_seq = desc->page_table_stride = 0;
+    desc->k_cache = desc->v_cache =
+        fcl_layout_contiguous(FCL_LAYOUT_BSHD, desc->heads_kv, cache_seqlen, desc->head_dim);
+}
+
+void fcl_kvcache_desc_set_paged(fcl_kvcache_desc *desc, size_t num_pages, size_t page_size,
+                                size_t max_pages_per_seq)
+{
+    if (desc == NULL)
+        return;
+    desc->page_size = page_size;
+    desc->cache_seqlen = 0;
+    desc->num_pages = num_pages;
+    desc->max_pages_per_seq = max_pages_per_seq;
+    desc->page_table_stride = max_pages_per_seq;
+    desc->k_cache = desc->v_cache =
+        fcl_layout_contiguous(FCL_LAYOUT_BSHD, desc->heads_kv, page_size, desc->head_dim);
+}
+
+size_t fcl_kvcache_capacity(const fcl_kvcache_desc *d)
+{
+    return d->page_size == 0 ? d->cache_seqlen : d->max_pages_per_seq * d->page_size;
+}
+
+fcl_status fcl_kvcache_validate_desc(const fcl_kvcache_desc *d)
+{
+    if (d == NULL)
+        return FCL_ERROR_NULL_ARGUMENT;
+    if (d->batch == 0 || d->heads_q == 0 || d->heads_kv == 0 || d->head_dim == 0 ||
+        d->seqlen_q == 0)
+        return FCL_ERROR_INVALID_SHAPE;
+    if (d->page_size > MAX_PAGE_SIZE)
+        return FCL_ERROR_INVALID_VALUE;
+    if (d->page_size == 0 ? d->cache_seqlen == 0
+                          : (d->num_pages == 0 || d->max_pages_per_seq == 0 ||
+                             d->num_pages > (size_t)INT_MAX ||
+                             d->max_pages_per_seq > MAX_KEYS ||
+                             d->page_table_stride < d->max_pages_per_seq))
+        return FCL_ERROR_INVALID_SHAPE;
+    const size_t capacity = fcl_kvcache_capacity(d);
+    if (capacity > MAX_KEYS || d->seqlen_new > capacity || d->seqlen_q > MAX_KEYS)
+        return FCL_ERROR_INVALID_SHAPE;
+    if (d->num_splits < 0 || d->num_splits > MAX_SPLITS)
+        return FCL_ERROR_INVALID_VALUE;
+    const fcl_attention_desc fwd = fcl_kvcache_as_forward(d); /* heads, dtype, scale, causal */
+    return fcl_validate_desc(&fwd);
+}
+
+/* The forward problem of a KV-cache call: K/V are the caches, each sequence
+ * holding up to `capacity` keys. */
+fcl_attention_desc fcl_kvcache_as_forward(const fcl_kvcache_desc *d)
+{
+    fcl_attention_desc a;
+    fcl_attention_desc_init(&a, d->batch, d->heads_q, d->heads_kv, d->seqlen_q,
+                            fcl_kvcache_capacity(d), d->head_dim, d->dtype, FCL_LAYOUT_BSHD);
+    a.softmax_scale = d->softmax_scale;
+    a.causal = d->causal;
+    a.q = d->q;
+    a.o = d->o;
+    a.k = d->k_cache;
+    a.v = d->v_cache;
+    a.lse_offset = d->lse_offset;
+    a.window_left = d->window_left;
+    a.window_right = d->window_right;
+    a.softcap = d->softcap;
+    a.alibi = d->alibi;
+    a.num_splits = d->num_splits;
+    return a;
+}
+
+void fcl_kvcache_tensors(const fcl_kvcache_desc *d, const fcl_kvcache_buffers *b,
+                         fcl_tensor_ref t[FCL_KVCACHE_TENSORS], size_t *n)
+{
+    const size_t es = fcl_dtype_size(d->dtype), D = d->head_dim;
+    const bool paged = d->page_size > 0, append = d->seqlen_new > 0;
+    const size_t cache_batch = paged ? d->num_pages : d->batch;
+    const size_t cache_rows = paged ? d->page_size : d->cache_seqlen;
+    fcl_layout lse = {d->lse_offset, d->heads_q * d->seqlen_q, d->seqlen_q, 1};
+    *n = 0;
+    t[(*n)++] = fcl_tensor_ref_make(b->q, d->q, d->batch, d->heads_q, d->seqlen_q, D, es, 0);
+    t[(*n)++] = fcl_tensor_ref_make(b->o, d->o, d->batch, d->heads_q, d->seqlen_q, D, es, 1);
+    t[(*n)++] = fcl_tensor_ref_make(b->k_cache, d->k_cache, cache_batch, d->heads_kv, cache_rows, D,
+                                    es, append);
+    t[(*n)++] = fcl_tensor_ref_make(b->v_cache, d->v_cache, cache_batch, d->heads_kv, cache_rows, D,
+                                    es, append);
+    if (append) {
+        t[(*n)++] = fcl_tensor_ref_make(b->k_new, d->k_new, d->batch, d->heads_kv, d->seqlen_new,
+                                        D, es, 0);
+        t[(*n)++] = fcl_tensor_ref_make(b->v_new, d->v_new, d->batch, d->heads_kv, d->seqlen_new,
+                                        D, es, 0);
+    }
+    if (b->lse != NULL)
+        t[(*n)++] = fcl_tensor_ref_make(b->lse, lse, d->batch, d->heads_q, d->seqlen_q, 1,
+                                        sizeof(float), 1);
+}
+
+uint64_t fcl_kvcache_page_table_entries(const fcl_kvcache_desc *d)
+{
+    return (uint64_t)(d->batch - 1) * d->page_table_stride + d->max_pages_per_seq;
+}
+
+/* The cache check and append of every sequence, one work-group each. */
+static fcl_status enqueue_prepare(fcl_context *ctx, const fcl_resolved *r,
+                                  const fcl_kvcache_desc *d, const fcl_kvcache_buffers *b,
+                                  cl_mem seq_ok, const fcl_wait *wait, cl_event *done)
+{
+    cl_kernel kernel = NULL;
+    FCL_TRY(fcl_resolved_kernel(r, "fcl_kvcache_prepare", &kernel));
+    cl_int err = CL_SUCCESS;
+    fcl_args a = {kernel, 0, CL_SUCCESS};
+    fcl_arg_mem(&a, b->cache_seqlens);
+    fcl_arg_mem(&a, d->page_size > 0 ? b->page_table : NULL);
+    fcl_arg_long(&a, (int64_t)d->page_table_stride);
+    fcl_arg_int(&a, (int)d->num_pages);
+    fcl_arg_int(&a, (int)fcl_kvcache_capacity(d));
+    fcl_arg_int(&a, (int)d->seqlen_new);
+    fcl_arg_mem(&a, seq_ok);
+    fcl_arg_mem(&a, b->k_cache);
+    fcl_arg_mem(&a, b->v_cache);
+    fcl_arg_layout(&a, &d->k_cache);
+    fcl_arg_layout(&a, &d->v_cache);
+    const bool append = d->seqlen_new > 0;
+    fcl_arg_mem(&a, append ? b->k_new : NULL);
+    fcl_arg_mem(&a, append ? b->v_new : NULL);
+    fcl_arg_layout(&a, &d->k_new);
+    fcl_arg_layout(&a, &d->v_new);
+    fcl_arg_int(&a, (int)d->heads_kv);
+    fcl_arg_int(&a, (int)d->head_dim);
+    err = a.err;
+    const size_t local = ctx->info.max_work_group_size < 64 ? ctx->info.max_work_group_size : 64;
+    const size_t global = d->batch * local;
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &global, &local, wait->count,
+                                     wait->list, done);
+    clReleaseKernel(kernel);
+    return err;
+}
+
+fcl_status fcl_kvcache_job(fcl_context *ctx, const fcl_kvcache_desc *desc,
+                           const fcl_kvcache_buffers *b, const fcl_attention_desc *fwd,
+                           fcl_variants *var, fcl_forward_job *job)
+{
+    const fcl_attention_aux aux = {b != NULL ? b->alibi_slopes : NULL, NULL, NULL, NULL};
+    FCL_TRY(fcl_variants_prepare(ctx, fwd, &aux, 0, NULL, var));
+    var->features |= FCL_FEAT_KVCACHE;
+    memset(job, 0, sizeof *job);
+    job->desc = fwd;
+    job->var = var;
+    job->page_size = (int)desc->page_size;
+    job->page_table_stride = (int64_t)desc->page_table_stride;
+    job->seqlen_new = (int)desc->seqlen_new;
+    if (b != NULL) {
+        job->q = b->q;
+        job->k = b->k_cache;
+        job->v = b->v_cache;
+        job->o = b->o;
+        job->lse = b->lse;
+        job->cache_lens = b->cache_seqlens;
+        job->page_table = desc->page_size > 0 ? b->page_table : NULL;
+    }
+    return FCL_OK;
+}
+
+fcl_status fcl_attention_kvcache(fcl_context *ctx, const fcl_kvcache_desc *desc,
+                                 const fcl_kvcache_buffers *b, cl_uint num_wait,
+                                 const cl_event *wait_list, cl_event *event)
+{
+    if (ctx == NULL || desc == NULL || b == NULL || b->q == NULL || b->k_cache == NULL ||
+        b->v_cache == NULL || b->o == NULL || b->cache_seqlens == NULL ||
+        (desc->page_size > 0 && b->page_table == NULL) ||
+        (desc->seqlen_new > 0 && (b->k_new == NULL || b->v_new == NULL)) ||
+        (num_wait > 0 && wait_list == NULL))
+        return FCL_ERROR_NULL_ARGUMENT;
+    FCL_TRY(fcl_kvcache_validate_desc(desc));
+    const fcl_attention_desc fwd = fcl_kvcache_as_forward(desc);
+    fcl_tensor_ref t[FCL_KVCACHE_TENSORS];
+    size_t n = 0;
+    fcl_kvcache_tensors(desc, b, t, &n);
+    FCL_TRY(fcl_validate_tensors(ctx, t, n));
+    FCL_TRY(fcl_check_aux_buffer(ctx, b->cache_seqlens, desc->batch * sizeof(int32_t)));
+    if (desc->page_size > 0)
+        FCL_TRY(fcl_check_aux_buffer(ctx, b->page_table,
+                                     fcl_kvcache_page_table_entries(desc) * sizeof(int32_t)));
+    fcl_variants var;
+    fcl_forward_job job;
+    FCL_TRY(fcl_kvcache_job(ctx, desc, b, &fwd, &var, &job));
+    fcl_resolved *r = NULL;
+    FCL_TRY(fcl_forward_resolve(ctx, &job, &r));
+    FCL_TRY(fcl_scratch_get(ctx, FCL_SCRATCH_SEQ_OK, desc->batch * sizeof(cl_int), &job.seq_ok));
+
+    fcl_wait wait;
+    FCL_TRY(fcl_scratch_wait_list(ctx, num_wait, wait_list, &wait));
+    cl_event prepared = NULL;
+    fcl_status st = enqueue_prepare(ctx, r, desc, b, job.seq_ok, &wait, &prepared);
+    free(wait.owned);
+    if (st == FCL_OK) {
+        const fcl_wait after = {1, &prepared, NULL};
+        st = fcl_forward_enqueue(ctx, &job, r, &after, event);
+    }
+    if (prepared != NULL)
+        clReleaseEvent(prepared);
+    return st;
+}
+
+fcl_status fcl_kvcache_plan_query(fcl_context *ctx, const fcl_kvcache_desc *desc, fcl_plan *plan)
+{
+    if (ctx == NULL || desc == NULL || plan == NULL)
+        return FCL_ERROR_NULL_ARGUMENT;
+    FCL_TRY(fcl_kvcache_validate_desc(desc));
+    fcl_attention_desc fwd = fcl_kvcache_as_forward(desc);
+    const fcl_alibi_mode alibi = fwd.alibi;
+    fwd.alibi = FCL_ALIBI_NONE; /* no slopes buffer to check here */
+    fcl_variants var;
+    fcl_forward_job job;
+    FCL_TRY(fcl_kvcache_job(ctx, desc, NULL, &fwd, &var, &job));
+    if (alibi != FCL_ALIBI_NONE)
+        var.features |= FCL_FEAT_ALIBI;
+    return fcl_forward_plan_of(ctx, &job, plan);
+}

@@ -1,0 +1,59 @@
+/* kvcache_support.h - checking the KV-cache call against the float64
+ * reference, for test_kvcache and the Oclgrind cases.
+ *
+ * kv_run fills a cache (contiguous, or paged with a shuffled page table and
+ * spare pages) with random keys and values everywhere, so a read of a slot
+ * a sequence does not own changes the result; gives every sequence its own
+ * length; appends new rows; runs the host call; and checks that the caches
+ * hold exactly the expected bytes afterwards (appended rows at each
+ * sequence's length, nothing else changed), O and LSE against the float64
+ * reference of each sequence's keys (tests/reference.h with per-sequence
+ * lengths) by the tolerance rule of test_support.h (factor 2, as the
+ * forward), and that a second run is bitwise the same. */
+#ifndef FCL_KVCACHE_SUPPORT_H
+#define FCL_KVCACHE_SUPPORT_H
+
+#include "flashcl.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct kv_case {
+    size_t batch, heads_q, heads_kv, head_dim, seqlen_q, seqlen_new;
+    fcl_dtype dtype;
+    size_t page_size;        /* 0: contiguous */
+    size_t capacity;         /* keys per sequence: cache_seqlen, or max_pages * page_size */
+    const int *lens;         /* cache_seqlens, batch of them */
+    int causal;
+    long window_left;
+    float softcap;
+    int alibi;
+    int num_splits;
+    uint64_t seed;
+} kv_case;
+
+/* Host state of one case: every array in storage bytes. */
+typedef struct kv_state {
+    fcl_kvcache_desc desc;
+    size_t es, nq, ncache, nnew, npages;
+    unsigned char *q, *kc, *vc, *kn, *vn, *o;
+    unsigned char *kc_expect, *vc_expect; /* the caches as the call must leave them */
+    int32_t *lens, *pages;
+    float *alibi, *lse;
+} kv_state;
+
+void kv_init(const kv_case *c, kv_state *st);
+void kv_free(kv_state *st);
+fcl_kvcache_host kv_host_arrays(kv_state *st);
+/* Element index where key j of sequence b, head hk starts in the cache. */
+size_t kv_cache_at(const kv_state *st, size_t b, size_t j, size_t hk);
+/* A stored value of the storage type. */
+double kv_get(const unsigned char *p, fcl_dtype dt);
+/* Checks st's O and LSE (as left by a call) for the first c->batch
+ * sequences; 1 on pass, prints on failure. */
+int kv_check_outputs(const kv_case *c, const kv_state *st, const char *what);
+/* Runs the case through fcl_attention_kvcache_host and checks everything
+ * above; 1 on pass, prints on failure. */
+int kv_run(fcl_context *ctx, const kv_case *c);
+
+#endif

@@ -1,0 +1,325 @@
+/* test_kvcache - the KV-cache call against the float64 reference
+ * (kvcache_support.h says how a case is built and checked: random caches
+ * everywhere, shuffled pages, ragged lengths, appends, exact cache bytes
+ * after the call, O and LSE by the tolerance rule, bitwise repeatability).
+ * The cases cover 1, 4 and 16 query rows (and 70, chunked prefill), GQA 1,
+ * 4 and 8, page sizes 1, 16, 48, 64 and 256, splits 1, 2, 7 and automatic,
+ * every storage type, causal masks, windows, softcap and ALiBi, the
+ * tensor-core pieces on emulated warp operations, and every emulated device
+ * profile; the plan query; split-KV in the forward call.  Then every bad
+ * input: a status from the host call with nothing changed, and from the
+ * cl_mem call NaN for the bad sequence alone (the device checks what it
+ * cannot read back), the other sequences still right.
+ */
+#include "internal.h"
+#include "kvcache_support.h"
+#include "test_support.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const int lens3[] = {37, 0, 90};
+static const int lens2[] = {100, 17};
+static const int lens1[] = {200};
+
+static void test_decode_shapes(void **state)
+{
+    (void)state;
+    /* B Hq Hk d sq new dtype page cap lens causal window softcap alibi splits seed */
+    const kv_case cases[] = {
+        {3, 8, 2, 32, 1, 1, FCL_DTYPE_FP16, 0, 128, lens3, 1, -1, 0, 0, 0, 1},
+        {3, 8, 2, 32, 1, 1, FCL_DTYPE_FP16, 16, 128, lens3, 1, -1, 0, 0, 2, 2},
+        {3, 4, 4, 24, 4, 2, FCL_DTYPE_FP32, 48, 144, lens3, 1, -1, 0, 0, 7, 3},
+        {2, 8, 1, 64, 4, 0, FCL_DTYPE_BF16, 1, 120, lens2, 0, -1, 0, 0, 1, 4},
+        {2, 8, 1, 16, 16, 3, FCL_DTYPE_FP32, 256, 256, lens2, 1, -1, 0, 0, 0, 5},
+        {1, 16, 2, 40, 16, 16, FCL_DTYPE_FP16, 0, 256, lens1, 1, -1, 0, 0, 7, 6},
+    };
+    int failures = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
+        failures += !kv_run(fa_ctx, &cases[i]);
+    assert_int_equal(failures, 0);
+}
+
+static void test_variants(void **state)
+{
+    (void)state;
+    const kv_case cases[] = {
+        /* window and softcap, paged; ALiBi with packed heads; chunked prefill */
+        {3, 8, 2, 32, 4, 1, FCL_DTYPE_FP32, 16, 128, lens3, 1, 20, 0, 0, 2, 7},
+        {2, 8, 2, 32, 1, 2, FCL_DTYPE_FP32, 0, 128, lens2, 0, -1, 5.0f, 1, 7, 8},
+        {2, 4, 2, 16, 70, 70, FCL_DTYPE_FP16, 16, 192, lens2, 1, 33, 0, 1, 0, 9},
+    };
+    int failures = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
+        failures += !kv_run(fa_ctx, &cases[i]);
+    assert_int_equal(failures, 0);
+}
+
+/* The tensor-core pieces (emulated warp operations) with packing, pages
+ * (a tile across pages, and whole tiles in a page) and splits. */
+static void test_tensor_cores(void **state)
+{
+    (void)state;
+    fcl_context *ctx = test_context(NULL);
+    assert_non_null(ctx);
+    assert_int_equal(fcl_debug_emulate_tensor_cores(ctx, 1), FCL_OK);
+    const kv_case cases[] = {
+        {3, 8, 2, 16, 1, 1, FCL_DTYPE_FP16, 48, 144, lens3, 1, -1, 0, 0, 2, 10},
+        {2, 4, 1, 32, 4, 1, FCL_DTYPE_BF16, 64, 128, lens2, 1, -1, 0, 1, 0, 11},
+        {2, 8, 8, 16, 1, 0, FCL_DTYPE_FP16, 0, 128, lens2, 0, -1, 0, 0, 7, 12},
+    };
+    int failures = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
+        failures += !kv_run(ctx, &cases[i]);
+    fcl_plan plan;
+    kv_state st;
+    kv_init(&cases[0], &st);
+    assert_int_equal(fcl_kvcache_plan_query(ctx, &st.desc, &plan), FCL_OK);
+    assert_int_equal(plan.kernel, FCL_KERNEL_DECODE);
+    assert_string_equal(plan.variant, "emulated-mma-sync");
+    assert_int_equal(plan.pack, 4);
+    assert_int_equal(plan.br, 16);
+    assert_int_equal(plan.num_splits, 2);
+    kv_free(&st);
+    fcl_context_destroy(ctx);
+    assert_int_equal(failures, 0);
+}
+
+static void test_profiles(void **state)
+{
+    (void)state;
+    const kv_case c = {3, 8, 2, 32, 4, 1, FCL_DTYPE_FP16, 16, 128, lens3, 1, -1, 0, 0, 0, 13};
+    int failures = 0;
+    for (size_t i = 0; i < fcl_profile_count(); ++i) {
+        fcl_context *ctx = test_context(fcl_profile_name(i));
+        assert_non_null(ctx);
+        failures += !kv_run(ctx, &c);
+        fcl_context_destroy(ctx);
+    }
+    assert_int_equal(failures, 0);
+}
+
+/* What the plan query says: packing, decode plans, splits forced and not. */
+static void test_plan(void **state)
+{
+    (void)state;
+    fcl_kvcache_desc d;
+    fcl_kvcache_desc_init(&d, 1, 32, 8, 128, 1, 0, FCL_DTYPE_FP32);
+    fcl_kvcache_desc_set_paged(&d, 4096, 16, 1024);
+    fcl_plan p;
+    assert_int_equal(fcl_kvcache_plan_query(fa_ctx, &d, &p), FCL_OK);
+    assert_int_equal(p.kernel, FCL_KERNEL_DECODE);
+    assert_int_equal(p.pack, 4);
+    assert_true(p.br >= 4 && p.br <= 16);
+    d.num_splits = 7;
+    assert_int_equal(fcl_kvcache_plan_query(fa_ctx, &d, &p), FCL_OK);
+    assert_int_equal(p.num_splits, 7);
+    assert_int_equal(p.split_keys % p.bc, 0);
+    assert_true(p.split_keys * 7 >= 16384 && p.split_keys * 6 < 16384); /* the 7th is not empty */
+    /* many query rows: the forward's plan, no packing */
+    fcl_kvcache_desc_init(&d, 1, 32, 8, 128, 512, 0, FCL_DTYPE_FP32);
+    fcl_kvcache_desc_set_contiguous(&d, 4096);
+    assert_int_equal(fcl_kvcache_plan_query(fa_ctx, &d, &p), FCL_OK);
+    assert_int_equal(p.kernel, FCL_KERNEL_FORWARD);
+    assert_int_equal(p.pack, 1);
+}
+
+/* The forward call gets packing and split-KV too: forced splits give the
+ * same result as the reference, and are bitwise repeatable. */
+static void test_forward_splits(void **state)
+{
+    (void)state;
+    const fa_case cases[] = {
+        {2, 8, 2, 3, 150, 32, FCL_DTYPE_FP16, 1, 0, FCL_LAYOUT_BSHD, 1, {0, 0, 0}, 21, NULL},
+        {1, 4, 4, 70, 200, 16, FCL_DTYPE_FP32, 0, 0, FCL_LAYOUT_BHSD, 0, {0, 0, 0}, 22, NULL},
+    };
+    for (int splits = 0; splits <= 7; splits += 7) {
+        for (size_t i = 0; i < 2; ++i) {
+            fa_result r;
+            fa_case c = cases[i];
+            fa_variants v = fa_no_variants();
+            v.num_splits = splits;
+            c.var = &v;
+            fcl_attention_desc probe;
+            fcl_attention_desc_init(&probe, c.batch, c.heads_q, c.heads_kv, c.seqlen_q,
+                                    c.seqlen_k, c.head_dim, c.dtype, c.layout);
+            probe.num_splits = splits;
+            fcl_plan p;
+            assert_int_equal(fcl_plan_query(fa_ctx, &probe, FCL_KERNEL_FORWARD, &p), FCL_OK);
+            if (splits == 7)
+                assert_int_equal(p.num_splits, 7);
+            assert_true(fa_check_forward(fa_ctx, &c, &r));
+            assert_true(fa_check_backward(fa_ctx, &c, &r));
+            assert_true(fa_check_deterministic(fa_ctx, &c, 0));
+        }
+    }
+}
+
+/* ---- bad inputs ------------------------------------------------------------ */
+
+static void expect_host_status(kv_state *st, fcl_status want)
+{
+    const size_t cache_bytes = st->ncache * st->es;
+    unsigned char *kc0 = malloc(cache_bytes), *o0 = malloc(st->nq * st->es);
+    memcpy(kc0, st->kc, cache_bytes);
+    memcpy(o0, st->o, st->nq * st->es);
+    fcl_kvcache_host a = kv_host_arrays(st);
+    assert_int_equal(fcl_attention_kvcache_host(fa_ctx, &st->desc, &a), want);
+    assert_memory_equal(st->kc, kc0, cache_bytes);
+    assert_memory_equal(st->o, o0, st->nq * st->es);
+    free(kc0);
+    free(o0);
+}
+
+static void test_bad_inputs(void **state)
+{
+    (void)state;
+    int lens[3] = {37, 0, 90};
+    const kv_case c = {3, 8, 2, 32, 1, 1, FCL_DTYPE_FP16, 16, 128, lens, 1, -1, 0, 0, 0, 14};
+    kv_state st;
+    kv_init(&c, &st);
+    st.lens[1] = -1; /* negative length */
+    expect_host_status(&st, FCL_ERROR_INVALID_CACHE_SEQLENS);
+    st.lens[1] = 128; /* full: the append does not fit */
+    expect_host_status(&st, FCL_ERROR_INVALID_CACHE_SEQLENS);
+    st.lens[1] = 0;
+    const int32_t saved = st.pages[2 * st.desc.page_table_stride + 5];
+    st.pages[2 * st.desc.page_table_stride + 5] = (int32_t)st.npages; /* outside the cache */
+    expect_host_status(&st, FCL_ERROR_INVALID_PAGE_TABLE);
+    st.pages[2 * st.desc.page_table_stride + 5] = -1;
+    expect_host_status(&st, FCL_ERROR_INVALID_PAGE_TABLE);
+    st.pages[2 * st.desc.page_table_stride + 5] = saved;
+    /* entries past the pages a sequence uses are never read */
+    st.pages[0 * st.desc.page_table_stride + 7] = 1 << 30;
+
+    fcl_kvcache_desc good = st.desc;
+    struct {
+        size_t *field;
+        size_t value;
+        fcl_status want;
+    } sizes[] = {
+        {&st.desc.batch, 0, FCL_ERROR_INVALID_SHAPE},
+        {&st.desc.seqlen_q, 0, FCL_ERROR_INVALID_SHAPE},
+        {&st.desc.head_dim, 0, FCL_ERROR_INVALID_SHAPE},
+        {&st.desc.page_size, 1025, FCL_ERROR_INVALID_VALUE},
+        {&st.desc.num_pages, 0, FCL_ERROR_INVALID_SHAPE},
+        {&st.desc.max_pages_per_seq, 0, FCL_ERROR_INVALID_SHAPE},
+        {&st.desc.page_table_stride, 3, FCL_ERROR_INVALID_SHAPE},
+        {&st.desc.seqlen_new, 129, FCL_ERROR_INVALID_SHAPE},
+        {&st.desc.heads_kv, 3, FCL_ERROR_HEADS_NOT_DIVISIBLE},
+    };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; ++i) {
+        *sizes[i].field = sizes[i].value;
+        expect_host_status(&st, sizes[i].want);
+        st.desc = good;
+    }
+    st.desc.num_splits = 1025;
+    expect_host_status(&st, FCL_ERROR_INVALID_VALUE);
+    st.desc.num_splits = -1;
+    expect_host_status(&st, FCL_ERROR_INVALID_VALUE);
+    st.desc = good;
+    st.desc.window_left = -2;
+    expect_host_status(&st, FCL_ERROR_INVALID_VALUE);
+    st.desc = good;
+    st.desc.dtype = (fcl_dtype)7;
+    expect_host_status(&st, FCL_ERROR_DTYPE_UNSUPPORTED);
+    st.desc = good;
+    st.desc.k_cache.stride_seq = 1; /* rows overlap */
+    expect_host_status(&st, FCL_ERROR_OVERLAPPING_STRIDES);
+    st.desc = good;
+    fcl_kvcache_host a = kv_host_arrays(&st);
+    a.page_table = NULL;
+    assert_int_equal(fcl_attention_kvcache_host(fa_ctx, &st.desc, &a), FCL_ERROR_NULL_ARGUMENT);
+    a = kv_host_arrays(&st);
+    a.k_new = NULL;
+    assert_int_equal(fcl_attention_kvcache_host(fa_ctx, &st.desc, &a), FCL_ERROR_NULL_ARGUMENT);
+    assert_int_equal(fcl_attention_kvcache_host(NULL, &st.desc, &a), FCL_ERROR_NULL_ARGUMENT);
+    kv_free(&st);
+}
+
+/* The cl_mem call: buffers too small or aliased are statuses; a bad page
+ * or length, which it does not read back, gives NaN for that sequence
+ * alone, leaves its cache as it was, and the others right. */
+static void test_device_checks(void **state)
+{
+    (void)state;
+    int lens[3] = {37, 0, 90};
+    const kv_case c = {3, 8, 2, 32, 1, 1, FCL_DTYPE_FP32, 16, 128, lens, 1, -1, 0, 0, 2, 15};
+    kv_state st;
+    kv_init(&c, &st);
+    cl_context clx = fcl_context_cl_context(fa_ctx);
+    cl_command_queue queue = fcl_context_cl_queue(fa_ctx);
+    cl_int err = CL_SUCCESS;
+#define BUF(ptr, bytes) clCreateBuffer(clx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, (bytes), (ptr), &err)
+    const size_t cache_bytes = st.ncache * st.es;
+    const size_t table_bytes = c.batch * st.desc.page_table_stride * sizeof(int32_t);
+    st.pages[2 * st.desc.page_table_stride + 3] = 1 << 20; /* sequence 2 uses a page outside */
+    fcl_kvcache_buffers b = {BUF(st.q, st.nq * st.es), BUF(st.kc, cache_bytes),
+                             BUF(st.vc, cache_bytes), BUF(st.lens, c.batch * sizeof(int32_t)),
+                             BUF(st.pages, table_bytes), BUF(st.kn, st.nnew * st.es),
+                             BUF(st.vn, st.nnew * st.es), NULL, BUF(st.o, st.nq * st.es),
+                             BUF(st.lse, c.batch * c.heads_q * sizeof(float))};
+    assert_int_equal(err, CL_SUCCESS);
+    assert_int_equal(fcl_attention_kvcache(fa_ctx, &st.desc, &b, 0, NULL, NULL), FCL_OK);
+    assert_int_equal(clFinish(queue), CL_SUCCESS);
+    assert_int_equal(clEnqueueReadBuffer(queue, b.o, CL_TRUE, 0, st.nq * st.es, st.o, 0, NULL, NULL), CL_SUCCESS);
+    assert_int_equal(clEnqueueReadBuffer(queue, b.lse, CL_TRUE, 0, c.batch * c.heads_q * sizeof(float), st.lse, 0, NULL, NULL), CL_SUCCESS);
+    assert_int_equal(clEnqueueReadBuffer(queue, b.k_cache, CL_TRUE, 0, cache_bytes, st.kc, 0, NULL, NULL), CL_SUCCESS);
+    /* sequence 2: NaN everywhere */
+    const size_t row = c.heads_q * c.head_dim;
+    for (size_t x = 2 * row; x < 3 * row; ++x)
+        assert_true(isnan(kv_get(st.o + x * st.es, c.dtype)));
+    for (size_t h = 0; h < c.heads_q; ++h)
+        assert_true(isnan(st.lse[2 * c.heads_q + h]));
+    /* ... and no append: the slot of its new row holds what it held */
+    kv_state fresh;
+    kv_init(&c, &fresh);
+    for (size_t hk = 0; hk < c.heads_kv; ++hk) {
+        const size_t e = kv_cache_at(&fresh, 2, (size_t)lens[2], hk) * st.es;
+        assert_memory_equal(st.kc + e, fresh.kc + e, c.head_dim * st.es);
+    }
+    kv_free(&fresh);
+    /* sequences 0 and 1 are right: compare them alone */
+    const kv_case first_two = {2, 8, 2, 32, 1, 1, FCL_DTYPE_FP32, 16, 128, lens, 1, -1, 0, 0, 2, 15};
+    assert_true(kv_check_outputs(&first_two, &st, "device, good sequences"));
+
+    /* statuses before anything is enqueued */
+    fcl_kvcache_buffers bad = b;
+    bad.o = b.k_cache; /* output aliasing the cache */
+    assert_int_equal(fcl_attention_kvcache(fa_ctx, &st.desc, &bad, 0, NULL, NULL),
+                     FCL_ERROR_BUFFER_ALIASING);
+    bad = b;
+    bad.page_table = b.cache_seqlens; /* 12 bytes for a 3-row table */
+    assert_int_equal(fcl_attention_kvcache(fa_ctx, &st.desc, &bad, 0, NULL, NULL),
+                     FCL_ERROR_BUFFER_TOO_SMALL);
+    bad = b;
+    bad.cache_seqlens = NULL;
+    assert_int_equal(fcl_attention_kvcache(fa_ctx, &st.desc, &bad, 0, NULL, NULL),
+                     FCL_ERROR_NULL_ARGUMENT);
+    bad = b;
+    bad.k_cache = b.q; /* too small for the cache */
+    assert_int_equal(fcl_attention_kvcache(fa_ctx, &st.desc, &bad, 0, NULL, NULL),
+                     FCL_ERROR_BUFFER_TOO_SMALL);
+    cl_mem all[] = {b.q, b.k_cache, b.v_cache, b.cache_seqlens, b.page_table, b.k_new, b.v_new, b.o, b.lse};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
+        clReleaseMemObject(all[i]);
+#undef BUF
+    kv_free(&st);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_decode_shapes), cmocka_unit_test(test_variants),
+        cmocka_unit_test(test_tensor_cores),  cmocka_unit_test(test_profiles),
+        cmocka_unit_test(test_plan),          cmocka_unit_test(test_forward_splits),
+        cmocka_unit_test(test_bad_inputs),    cmocka_unit_test(test_device_checks),
+    };
+    return cmocka_run_group_tests(tests, fa_group_setup, fa_group_teardown);
+}
