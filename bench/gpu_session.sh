@@ -46,9 +46,10 @@ for step in $steps; do
           | tee -a "$OUT/tune_exp.txt"
       done ;;
     tests|tests-fast|tests-tc)
-      all="test_forward test_backward test_variants test_tensor_cores test_profiles test_plan test_api test_errors"
+      all="test_forward test_backward test_variants test_tensor_cores test_kvcache test_profiles test_plan test_api test_errors"
       [ "$step" = tests-fast ] && all="test_forward test_variants test_plan test_api test_errors"
       [ "$step" = tests-tc ] && all="test_tensor_cores test_backward test_forward"
+      [ -n "${TESTS:-}" ] && all=$TESTS
       for t in $all; do
         ( time timeout 300 "$B/tests/$t" ) > "$OUT/$t.log" 2>&1
         echo "$t: rc=$?"; grep -E "PASSED|FAILED|FAIL " "$OUT/$t.log" | head -20
@@ -94,6 +95,23 @@ for step in $steps; do
     final-sdpa)
       PYTHONUNBUFFERED=1 timeout 400 python3 bench/sdpa_backends.py --csv "$OUT/final_sdpa.csv" \
         2>&1 | tee "$OUT/final_sdpa.txt" ;;
+    decode-tiles)
+      # decode tiles side by side on a few shapes (DECODE_TILES: ';'-separated
+      # ROWS,COLS,WARPS,32 of the tensor-core decode plan, '-' for the default)
+      IFS=';' read -ra tiles <<< "${DECODE_TILES:--}"
+      for t in "${tiles[@]}"; do
+        echo "== decode tile $t"
+        timeout 200 "$B/bench/flashcl-bench-decode" --dtypes fp16 --batches 1,32 --seqlens 8192,131072 \
+          --pages 0,16 --prefill-seqlens "" --reps 10 --inner 10 --max-cache-mib 20000 \
+          $([ "$t" != - ] && echo --decode-tile "$t") 2>&1 | tail -n +5
+      done 2>&1 | tee "$OUT/decode_tiles.txt" ;;
+    decode)
+      # issue 10's benchmark: flashcl, then PyTorch's backends, then the table and plot
+      timeout 400 "$B/bench/flashcl-bench-decode" --reps 20 --inner 10 --out "$OUT/decode.csv" 2>&1 \
+        | tee "$OUT/decode.txt"
+      PYTHONUNBUFFERED=1 timeout 300 python3 bench/sdpa_decode.py --csv "$OUT/decode_sdpa.csv" 2>&1 \
+        | tee "$OUT/decode_sdpa.txt"
+      python3 bench/compare_decode.py "$OUT/decode.csv" "$OUT/decode_sdpa.csv" "$OUT/decode-vs-pytorch" ;;
     *) echo "unknown step $step" ;;
   esac
 done

@@ -10,6 +10,7 @@
 
 typedef struct options {
     size_t head_dim, seqlen_q, seqlen_k;
+    size_t batch, heads_q, heads_kv, decode_rows; /* the decode plan's KV-cache shape */
     fcl_dtype dtype;
     int causal;
     int json;
@@ -24,8 +25,12 @@ static void usage(FILE *f)
             "usage: flashcl-info [--head-dim D] [--dtype fp32|fp16|bf16] [--seqlen N]\n"
             "                    [--seqlen-k N] [--causal] [--device P:D]\n"
             "                    [--profile NAME|all] [--list-profiles] [--no-probe] [--json]\n"
+            "                    [--batch B] [--heads-q H] [--heads-kv H] [--decode-rows R]\n"
             "Lists every OpenCL device (or the one given) with its local memory and the\n"
-            "tile plans for a head_dim x dtype x seqlen problem (default 64, fp32, 4096).\n"
+            "tile plans for a head_dim x dtype x seqlen problem (default 64, fp32, 4096),\n"
+            "and the decode plan of a KV-cache call: B sequences of seqlen-k cached keys,\n"
+            "R query rows, H query heads on H K/V heads (default 1, 32, 8, 1), with its\n"
+            "GQA packing and split-KV chunks.\n"
             "--profile plans for an emulated device, running on the chosen (or default) one.\n");
 }
 
@@ -49,8 +54,10 @@ static int parse_size(const char *s, size_t *out)
 
 static const char *kernel_label(fcl_kernel_kind k)
 {
-    return k == FCL_KERNEL_FORWARD ? "forward" : k == FCL_KERNEL_BACKWARD_DQ ? "backward-dq"
-                                                                               : "backward-dkdv";
+    return k == FCL_KERNEL_FORWARD       ? "forward"
+           : k == FCL_KERNEL_BACKWARD_DQ ? "backward-dq"
+           : k == FCL_KERNEL_DECODE      ? "decode"
+                                         : "backward-dkdv";
 }
 
 static void print_json_string(const char *s)
@@ -89,6 +96,12 @@ static void print_plan_text(const fcl_plan *p)
            "work-group %4zu (%zux%zu)  local %.1f KiB  %s  [%s]\n",
            kernel_label(p->kernel), p->paper_br, p->paper_bc, p->br, p->bc, p->work_group_size,
            p->threads_row, p->threads_col, p->local_bytes / 1024.0, p->variant, p->source);
+    if (p->num_splits > 1)
+        printf("    %-14s launch: %zu query head(s) packed per row block, keys split in %zu chunks "
+               "of %zu (merged by log-sum-exp)\n", "", p->pack, p->num_splits, p->split_keys);
+    else
+        printf("    %-14s launch: %zu query head(s) packed per row block, keys not split\n", "",
+               p->pack);
     printf("    %-14s why: %s\n", "", p->reason);
 }
 
@@ -118,11 +131,13 @@ static void print_plan_json(const fcl_plan *p)
     printf("{\"kernel\": \"%s\", \"dtype\": \"%s\", \"head_dim\": %zu, \"head_dim_padded\": %zu, "
            "\"paper_m_elements\": %llu, \"paper_br\": %zu, \"paper_bc\": %zu, \"br\": %zu, "
            "\"bc\": %zu, \"work_group_size\": %zu, \"threads_row\": %zu, \"threads_col\": %zu, "
-           "\"local_bytes\": %llu, \"variant\": ",
+           "\"local_bytes\": %llu, ",
            kernel_label(p->kernel), fcl_dtype_name(p->dtype), p->head_dim, p->head_dim_padded,
            (unsigned long long)p->paper_m_elements, p->paper_br, p->paper_bc, p->br, p->bc,
            p->work_group_size, p->threads_row, p->threads_col,
            (unsigned long long)p->local_bytes);
+    printf("\"pack\": %zu, \"num_splits\": %zu, \"split_keys\": %zu, \"variant\": ", p->pack,
+           p->num_splits, p->split_keys);
     print_json_string(p->variant);
     printf(", \"source\": ");
     print_json_string(p->source);
@@ -170,11 +185,20 @@ static int show(const options *o, int platform, int device, const char *profile,
     }
     *first = 0;
     int rc = 0;
-    const fcl_kernel_kind kinds[3] = {FCL_KERNEL_FORWARD, FCL_KERNEL_BACKWARD_DKDV,
-                                      FCL_KERNEL_BACKWARD_DQ};
-    for (int i = 0; i < 3; ++i) {
+    const fcl_kernel_kind kinds[4] = {FCL_KERNEL_FORWARD, FCL_KERNEL_BACKWARD_DKDV,
+                                      FCL_KERNEL_BACKWARD_DQ, FCL_KERNEL_DECODE};
+    for (int i = 0; i < 4; ++i) {
         fcl_plan plan;
-        st = fcl_plan_query(ctx, &desc, kinds[i], &plan);
+        if (kinds[i] == FCL_KERNEL_DECODE) { /* a KV-cache call, contiguous cache */
+            fcl_kvcache_desc kv;
+            fcl_kvcache_desc_init(&kv, o->batch, o->heads_q, o->heads_kv, o->head_dim,
+                                  o->decode_rows, 0, o->dtype);
+            fcl_kvcache_desc_set_contiguous(&kv, o->seqlen_k);
+            kv.causal = 1;
+            st = fcl_kvcache_plan_query(ctx, &kv, &plan);
+        } else {
+            st = fcl_plan_query(ctx, &desc, kinds[i], &plan);
+        }
         if (st != FCL_OK) {
             fprintf(stderr, "flashcl-info: %s plan: %s\n", kernel_label(kinds[i]),
                     fcl_status_string(st));
@@ -187,6 +211,10 @@ static int show(const options *o, int platform, int device, const char *profile,
             printf("%s", i ? ", " : "");
             print_plan_json(&plan);
         } else {
+            if (kinds[i] == FCL_KERNEL_DECODE)
+                printf("  decode plan: KV-cache call, %zu sequence(s) of %zu cached keys, %zu query "
+                       "row(s), %zu/%zu heads:\n", o->batch, o->seqlen_k, o->decode_rows,
+                       o->heads_q, o->heads_kv);
             print_plan_text(&plan);
         }
     }
@@ -198,7 +226,7 @@ static int show(const options *o, int platform, int device, const char *profile,
 
 int main(int argc, char **argv)
 {
-    options o = {64, 4096, 0, FCL_DTYPE_FP32, 0, 0, 0, NULL, NULL};
+    options o = {64, 4096, 0, 1, 32, 8, 1, FCL_DTYPE_FP32, 0, 0, 0, NULL, NULL};
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -214,6 +242,10 @@ int main(int argc, char **argv)
         else if (v != NULL && strcmp(a, "--seqlen") == 0 && parse_size(v, &o.seqlen_q)) ++i;
         else if (v != NULL && strcmp(a, "--seqlen-k") == 0 && parse_size(v, &o.seqlen_k)) ++i;
         else if (v != NULL && strcmp(a, "--dtype") == 0 && parse_dtype(v, &o.dtype)) ++i;
+        else if (v != NULL && strcmp(a, "--batch") == 0 && parse_size(v, &o.batch)) ++i;
+        else if (v != NULL && strcmp(a, "--heads-q") == 0 && parse_size(v, &o.heads_q)) ++i;
+        else if (v != NULL && strcmp(a, "--heads-kv") == 0 && parse_size(v, &o.heads_kv)) ++i;
+        else if (v != NULL && strcmp(a, "--decode-rows") == 0 && parse_size(v, &o.decode_rows)) ++i;
         else if (v != NULL && strcmp(a, "--device") == 0) { o.device = v; ++i; }
         else if (v != NULL && strcmp(a, "--profile") == 0) { o.profile = v; ++i; }
         else { fprintf(stderr, "flashcl-info: bad argument '%s'\n", a); usage(stderr); return 2; }
