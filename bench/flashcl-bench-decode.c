@@ -54,6 +54,10 @@ typedef struct config {
     int reps, inner;
     int portable_only;
     int tile[4];                   /* --decode-tile: rows, cols, ty, tx of the decode plan */
+    int sequential_pages;          /* --sequential-pages: page table in order, not shuffled */
+    int splits;                    /* --splits: forced split-KV chunks (0: the plan's) */
+    int profile;                   /* --profile: a call's span and its last kernel, from
+                                      OpenCL's profiling, after each decode row */
     const char *out;
 } config;
 
@@ -181,6 +185,32 @@ static fcl_status run_kvcache(const void *arg)
     return fcl_attention_kvcache(g_ctx, &c->desc, &c->buf, 0, NULL, NULL);
 }
 
+static double event_ns(cl_event e, cl_profiling_info what)
+{
+    cl_ulong t = 0;
+    CHECK(clGetEventProfilingInfo(e, what, sizeof t, &t, NULL));
+    return (double)t;
+}
+
+/* One call under OpenCL's profiling: from the end of a marker before it to
+ * its end (every launch and the gaps between), and its last kernel alone
+ * (the merge when split). */
+static void profile_kvcache(const kv_call *c)
+{
+    cl_command_queue q = fcl_context_cl_queue(g_ctx);
+    cl_event before = NULL, done = NULL;
+    CHECK(clFinish(q));
+    CHECK(clEnqueueMarkerWithWaitList(q, 0, NULL, &before));
+    CHECK(fcl_attention_kvcache(g_ctx, &c->desc, &c->buf, 0, NULL, &done));
+    CHECK(clFinish(q));
+    const double end = event_ns(done, CL_PROFILING_COMMAND_END);
+    printf("    profile: call %.1f us, last kernel %.1f us\n",
+           (end - event_ns(before, CL_PROFILING_COMMAND_END)) / 1e3,
+           (end - event_ns(done, CL_PROFILING_COMMAND_START)) / 1e3);
+    clReleaseEvent(before);
+    clReleaseEvent(done);
+}
+
 typedef struct fwd_call {
     fcl_attention_desc desc;
     cl_mem q, k, v, o;
@@ -200,6 +230,7 @@ static void usage(void)
             "       [--prefill-seqlens 128,256,512,1024] [--heads-q 32] [--heads-kv 8]\n"
             "       [--head-dim 128] [--max-cache-mib 40000] [--copy-mib 1024] [--reps 20]\n"
             "       [--inner 10] [--portable-only] [--decode-tile ROWS,COLS,TY,TX]\n"
+            "       [--sequential-pages] [--splits N] [--profile]\n"
             "       [--out results.csv]\n");
 }
 
@@ -212,7 +243,7 @@ int main(int argc, char **argv)
 {
     config c = {{FCL_DTYPE_FP16, FCL_DTYPE_BF16}, 2, {1, 8, 32}, 3, {1024, 8192, 32768, 131072}, 4,
                 {1, 4}, 2, {0, 16, 256}, 3, {128, 256, 512, 1024}, 4, 32, 8, 128, 40000, 1024,
-                20, 10, 0, {0, 0, 0, 0}, NULL};
+                20, 10, 0, {0, 0, 0, 0}, 0, 0, 0, NULL};
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(a, "--dtypes")) {
@@ -235,6 +266,9 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--reps")) c.reps = atoi(v), ++i;
         else if (!strcmp(a, "--inner")) c.inner = atoi(v), ++i;
         else if (!strcmp(a, "--portable-only")) c.portable_only = 1;
+        else if (!strcmp(a, "--sequential-pages")) c.sequential_pages = 1;
+        else if (!strcmp(a, "--splits")) c.splits = atoi(v), ++i;
+        else if (!strcmp(a, "--profile")) c.profile = 1;
         else if (!strcmp(a, "--decode-tile")) {
             if (sscanf(v, "%d,%d,%d,%d", &c.tile[0], &c.tile[1], &c.tile[2], &c.tile[3]) != 4) {
                 usage();
@@ -252,6 +286,7 @@ int main(int argc, char **argv)
     fcl_context_options co;
     fcl_context_options_init(&co);
     co.portable_only = c.portable_only;
+    co.enable_profiling = c.profile;
     fcl_status st = fcl_context_create(&co, &g_ctx);
     if (st != FCL_OK) {
         fprintf(stderr, "flashcl-bench-decode: %s\n", fcl_status_string(st));
@@ -277,6 +312,9 @@ int main(int argc, char **argv)
     if (out) {
         fprintf(out, "# device: %s\n# platform: %s\n# driver: %s\n# date: %s\n# commit: %s\n",
                 info.name, info.platform_name, info.driver_version, date, FCL_GIT_COMMIT);
+        fprintf(out, "# page_table: %s\n", c.sequential_pages ? "sequential" : "shuffled");
+        if (c.splits > 0)
+            fprintf(out, "# forced splits: %d\n", c.splits);
         fprintf(out, "# copy_bandwidth_gbs: %.1f\n# reps: %d x %d calls (median)\n", bw / 1e9,
                 c.reps, c.inner);
         fprintf(out, "kind,dtype,B,Hq,Hkv,d,sk,rows,page,causal,variant,pack,splits,us,gbs,"
@@ -304,19 +342,21 @@ int main(int argc, char **argv)
                         fcl_kvcache_desc *d = &call.desc;
                         fcl_kvcache_desc_init(d, B, Hq, Hk, D, rows, 0, dt);
                         d->causal = 1;
+                        d->num_splits = c.splits;
                         int32_t *lens = malloc(B * sizeof *lens), *table = NULL;
                         for (size_t b = 0; b < B; ++b)
                             lens[b] = (int32_t)sk;
                         if (page == 0) {
                             fcl_kvcache_desc_set_contiguous(d, sk);
-                        } else { /* the same cache as pages, handed out shuffled */
+                        } else { /* the same cache as pages, handed out shuffled (or in
+                                  * order: the cost of the page table alone) */
                             const size_t per_seq = sk / page, np = B * per_seq;
                             fcl_kvcache_desc_set_paged(d, np, page, per_seq);
                             table = malloc(np * sizeof *table);
                             for (size_t p = 0; p < np; ++p)
                                 table[p] = (int32_t)p;
                             uint64_t s = 12345;
-                            for (size_t p = np - 1; p > 0; --p) {
+                            for (size_t p = np - 1; p > 0 && !c.sequential_pages; --p) {
                                 s = s * 6364136223846793005ull + 1442695040888963407ull;
                                 const size_t j = (size_t)(s >> 33) % (p + 1);
                                 const int32_t x = table[p];
@@ -340,6 +380,8 @@ int main(int argc, char **argv)
                         printf("%-7s %-4s %3zu %7zu %4zu %5zu %-17s %4zu %6zu | %9.1f %8.0f %5.1f%% %8.2f\n",
                                "decode", fcl_dtype_name(dt), B, sk, rows, page, plan.variant, plan.pack,
                                plan.num_splits, s * 1e6, gbs, 100.0 * bytes / s / bw, fl / s / 1e12);
+                        if (c.profile)
+                            profile_kvcache(&call);
                         fflush(stdout);
                         if (out)
                             fprintf(out, "decode,%s,%zu,%zu,%zu,%zu,%zu,%zu,%zu,1,%s,%zu,%zu,%.2f,%.1f,%.2f,%.3f,\n",

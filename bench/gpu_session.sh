@@ -112,6 +112,14 @@ for step in $steps; do
       PYTHONUNBUFFERED=1 timeout 300 python3 bench/sdpa_decode.py --csv "$OUT/decode_sdpa.csv" 2>&1 \
         | tee "$OUT/decode_sdpa.txt"
       python3 bench/compare_decode.py "$OUT/decode.csv" "$OUT/decode_sdpa.csv" "$OUT/decode-vs-pytorch" ;;
+    decode-pages)
+      # the page table's cost apart from the pages' order: 16-key pages
+      # shuffled (as in 'decode') and in order, beside a contiguous cache
+      for order in "" --sequential-pages; do
+        timeout 200 "$B/bench/flashcl-bench-decode" --dtypes fp16 --batches 1,8,32 --seqlens 32768 \
+          --rows 1 --pages 0,16 --prefill-seqlens "" --reps 20 --inner 10 $order \
+          --out "$OUT/decode_pages${order:+_sequential}.csv" 2>&1 | tee -a "$OUT/decode_pages.txt"
+      done ;;
     *) echo "unknown step $step" ;;
   esac
 done

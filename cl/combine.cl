@@ -7,54 +7,86 @@
  * its log-sum-exp: the online softmax's own rescaling, applied once per
  * part.  A part that saw no key has LSE_s = -inf and weight 0; when every
  * part is empty the row sees no key, and gets the library's convention for
- * that: O = 0, LSE = +inf.  The parts are taken in index order, so the
- * result is bitwise the same on every run.
+ * that: O = 0, LSE = +inf.  Sums run in a fixed order, so the result is
+ * bitwise the same on every run.
  */
 
-/* The merged LSE of n parts lse[0], lse[stride], ...: -inf if all are empty. */
-inline float fcl_merge_lse(__global const float *lse, long stride, int n)
+/* A work-group merges FCL_COMBINE_COLS columns of one row, each column
+ * summed over the parts by FCL_COMBINE_SLICES work-items (part s by slice
+ * s % FCL_COMBINE_SLICES).  At most FCL_COMBINE_MAX_SPLITS parts (the
+ * host's FCL_MAX_SPLITS, which fcl_validate_desc enforces). */
+#define FCL_COMBINE_COLS 32
+#define FCL_COMBINE_SLICES 8
+#define FCL_COMBINE_WG (FCL_COMBINE_COLS * FCL_COMBINE_SLICES)
+#define FCL_COMBINE_MAX_SPLITS 1024
+
+/* A NaN-propagating max: a NaN part (one that failed its KV-cache check)
+ * makes the row NaN, where fmax would drop it. */
+inline float fcl_max_nan(float a, float b) { return isnan(a) || isnan(b) ? NAN : fmax(a, b); }
+
+/* The merged LSE of n parts: -inf when every part is empty, NaN when one
+ * failed.  Every work-item computes it from __local memory in the same
+ * order (cheaper than a tree of barriers when parts are few). */
+inline float fcl_merge_lse(__local const float *lse, int n)
 {
     float m = -INFINITY;
-    for (int s = 0; s < n; ++s) m = fmax(m, lse[s * stride]);
-    if (m == -INFINITY)
-        return -INFINITY;
+    for (int s = 0; s < n; ++s) m = fcl_max_nan(m, lse[s]);
+    if (!isfinite(m))
+        return m;
     float sum = 0.0f;
-    for (int s = 0; s < n; ++s) sum += exp(lse[s * stride] - m);
+    for (int s = 0; s < n; ++s) sum += exp(lse[s] - m);
     return m + log(sum);
 }
 
-/* The weight of a part in the merge: exp(lse_s - lse), 0 for an empty part. */
-inline float fcl_merge_weight(float lse_part, float lse) { return exp(lse_part - lse); }
-
-/* One work-item per element (row, col) of the output.  Rows are
- * (batch, head, position) as the LSE counts them, part_rows of them; part s
- * of row r is part_lse[s * part_rows + r] and part_o[(s * part_rows + r) *
- * head_dim + col].  With check_ok, rows of a sequence whose KV-cache check
- * failed (seq_ok[b] == 0, see kvcache.cl) get NaN. */
-__kernel void fcl_combine(__global const float *part_o, __global const float *part_lse,
-                          int num_splits, long part_rows, int head_dim, int seqlen_q, int heads_q,
-                          __global fcl_storage *O, long o_off, long o_sb, long o_sh, long o_ss,
-                          __global float *LSE, long lse_off, int write_lse,
-                          __global const int *seq_ok, int check_ok)
+/* Rows are (batch, head, position) as the LSE counts them, part_rows of
+ * them; part s of row r is part_lse[s * part_rows + r] and
+ * part_o[(s * part_rows + r) * head_dim + col].  Work-group (row, column
+ * block): the parts' LSE are read at once into __local memory and merged;
+ * then each work-item sums its column over its slice of the parts with
+ * weights exp(LSE_s - LSE) (0 for an empty part), four loads in flight,
+ * and the slices are added in order.  A merge is latency, not bandwidth:
+ * one work-item per column walking the parts one by one took 0.33 us a
+ * part on an H100 (40 us for 128 parts, more than the attention itself:
+ * NOTES.md, run 16).  Every sum has a fixed order. */
+__kernel __attribute__((reqd_work_group_size(FCL_COMBINE_WG, 1, 1)))
+void fcl_combine(__global const float *part_o, __global const float *part_lse, int num_splits,
+                 long part_rows, int head_dim, int seqlen_q, int heads_q,
+                 __global fcl_storage *O, long o_off, long o_sb, long o_sh, long o_ss,
+                 __global float *LSE, long lse_off, int write_lse)
 {
-    const long e = (long)get_global_id(0);
-    const long row = e / head_dim;
-    const int col = (int)(e - row * head_dim);
-    if (row >= part_rows)
-        return;
+    __local float part[FCL_COMBINE_MAX_SPLITS];
+    __local float slice_sum[FCL_COMBINE_SLICES][FCL_COMBINE_COLS];
+    const int col_blocks = (head_dim + FCL_COMBINE_COLS - 1) / FCL_COMBINE_COLS;
+    const long row = (long)get_group_id(0) / col_blocks;
+    const int lid = (int)get_local_id(0);
+    const int c = lid % FCL_COMBINE_COLS, slice = lid / FCL_COMBINE_COLS;
+    const int col = (int)(get_group_id(0) % col_blocks) * FCL_COMBINE_COLS + c;
     const int pos = (int)(row % seqlen_q);
     const long bh = row / seqlen_q;
     const int h = (int)(bh % heads_q), b = (int)(bh / heads_q);
-    const bool ok = !check_ok || seq_ok[b] != 0;
 
-    const float lse = fcl_merge_lse(part_lse + row, part_rows, num_splits);
-    float o = 0.0f;
-    if (lse != -INFINITY)
-        for (int s = 0; s < num_splits; ++s) {
-            const long at = (long)s * part_rows + row;
-            o += fcl_merge_weight(part_lse[at], lse) * part_o[at * head_dim + col];
-        }
-    fcl_store(O, o_off + b * o_sb + h * o_sh + pos * o_ss + col, ok ? o : NAN);
-    if (write_lse && col == 0)
-        LSE[lse_off + row] = ok ? (lse == -INFINITY ? INFINITY : lse) : NAN;
+    for (int s = lid; s < num_splits; s += FCL_COMBINE_WG) part[s] = part_lse[s * part_rows + row];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const float lse = fcl_merge_lse(part, num_splits);
+
+    float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (col < head_dim && isfinite(lse)) {
+        const long step = part_rows * head_dim;
+        __global const float *p = part_o + row * head_dim + col;
+        const int stride = FCL_COMBINE_SLICES;
+        int s = slice;
+        for (; s + 3 * stride < num_splits; s += 4 * stride)
+            for (int k = 0; k < 4; ++k)
+                o[k] += exp(part[s + k * stride] - lse) * p[(s + k * stride) * step];
+        for (; s < num_splits; s += stride) o[0] += exp(part[s] - lse) * p[s * step];
+    }
+    slice_sum[slice][c] = (o[0] + o[1]) + (o[2] + o[3]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (slice == 0 && col < head_dim) {
+        float out = 0.0f;
+        for (int k = 0; k < FCL_COMBINE_SLICES; ++k) out += slice_sum[k][c];
+        fcl_store(O, o_off + b * o_sb + h * o_sh + pos * o_ss + col, isnan(lse) ? NAN : out);
+    }
+    if (write_lse && lid == 0 && get_group_id(0) % col_blocks == 0)
+        LSE[lse_off + row] = lse == -INFINITY ? INFINITY : lse;
 }

@@ -264,6 +264,38 @@ inline void fcl_sequence_set_keys(fcl_seq *s, int seqlen_k)
     s->mask.diag = seqlen_k - s->seqlen_q;
 }
 
+/* The check of a KV-cache sequence (FCL_FEAT_KVCACHE), made by every
+ * work-group that reads or writes its cache: its len cached keys and
+ * seqlen_new appended ones fit the cache (capacity keys per sequence), and
+ * the page-table entries of its keys in [first, end) lie in [0, num_pages).
+ * The same answer for every work-item, which must all call it (a barrier);
+ * `flag` is __local scratch.  Page entries past the sequence's keys are
+ * never read: they may hold anything. */
+inline bool fcl_kvcache_sequence_ok(int len, int seqlen_new, int capacity,
+                                    __global const int *pages, int first, int end, int num_pages,
+                                    volatile __local int *flag, int lid, int wg)
+{
+    const long total = (long)len + seqlen_new;
+    const bool length_ok = len >= 0 && total <= capacity;
+#if FCL_PAGE_SIZE > 0
+    if (lid == 0)
+        *flag = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (length_ok) {
+        const int last = (int)min((long)end, total);
+        for (int p = first / FCL_PAGE_SIZE + lid; p < (last + FCL_PAGE_SIZE - 1) / FCL_PAGE_SIZE;
+             p += wg)
+            if (pages[p] < 0 || pages[p] >= num_pages)
+                atomic_or(flag, 1);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return length_ok && *flag == 0;
+#else
+    (void)pages; (void)first; (void)end; (void)num_pages; (void)flag; (void)lid; (void)wg;
+    return length_ok;
+#endif
+}
+
 /* The element offset of batch entry b: packed sequences have none. */
 inline long fcl_batch_offset(int b, long stride_batch)
 {

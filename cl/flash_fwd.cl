@@ -14,9 +14,11 @@
  * A piece provides: RM, RN, DN (the work-item's register tile s[RM][RN] and
  * output acc[RM][DN]), FCL_ROW(i) / FCL_COL(j) / FCL_OCOL(n) (what tile
  * row, key column and head_dim column those registers are), FCL_FWD_IDS,
- * FCL_FWD_LOCALS, FCL_FWD_LOAD_Q (Q, negated when told), FCL_FWD_PREFETCH_K
- * / FCL_FWD_TILE_BEGIN / FCL_FWD_TILE_MID (where K and V tiles are loaded:
- * both at the start of a tile, or in the background, see the loop), FCL_FWD_QK, FCL_ROWS_MAX /
+ * FCL_FWD_LOCALS, FCL_FWD_LOAD_Q (Q, negated when told), FCL_FWD_KEY_STATE
+ * (what the loads keep from tile to tile, such as pages read ahead),
+ * FCL_FWD_PREFETCH_K / FCL_FWD_TILE_BEGIN / FCL_FWD_TILE_MID (where K and V
+ * tiles are loaded: both at the start of a tile, or in the background, see
+ * the loop), FCL_FWD_QK, FCL_ROWS_MAX /
  * FCL_ROWS_SUM (over the work-items sharing a row), FCL_FIRST_IN_ROW,
  * FCL_FWD_SET_P and FCL_FWD_PV, and the exponential it uses: FCL_EXP_UNITS
  * converts a score to the units of FCL_EXP, FCL_NATURAL_UNITS converts back
@@ -31,8 +33,11 @@
  * (-inf when it saw no key) to part_o / part_lse for the merge of
  * combine.cl.  A KV-cache call (FCL_FEAT_KVCACHE) reads K/V through a page
  * table when FCL_PAGE_SIZE > 0, and each sequence attends to its first
- * cache_lens[b] + seqlen_new keys (after kvcache.cl appended the new rows),
- * or writes NaN when seq_ok[b] says the cache check failed for it.
+ * cache_lens[b] + seqlen_new keys (after kvcache.cl appended the new rows);
+ * each work-group checks the length and the page-table entries of its own
+ * keys first (fcl_kvcache_sequence_ok), and writes NaN when that fails: so
+ * every row of a bad sequence is NaN (a chunk's NaN spreads in the merge)
+ * and no key of it is read.
  */
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
@@ -56,9 +61,12 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
                  __global float *part_lse, long part_rows,
                  /* KV-cache calls (FCL_FEAT_KVCACHE) */
                  __global const int *cache_lens, int seqlen_new, __global const int *page_table,
-                 long pt_stride, __global const int *seq_ok)
+                 long pt_stride, int num_pages)
 {
     FCL_FWD_LOCALS;
+#if FCL_HAS(FCL_FEAT_KVCACHE)
+    __local int kv_check;
+#endif
     FCL_FWD_IDS;
     const fcl_q_block blk = fcl_q_block_of_group(BR, num_bh, num_splits, heads_q, q_per_kv,
                                                  seqlen_q, seqlen_k, cu_q, cu_k, window_left,
@@ -67,8 +75,14 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
     fcl_seq sq = blk.sq;
     bool valid = true;
 #if FCL_HAS(FCL_FEAT_KVCACHE)
-    valid = seq_ok[b] != 0;
-    fcl_sequence_set_keys(&sq, valid ? cache_lens[b] + seqlen_new : 0);
+    /* seqlen_k is the cache's capacity per sequence; the chunk's keys */
+    const int len = cache_lens[b];
+    const int check_from = num_splits > 1 ? blk.split * split_keys : 0;
+    const int check_to =
+        num_splits > 1 ? (int)min((long)check_from + split_keys, (long)seqlen_k) : seqlen_k;
+    valid = fcl_kvcache_sequence_ok(len, seqlen_new, seqlen_k, page_table + (long)b * pt_stride,
+                                    check_from, check_to, num_pages, &kv_check, lid, WG);
+    fcl_sequence_set_keys(&sq, valid ? len + seqlen_new : 0);
 #endif
     const fcl_mask mask = sq.mask;
     /* the query positions of the block's rows, [p0, p1) */
@@ -126,12 +140,14 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
         key_end = min(key_end, (blk.split + 1) * split_keys);
     }
     int c0 = fcl_next_key_tile(blocks, BC, p0, p1, (key_begin / BC) * BC, key_end, sq.seqlen_k);
+    FCL_FWD_KEY_STATE;
     if (c0 < key_end) FCL_FWD_PREFETCH_K(k_rows, c0, sq.seqlen_k - c0);
     while (c0 < key_end) {
         const int cols = min(BC, sq.seqlen_k - c0);
         const int next = fcl_next_key_tile(blocks, BC, p0, p1, c0 + BC, key_end, sq.seqlen_k);
         const int cover = fcl_tile_cover(blocks, p0, p1, c0, c0 + cols);
-        FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, head_dim);
+        FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, next < key_end, next, sq.seqlen_k - next,
+                           head_dim);
 
         float s[RM][RN];
         FCL_FWD_QK(s);
@@ -234,13 +250,14 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
             const int col = FCL_OCOL(n);
             if (col >= head_dim) continue;
             if (num_splits > 1)
-                part_o[((long)blk.split * part_rows + at) * head_dim + col] = acc[i][n] * inv;
+                part_o[((long)blk.split * part_rows + at) * head_dim + col] =
+                    valid ? acc[i][n] * inv : NAN;
             else
                 fcl_store(O, o_row + col, valid ? acc[i][n] * inv : NAN);
         }
         if (FCL_FIRST_IN_ROW) {
             if (num_splits > 1)
-                part_lse[(long)blk.split * part_rows + at] = lse;
+                part_lse[(long)blk.split * part_rows + at] = valid ? lse : NAN;
             else if (write_lse)
                 LSE[lse_off + at] = valid ? lse : NAN;
         }

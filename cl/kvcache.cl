@@ -1,52 +1,32 @@
-/* kvcache.cl - what a KV-cache call does before it attends: check each
- * sequence's cache entries, and append its new K/V rows to the cache.
+/* kvcache.cl - the append of a KV-cache call: each sequence's new K/V
+ * rows written into its cache before the forward attends.
  *
  * One work-group per sequence b.  Its keys are the first
  * total = cache_lens[b] + seqlen_new rows of its cache: rows at a fixed
  * stride in a contiguous cache, or, with pages (FCL_PAGE_SIZE > 0), row j
- * in page page_table[b][j / FCL_PAGE_SIZE].  The sequence is valid when
- * 0 <= cache_lens[b] and total <= capacity (the cache's rows per sequence,
- * or max_pages_per_seq * FCL_PAGE_SIZE) and every page it uses is in
- * [0, num_pages).  seq_ok[b] records it; an invalid sequence's cache is not
- * touched, and the forward then writes NaN for its rows and reads none of
- * its keys, so no table content ever leads to an access outside the cache.
- * A valid sequence gets new row t (of seqlen_new) of each K/V head written
- * at key cache_lens[b] + t.
+ * in page page_table[b][j / FCL_PAGE_SIZE].  A sequence that fails the
+ * check (fcl_kvcache_sequence_ok: length and every page it uses) is not
+ * touched; the forward makes the same check and writes NaN for its rows,
+ * so no table content ever leads to an access outside the cache.  A valid
+ * sequence gets new row t (of seqlen_new) of each K/V head written at key
+ * cache_lens[b] + t.
  */
-__kernel void fcl_kvcache_prepare(__global const int *cache_lens, __global const int *page_table,
-                                  long pt_stride, int num_pages, int capacity, int seqlen_new,
-                                  __global int *seq_ok, __global fcl_storage *Kc,
-                                  __global fcl_storage *Vc,
-                                  long kc_off, long kc_sb, long kc_sh, long kc_ss,
-                                  long vc_off, long vc_sb, long vc_sh, long vc_ss,
-                                  __global const fcl_storage *Kn, __global const fcl_storage *Vn,
-                                  long kn_off, long kn_sb, long kn_sh, long kn_ss,
-                                  long vn_off, long vn_sb, long vn_sh, long vn_ss,
-                                  int heads_kv, int head_dim)
+__kernel void fcl_kvcache_append(__global const int *cache_lens, __global const int *page_table,
+                                 long pt_stride, int num_pages, int capacity, int seqlen_new,
+                                 __global fcl_storage *Kc, __global fcl_storage *Vc,
+                                 long kc_off, long kc_sb, long kc_sh, long kc_ss,
+                                 long vc_off, long vc_sb, long vc_sh, long vc_ss,
+                                 __global const fcl_storage *Kn, __global const fcl_storage *Vn,
+                                 long kn_off, long kn_sb, long kn_sh, long kn_ss,
+                                 long vn_off, long vn_sb, long vn_sh, long vn_ss,
+                                 int heads_kv, int head_dim)
 {
-    __local int bad;
+    __local int check;
     const int b = (int)get_group_id(0), lid = (int)get_local_id(0), wg = (int)get_local_size(0);
     const int len = cache_lens[b];
-    const long total = (long)len + seqlen_new;
-    if (lid == 0)
-        bad = len < 0 || total > capacity;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    const bool length_bad = bad != 0;
-    barrier(CLK_LOCAL_MEM_FENCE); /* every work-item has read it before any update */
     __global const int *pages = page_table + (long)b * pt_stride;
-#if FCL_PAGE_SIZE > 0
-    if (!length_bad) {
-        const int used = (int)((total + FCL_PAGE_SIZE - 1) / FCL_PAGE_SIZE);
-        for (int p = lid; p < used; p += wg)
-            if (pages[p] < 0 || pages[p] >= num_pages)
-                atomic_or(&bad, 1);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-#endif
-    const bool ok = bad == 0;
-    if (lid == 0)
-        seq_ok[b] = ok;
-    if (!ok)
+    if (!fcl_kvcache_sequence_ok(len, seqlen_new, capacity, pages, 0, capacity, num_pages,
+                                 &check, lid, wg))
         return; /* no barrier follows */
 
     fcl_rows kc = fcl_rows_strided(kc_off, kc_ss), vc = fcl_rows_strided(vc_off, vc_ss);

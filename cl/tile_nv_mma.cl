@@ -156,30 +156,6 @@ inline void fcl_load_rows_h_async(__local ushort *dst, int nrows, __global const
                                   const fcl_rows src_rows, bool keys, int nvalid, int lid)
 {
     const int chunks = D_PAD / 8;
-#if FCL_PAGE_SIZE > 0
-    if (keys && src_rows.pages != 0 && nrows == BC) {
-        /* A key tile across pages: every row's page is read first, all at
-         * once, then the copies are issued.  Interleaved, each page read
-         * would wait for the copy before it (the copies' asm orders memory):
-         * 16-key pages ran at 54-58% of the copy bandwidth that way, against
-         * 80-86% for a contiguous cache (NOTES.md, run 16). */
-        long off[FCL_KEY_TILE_STEPS];
-        FCL_UNROLL
-        for (int k = 0; k < FCL_KEY_TILE_STEPS; ++k) {
-            const int e = lid + k * WG, r = e / chunks;
-            off[k] = e < BC * chunks && r < nvalid ? fcl_row_offset(src_rows, true, r) : 0;
-        }
-        FCL_UNROLL
-        for (int k = 0; k < FCL_KEY_TILE_STEPS; ++k) {
-            const int e = lid + k * WG, r = e / chunks, c = e - r * chunks;
-            if (e < BC * chunks)
-                fcl_cp_async16(dst + r * LDH + c * 8, src + off[k] + (r < nvalid ? c * 8 : 0),
-                               r < nvalid);
-        }
-        fcl_cp_async_commit();
-        return;
-    }
-#endif
     for (int e = lid; e < nrows * chunks; e += WG) {
         const int r = e / chunks, c = e - r * chunks;
         const bool valid = r < nvalid;
@@ -226,24 +202,93 @@ inline void fcl_load_tile_h_async(__local ushort *dst, int nrows, __global const
         barrier(CLK_LOCAL_MEM_FENCE);                                                          \
     } while (0)
 
-#define FCL_FWD_PREFETCH_K(k_rows, c0, cols) \
-    fcl_load_rows_h_async(Kh, BC, K, fcl_tile_rows(k_rows, true, c0), true, (cols), lid)
+#if FCL_PAGE_SIZE > 0 && FCL_PAGE_SIZE % BC != 0
+/* Key tiles across pages.  A copy's address needs its row's page, a read
+ * of the page table; made just before the copies, that read stalls them a
+ * memory latency every tile (16-key pages ran at 60-72% of the copy
+ * bandwidth, contiguous caches at 92-96%: NOTES.md, run 16).  So the pages
+ * of a work-item's rows are read a step ahead: the next tile's while this
+ * one computes, and K's pages serve V's copies of the same keys. */
 
-/* K has arrived, and every warp is done with the previous tile's V. */
-#define FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, head_dim)                                  \
-    do {                                                                                        \
-        fcl_cp_async_wait_all();                                                                \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                           \
-        fcl_load_rows_h_async(Vh, BC, V, fcl_tile_rows(v_rows, true, c0), true, (cols), lid);   \
+/* pg[k] = the page of the row of copy step k of a tile of nvalid keys. */
+inline void fcl_key_tile_pages(int *pg, const fcl_rows t, int nvalid, int lid)
+{
+    const int chunks = D_PAD / 8;
+    FCL_UNROLL
+    for (int k = 0; k < FCL_KEY_TILE_STEPS; ++k) {
+        const int e = lid + k * WG, r = e / chunks;
+        pg[k] = e < BC * chunks && r < nvalid ? t.pages[(t.first + r) / FCL_PAGE_SIZE] : 0;
+    }
+}
+
+/* fcl_load_rows_h_async of a key tile whose pages pg are known. */
+inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fcl_storage *src,
+                                          const fcl_rows t, const int *pg, int nvalid, int lid)
+{
+    const int chunks = D_PAD / 8;
+    FCL_UNROLL
+    for (int k = 0; k < FCL_KEY_TILE_STEPS; ++k) {
+        const int e = lid + k * WG, r = e / chunks, c = e - r * chunks;
+        const bool valid = r < nvalid;
+        const long at = t.base + (long)pg[k] * t.page_stride +
+                        (long)((t.first + r) % FCL_PAGE_SIZE) * t.ss + c * 8;
+        if (e < BC * chunks)
+            fcl_cp_async16(dst + r * LDH + c * 8, src + (valid ? at : 0), valid);
+    }
+    fcl_cp_async_commit();
+}
+
+#define FCL_FWD_KEY_STATE int pg_now[FCL_KEY_TILE_STEPS], pg_next[FCL_KEY_TILE_STEPS]
+#define FCL_FWD_LOAD_K(k_rows, c0, cols, pg)                                          \
+    fcl_load_key_tile_paged_async(Kh, K, fcl_tile_rows(k_rows, true, c0), pg, (cols), lid)
+#define FCL_FWD_LOAD_V(v_rows, c0, cols)                                              \
+    fcl_load_key_tile_paged_async(Vh, V, fcl_tile_rows(v_rows, true, c0), pg_now, (cols), lid)
+#define FCL_FWD_PAGES_NOW(k_rows, c0, cols) \
+    fcl_key_tile_pages(pg_now, fcl_tile_rows(k_rows, true, c0), (cols), lid)
+#define FCL_FWD_PAGES_NEXT(k_rows, c0, cols) \
+    fcl_key_tile_pages(pg_next, fcl_tile_rows(k_rows, true, c0), (cols), lid)
+#define FCL_FWD_PAGES_ADVANCE()                                          \
+    do {                                                                 \
+        FCL_UNROLL                                                       \
+        for (int k_ = 0; k_ < FCL_KEY_TILE_STEPS; ++k_) pg_now[k_] = pg_next[k_]; \
+    } while (0)
+#else
+#define FCL_FWD_KEY_STATE (void)0
+#define FCL_FWD_LOAD_K(k_rows, c0, cols, pg) \
+    fcl_load_rows_h_async(Kh, BC, K, fcl_tile_rows(k_rows, true, c0), true, (cols), lid)
+#define FCL_FWD_LOAD_V(v_rows, c0, cols) \
+    fcl_load_rows_h_async(Vh, BC, V, fcl_tile_rows(v_rows, true, c0), true, (cols), lid)
+#define FCL_FWD_PAGES_NOW(k_rows, c0, cols) (void)0
+#define FCL_FWD_PAGES_NEXT(k_rows, c0, cols) (void)0
+#define FCL_FWD_PAGES_ADVANCE() (void)0
+#endif
+
+#define FCL_FWD_PREFETCH_K(k_rows, c0, cols)        \
+    do {                                            \
+        FCL_FWD_PAGES_NOW(k_rows, c0, cols);        \
+        FCL_FWD_LOAD_K(k_rows, c0, cols, pg_now);   \
+    } while (0)
+
+/* K has arrived, and every warp is done with the previous tile's V; the
+ * next tile's pages are read while this one computes. */
+#define FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, more, next, next_cols, head_dim) \
+    do {                                                                              \
+        fcl_cp_async_wait_all();                                                      \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                 \
+        FCL_FWD_LOAD_V(v_rows, c0, cols);                                             \
+        if (more)                                                                     \
+            FCL_FWD_PAGES_NEXT(k_rows, next, next_cols);                              \
     } while (0)
 
 /* V has arrived, and every warp is done with K: fetch the next K. */
-#define FCL_FWD_TILE_MID(more, k_rows, next, cols)                                              \
-    do {                                                                                        \
-        fcl_cp_async_wait_all();                                                                \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                           \
-        if (more)                                                                               \
-            fcl_load_rows_h_async(Kh, BC, K, fcl_tile_rows(k_rows, true, next), true, (cols), lid); \
+#define FCL_FWD_TILE_MID(more, k_rows, next, cols)      \
+    do {                                                \
+        fcl_cp_async_wait_all();                        \
+        barrier(CLK_LOCAL_MEM_FENCE);                   \
+        if (more) {                                     \
+            FCL_FWD_LOAD_K(k_rows, next, cols, pg_next); \
+            FCL_FWD_PAGES_ADVANCE();                    \
+        }                                               \
     } while (0)
 
 #define FCL_FWD_QK(s) FCL_MMA_ABT(s, Qh, warp * 16 * MB, Kh, BC)

@@ -199,8 +199,9 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
                     (head_dim), (negate), lid)
 
 /* No background copies: K and V are loaded together at the start of a tile. */
+#define FCL_FWD_KEY_STATE (void)0
 #define FCL_FWD_PREFETCH_K(k_rows, c0, cols) ((void)0)
-#define FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, head_dim)                                   \
+#define FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, more, next, next_cols, head_dim)          \
     do {                                                                                         \
         barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is consumed */                       \
         fcl_load_rows(Ks, KS_LD, BC, K, fcl_tile_rows(k_rows, true, c0), true, (cols), (head_dim), \

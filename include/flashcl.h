@@ -228,7 +228,8 @@ typedef struct fcl_attention_desc {
     /* ---- launch shape of the forward (results do not depend on it beyond
      * fp32 rounding; each setting is bitwise repeatable) ---- */
     int num_splits;                /* split-KV chunks: 0 automatic (from the device),
-                                      1..1024 forced; see fcl_plan.num_splits */
+                                      1..1024 forced (else FCL_ERROR_INVALID_VALUE);
+                                      see fcl_plan.num_splits */
 } fcl_attention_desc;
 
 /* The device buffers some variants read (NULL where unused).  The block mask
@@ -614,7 +615,8 @@ FCL_API fcl_status fcl_philox_host(fcl_context *ctx, size_t n, const uint32_t *c
  *       order and be shared between sequences (appends must not meet).
  *       Sequence b may hold up to max_pages_per_seq * page_size keys; only
  *       the entries of pages it uses (the first ceil(T_b / page_size)) are
- *       read.  Fastest when page_size is a multiple of the key tile (64).
+ *       read.  Fastest when page_size is a multiple of the plan's key tile
+ *       (fcl_kvcache_plan_query's bc: 32 for decoding on NVIDIA tensor cores).
  * Q and O are (batch, seqlen_q, heads_q, head_dim) as their layouts say;
  * LSE (optional, fp32) is contiguous (batch, heads_q, seqlen_q) from
  * lse_offset, as for fcl_attention_forward. */
@@ -640,7 +642,8 @@ typedef struct fcl_kvcache_desc {
     size_t page_table_stride;     /* paged: int32 elements between page-table rows */
     fcl_layout q, o, k_cache, v_cache, k_new, v_new;
     size_t lse_offset;            /* in floats */
-    int num_splits;               /* split-KV chunks: 0 automatic, 1..1024 forced */
+    int num_splits;               /* split-KV chunks: 0 automatic, 1..1024 forced
+                                     (else FCL_ERROR_INVALID_VALUE) */
 } fcl_kvcache_desc;
 
 /*! fcl_kvcache_desc_init() :

@@ -82,12 +82,12 @@ static fcl_status set_dkdv_args(const fcl_resolved *r, cl_kernel kernel, const v
 /* delta lives in the dQ kernel's program (it is always needed with it).
  * One work-item per query row; packed sequences are one batch entry of
  * total_q rows, which makes delta (heads_q, total_q) like their LSE. */
-static fcl_status enqueue_delta(fcl_context *ctx, const fcl_resolved *dq, const backward_call *c,
+static fcl_status enqueue_delta(fcl_context *ctx, fcl_resolved *dq, const backward_call *c,
                                 cl_uint num_wait, const cl_event *wait_list, cl_event *done)
 {
     const fcl_attention_desc *d = c->desc;
     cl_kernel kernel = NULL;
-    FCL_TRY(fcl_resolved_kernel(dq, "fcl_backward_delta", &kernel));
+    FCL_TRY(fcl_resolved_kernel(dq, FCL_HELPER_DELTA, &kernel));
     cl_int err = CL_SUCCESS;
     const size_t batch = d->varlen ? 1 : d->batch;
     const size_t rows = batch * d->heads_q * (size_t)c->var->lse_rows;
@@ -105,7 +105,6 @@ static fcl_status enqueue_delta(fcl_context *ctx, const fcl_resolved *dq, const 
     if (err == CL_SUCCESS)
         err = clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &rows, NULL, num_wait, wait_list,
                                      done);
-    clReleaseKernel(kernel);
     return err;
 }
 

@@ -21,6 +21,12 @@ static fcl_status finish_setup(fcl_context *ctx, const fcl_context_options *opts
 {
     FCL_TRY(fcl_probe_device(ctx->device, &ctx->info, &ctx->extensions));
     ctx->portable_only = opts->portable_only != 0;
+    cl_command_queue_properties qprops = 0;
+    cl_int err = clGetCommandQueueInfo(ctx->queue, CL_QUEUE_PROPERTIES, sizeof qprops, &qprops,
+                                       NULL);
+    if (err != CL_SUCCESS)
+        return err;
+    ctx->queue_in_order = !(qprops & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE);
     /* Only GPUs with dedicated on-chip memory can hold more than they report;
      * a CPU's "local" memory is ordinary memory. */
     if ((ctx->info.type & CL_DEVICE_TYPE_GPU) && ctx->info.local_mem_is_dedicated &&

@@ -9,7 +9,9 @@
 
 /* Split-KV: at most this many chunks chosen automatically, each of at least
  * this many key tiles (fewer would cost more in partials than they gain). */
-enum { MAX_AUTO_SPLITS = 128, MIN_TILES_PER_SPLIT = 4, MAX_FORCED_SPLITS = 1024 };
+enum { MAX_AUTO_SPLITS = 128, MIN_TILES_PER_SPLIT = 4 };
+/* cl/combine.cl's work-group: 32 columns of a row, 8 work-items each */
+enum { FCL_COMBINE_COLS = 32, FCL_COMBINE_WG = 256 };
 
 static size_t div_up(size_t a, size_t b) { return (a + b - 1) / b; }
 
@@ -67,12 +69,15 @@ fcl_split fcl_forward_splits(const fcl_context *ctx, const fcl_plan *p, size_t g
     if (forced > 0) {
         n = (size_t)forced;
     } else {
-        /* FlashDecoding: split when the blocks alone cannot fill the device
-         * (the forward's large blocks: one wave; decode blocks: every
-         * resident slot), keeping a few tiles per chunk. */
+        /* FlashDecoding: split when the blocks alone leave at least half
+         * the device idle (the forward's large blocks: one wave; decode
+         * blocks: every resident slot), keeping a few tiles per chunk.
+         * Splitting a nearly full wave only adds a second wave and the
+         * merge: prefill B = 1, H = 32, N = 512 (128 blocks on 132 units)
+         * ran at half speed with 2 chunks on an H100 (NOTES.md, run 16). */
         const size_t target =
             p->kernel == FCL_KERNEL_DECODE ? resident_groups(&ctx->caps, p) : ctx->caps.compute_units;
-        if (groups < target) {
+        if (2 * groups <= target) {
             n = div_up(target, groups);
             const size_t by_keys = tiles / MIN_TILES_PER_SPLIT;
             n = n < by_keys ? n : by_keys;
@@ -165,19 +170,19 @@ static fcl_status set_forward_args(const fcl_resolved *r, cl_kernel kernel, cons
     fcl_arg_int(&a, j->seqlen_new);
     fcl_arg_mem(&a, j->page_table);
     fcl_arg_long(&a, j->page_table_stride);
-    fcl_arg_mem(&a, j->seq_ok);
+    fcl_arg_int(&a, j->num_pages);
     *groups = base_groups * (size_t)c->split.num_splits;
     return a.err;
 }
 
 /* The merge of the chunks' partials into O and LSE (combine.cl). */
-static fcl_status enqueue_combine(fcl_context *ctx, const fcl_resolved *r, const forward_call *c,
-                                  cl_event after, cl_event *done)
+static fcl_status enqueue_combine(fcl_context *ctx, fcl_resolved *r, const forward_call *c,
+                                  const fcl_wait *after, cl_event *done)
 {
     const fcl_forward_job *j = c->job;
     const fcl_attention_desc *d = j->desc;
     cl_kernel kernel = NULL;
-    FCL_TRY(fcl_resolved_kernel(r, "fcl_combine", &kernel));
+    FCL_TRY(fcl_resolved_kernel(r, FCL_HELPER_COMBINE, &kernel));
     cl_int err = CL_SUCCESS;
     fcl_args a = {kernel, 0, CL_SUCCESS};
     fcl_arg_mem(&a, c->part_o);
@@ -192,13 +197,12 @@ static fcl_status enqueue_combine(fcl_context *ctx, const fcl_resolved *r, const
     fcl_arg_mem(&a, j->lse);
     fcl_arg_long(&a, (int64_t)d->lse_offset);
     fcl_arg_int(&a, j->lse != NULL);
-    fcl_arg_mem(&a, j->seq_ok);
-    fcl_arg_int(&a, j->seq_ok != NULL);
     err = a.err;
-    const size_t global = part_rows(d) * d->head_dim;
+    const size_t local = FCL_COMBINE_WG;
+    const size_t global = part_rows(d) * div_up(d->head_dim, FCL_COMBINE_COLS) * local;
     if (err == CL_SUCCESS)
-        err = clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &global, NULL, 1, &after, done);
-    clReleaseKernel(kernel);
+        err = clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &global, &local, after->count,
+                                     after->list, done);
     return err;
 }
 
@@ -227,13 +231,20 @@ fcl_status fcl_forward_plan_of(fcl_context *ctx, const fcl_forward_job *job, fcl
 fcl_status fcl_forward_enqueue(fcl_context *ctx, const fcl_forward_job *job, fcl_resolved *r,
                                const fcl_wait *wait, cl_event *event)
 {
+    /* On an in-order queue the combine follows the attention by itself and
+     * scratch needs no guard: no event is made unless the caller asks. */
+    const bool track = !ctx->queue_in_order;
+    const bool want_events = track || event != NULL;
     forward_call call = {ctx, job, {1, 0}, NULL, NULL, FCL_OK};
     cl_event ev_attn = NULL, ev_combine = NULL;
-    fcl_status st = fcl_launch(ctx, r, set_forward_args, &call, wait->count, wait->list, &ev_attn);
-    if (st == FCL_OK && call.split.num_splits > 1)
-        st = enqueue_combine(ctx, r, &call, ev_attn, &ev_combine);
+    fcl_status st = fcl_launch(ctx, r, set_forward_args, &call, wait->count, wait->list,
+                               want_events ? &ev_attn : NULL);
+    if (st == FCL_OK && call.split.num_splits > 1) {
+        const fcl_wait after = {track ? 1 : 0, track ? &ev_attn : NULL, NULL};
+        st = enqueue_combine(ctx, r, &call, &after, want_events ? &ev_combine : NULL);
+    }
     const cl_event last = ev_combine != NULL ? ev_combine : ev_attn;
-    if (st == FCL_OK && (call.split.num_splits > 1 || job->seq_ok != NULL))
+    if (st == FCL_OK && track && call.split.num_splits > 1)
         fcl_scratch_used_until(ctx, last);
     if (st == FCL_OK && event != NULL) {
         st = clRetainEvent(last);
@@ -262,7 +273,7 @@ fcl_status fcl_attention_forward_ex(fcl_context *ctx, const fcl_attention_desc *
     fcl_variants var;
     FCL_TRY(fcl_variants_prepare(ctx, desc, aux, num_wait, wait_list, &var));
 
-    const fcl_forward_job job = {desc, &var, q, k, v, o, lse, 0, NULL, NULL, 0, 0, NULL};
+    const fcl_forward_job job = {desc, &var, q, k, v, o, lse, 0, NULL, NULL, 0, 0, 0};
     fcl_resolved *r = NULL;
     FCL_TRY(fcl_forward_resolve(ctx, &job, &r));
     fcl_wait wait;

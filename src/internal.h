@@ -127,10 +127,20 @@ typedef struct fcl_build {
 /* A plain build of `kind`: no packing, no pages. */
 fcl_build fcl_build_of(fcl_kernel_kind kind, size_t head_dim, fcl_dtype dtype, unsigned features);
 
+/* The other kernels of a resolved plan's program, each launched beside
+ * its main kernel. */
+typedef enum fcl_helper {
+    FCL_HELPER_COMBINE,           /* split-KV merge (combine.cl) */
+    FCL_HELPER_KVCACHE_APPEND,    /* KV-cache append (kvcache.cl) */
+    FCL_HELPER_DELTA,             /* backward's rowsum(dO * O) (flash_bwd.cl) */
+    FCL_HELPER_COUNT
+} fcl_helper;
+
 typedef struct fcl_resolved {
     fcl_build build;
     fcl_plan_full plan;
     cl_kernel kernel;             /* owned; one per resolved plan */
+    cl_kernel helpers[FCL_HELPER_COUNT]; /* owned; made on first use */
     fcl_plan_limits limits;       /* the limits this plan was made under */
     char fallback[192];           /* what the resource fallback did, if anything */
 } fcl_resolved;
@@ -139,7 +149,6 @@ typedef struct fcl_resolved {
 typedef enum fcl_scratch_slot {
     FCL_SCRATCH_PART_O,           /* split-KV partial outputs, fp32 */
     FCL_SCRATCH_PART_LSE,         /* split-KV partial LSE, fp32 */
-    FCL_SCRATCH_SEQ_OK,           /* KV-cache check, one int per sequence */
     FCL_SCRATCH_COUNT
 } fcl_scratch_slot;
 
@@ -167,6 +176,7 @@ struct fcl_context {
     fcl_memory_stats mem;
     fcl_scratch scratch[FCL_SCRATCH_COUNT];
     cl_event scratch_busy;        /* completes when the last call using scratch is done */
+    int queue_in_order;           /* commands run in order: a call's launches need no events */
     /* Tuning only (flashcl-tune): a target tile per kernel kind that replaces
      * the table's, and extra build options; set through fcl_debug_*. */
     fcl_tuned_tile tile_override[FCL_KERNEL_KINDS];
@@ -227,7 +237,9 @@ int fcl_kernel_options(const fcl_plan_full *plan, const fcl_build *build, char *
 fcl_status fcl_resolve(fcl_context *ctx, const fcl_build *build, fcl_resolved **out);
 /* Another kernel of r's program (built with the same options), by name;
  * the caller releases it. */
-fcl_status fcl_resolved_kernel(const fcl_resolved *r, const char *name, cl_kernel *out);
+/* A helper kernel of r's program, made once and kept by r: the caller
+ * neither retains nor releases it. */
+fcl_status fcl_resolved_kernel(fcl_resolved *r, fcl_helper helper, cl_kernel *out);
 /* Releases every resolved kernel (context destruction, tuning hooks). */
 void fcl_forget_resolved(fcl_context *ctx);
 /* Call after a launch failed with `cl_err`: lowers the limits of `r` and
@@ -371,8 +383,12 @@ typedef struct fcl_forward_job {
     cl_mem page_table;            /* int32: paged caches */
     int64_t page_table_stride;
     int seqlen_new;
-    cl_mem seq_ok;                /* the KV-cache check's flags (kvcache.cl) */
+    int num_pages;                /* paged caches: pages, for the forward's check */
 } fcl_forward_job;
+
+/* The most split-KV chunks, forced or automatic (cl/combine.cl's
+ * FCL_COMBINE_MAX_SPLITS holds a weight for each). */
+#define FCL_MAX_SPLITS 1024
 
 /* Split-KV: num_splits chunks of split_keys keys (0 when not split). */
 typedef struct fcl_split {

@@ -11,7 +11,6 @@
 /* Sequences index keys with int, and pages hold at most this many keys. */
 #define MAX_KEYS ((size_t)INT_MAX / 2)
 #define MAX_PAGE_SIZE ((size_t)1024)
-#define MAX_SPLITS 1024
 
 void fcl_kvcache_desc_init(fcl_kvcache_desc *desc, size_t batch, size_t heads_q, size_t heads_kv,
                            size_t head_dim, size_t seqlen_q, size_t seqlen_new, fcl_dtype dtype)
@@ -81,8 +80,6 @@ fcl_status fcl_kvcache_validate_desc(const fcl_kvcache_desc *d)
     const size_t capacity = fcl_kvcache_capacity(d);
     if (capacity > MAX_KEYS || d->seqlen_new > capacity || d->seqlen_q > MAX_KEYS)
         return FCL_ERROR_INVALID_SHAPE;
-    if (d->num_splits < 0 || d->num_splits > MAX_SPLITS)
-        return FCL_ERROR_INVALID_VALUE;
     const fcl_attention_desc fwd = fcl_kvcache_as_forward(d); /* heads, dtype, scale, causal */
     return fcl_validate_desc(&fwd);
 }
@@ -140,13 +137,13 @@ uint64_t fcl_kvcache_page_table_entries(const fcl_kvcache_desc *d)
     return (uint64_t)(d->batch - 1) * d->page_table_stride + d->max_pages_per_seq;
 }
 
-/* The cache check and append of every sequence, one work-group each. */
-static fcl_status enqueue_prepare(fcl_context *ctx, const fcl_resolved *r,
-                                  const fcl_kvcache_desc *d, const fcl_kvcache_buffers *b,
-                                  cl_mem seq_ok, const fcl_wait *wait, cl_event *done)
+/* The append of every sequence's new rows, one work-group each. */
+static fcl_status enqueue_append(fcl_context *ctx, fcl_resolved *r, const fcl_kvcache_desc *d,
+                                 const fcl_kvcache_buffers *b, const fcl_wait *wait,
+                                 cl_event *done)
 {
     cl_kernel kernel = NULL;
-    FCL_TRY(fcl_resolved_kernel(r, "fcl_kvcache_prepare", &kernel));
+    FCL_TRY(fcl_resolved_kernel(r, FCL_HELPER_KVCACHE_APPEND, &kernel));
     cl_int err = CL_SUCCESS;
     fcl_args a = {kernel, 0, CL_SUCCESS};
     fcl_arg_mem(&a, b->cache_seqlens);
@@ -155,14 +152,12 @@ static fcl_status enqueue_prepare(fcl_context *ctx, const fcl_resolved *r,
     fcl_arg_int(&a, (int)d->num_pages);
     fcl_arg_int(&a, (int)fcl_kvcache_capacity(d));
     fcl_arg_int(&a, (int)d->seqlen_new);
-    fcl_arg_mem(&a, seq_ok);
     fcl_arg_mem(&a, b->k_cache);
     fcl_arg_mem(&a, b->v_cache);
     fcl_arg_layout(&a, &d->k_cache);
     fcl_arg_layout(&a, &d->v_cache);
-    const bool append = d->seqlen_new > 0;
-    fcl_arg_mem(&a, append ? b->k_new : NULL);
-    fcl_arg_mem(&a, append ? b->v_new : NULL);
+    fcl_arg_mem(&a, b->k_new);
+    fcl_arg_mem(&a, b->v_new);
     fcl_arg_layout(&a, &d->k_new);
     fcl_arg_layout(&a, &d->v_new);
     fcl_arg_int(&a, (int)d->heads_kv);
@@ -173,7 +168,6 @@ static fcl_status enqueue_prepare(fcl_context *ctx, const fcl_resolved *r,
     if (err == CL_SUCCESS)
         err = clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &global, &local, wait->count,
                                      wait->list, done);
-    clReleaseKernel(kernel);
     return err;
 }
 
@@ -190,6 +184,7 @@ fcl_status fcl_kvcache_job(fcl_context *ctx, const fcl_kvcache_desc *desc,
     job->page_size = (int)desc->page_size;
     job->page_table_stride = (int64_t)desc->page_table_stride;
     job->seqlen_new = (int)desc->seqlen_new;
+    job->num_pages = (int)desc->num_pages;
     if (b != NULL) {
         job->q = b->q;
         job->k = b->k_cache;
@@ -227,19 +222,27 @@ fcl_status fcl_attention_kvcache(fcl_context *ctx, const fcl_kvcache_desc *desc,
     FCL_TRY(fcl_kvcache_job(ctx, desc, b, &fwd, &var, &job));
     fcl_resolved *r = NULL;
     FCL_TRY(fcl_forward_resolve(ctx, &job, &r));
-    FCL_TRY(fcl_scratch_get(ctx, FCL_SCRATCH_SEQ_OK, desc->batch * sizeof(cl_int), &job.seq_ok));
 
     fcl_wait wait;
     FCL_TRY(fcl_scratch_wait_list(ctx, num_wait, wait_list, &wait));
-    cl_event prepared = NULL;
-    fcl_status st = enqueue_prepare(ctx, r, desc, b, job.seq_ok, &wait, &prepared);
+    if (desc->seqlen_new == 0) {
+        const fcl_status st = fcl_forward_enqueue(ctx, &job, r, &wait, event);
+        free(wait.owned);
+        return st;
+    }
+    /* appended rows first; an in-order queue runs the forward after them
+     * by itself */
+    cl_event appended = NULL;
+    fcl_status st = enqueue_append(ctx, r, desc, b, &wait,
+                                   ctx->queue_in_order ? NULL : &appended);
     free(wait.owned);
     if (st == FCL_OK) {
-        const fcl_wait after = {1, &prepared, NULL};
+        const fcl_wait after = {appended != NULL ? 1 : 0, appended != NULL ? &appended : NULL,
+                                NULL};
         st = fcl_forward_enqueue(ctx, &job, r, &after, event);
     }
-    if (prepared != NULL)
-        clReleaseEvent(prepared);
+    if (appended != NULL)
+        clReleaseEvent(appended);
     return st;
 }
 

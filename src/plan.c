@@ -118,14 +118,17 @@ fcl_status fcl_decode_target(const fcl_caps *caps, const fcl_build *build, fcl_t
     const int rows = build->rows < 1 ? 1 : build->rows > FCL_DECODE_MAX_ROWS ? FCL_DECODE_MAX_ROWS
                                                                             : build->rows;
     if (build->features & FCL_BUILD_TILE_MMA) {
-        /* Warps of 16 rows, 32 keys per step: decoding is bound by memory,
+        /* Warps of 16 rows, 16 keys per step: decoding is bound by memory,
          * and small tiles let more work-groups share a multiprocessor
-         * (21.7 KiB at d = 128).  H100, fp16, Hq/Hkv 32/8, d 128, share of the
-         * copy bandwidth at B = 32, sk = 131072, 1 row (NOTES.md, run 16):
+         * (13 KiB at d = 128).  H100, fp16, Hq/Hkv 32/8, d 128, 1 row, share
+         * of the copy bandwidth (NOTES.md, run 16): at B = 32, sk = 131072
          * 16 x 32: 97.8%; 16 x 64: 85.6%; 32 x 64 (2 warps): 87.1%;
-         * 16 x 128: 78.9%.  At B = 1 all four are within 80-84%. */
+         * 16 x 128: 78.9%; at B = 8, sk = 32768, contiguous / 16-key pages
+         * 16 x 16: 93.1 / 90.9%; 16 x 32: 89.9 / 76.3%; 16 x 64: 75.6 /
+         * 62.0% (a page holding whole tiles needs one page-table read a
+         * tile, not one a row). */
         const int warps = (pow2_at_least(rows) + 15) / 16;
-        *out = (fcl_tuned_tile){16 * warps, 32, warps, 32, "decode: 16 rows a warp, 32 keys"};
+        *out = (fcl_tuned_tile){16 * warps, 16, warps, 32, "decode: 16 rows a warp, 16 keys"};
         return FCL_OK;
     }
     if (!fcl_tuned_lookup(caps, FCL_KERNEL_DECODE, build->head_dim, out))

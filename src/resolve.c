@@ -110,13 +110,41 @@ static fcl_status build_checked(fcl_context *ctx, fcl_resolved *r)
     return FCL_ERROR_NO_PLAN;
 }
 
-fcl_status fcl_resolved_kernel(const fcl_resolved *r, const char *name, cl_kernel *out)
+static const char *const helper_names[FCL_HELPER_COUNT] = {
+    [FCL_HELPER_COMBINE] = "fcl_combine",
+    [FCL_HELPER_KVCACHE_APPEND] = "fcl_kvcache_append",
+    [FCL_HELPER_DELTA] = "fcl_backward_delta",
+};
+
+/* Kernel objects are made once: creating one costs the host as much as a
+ * launch, and a decode step launches up to three. */
+fcl_status fcl_resolved_kernel(fcl_resolved *r, fcl_helper helper, cl_kernel *out)
 {
-    cl_program prog = NULL;
-    cl_int err = clGetKernelInfo(r->kernel, CL_KERNEL_PROGRAM, sizeof prog, &prog, NULL);
-    if (err == CL_SUCCESS)
-        *out = clCreateKernel(prog, name, &err);
-    return err;
+    if (r->helpers[helper] == NULL) {
+        cl_program prog = NULL;
+        cl_int err = clGetKernelInfo(r->kernel, CL_KERNEL_PROGRAM, sizeof prog, &prog, NULL);
+        if (err == CL_SUCCESS)
+            r->helpers[helper] = clCreateKernel(prog, helper_names[helper], &err);
+        if (err != CL_SUCCESS) {
+            r->helpers[helper] = NULL;
+            return err;
+        }
+    }
+    *out = r->helpers[helper];
+    return FCL_OK;
+}
+
+/* r's kernels, before its program changes or r goes. */
+static void release_kernels(fcl_resolved *r)
+{
+    if (r->kernel != NULL)
+        clReleaseKernel(r->kernel);
+    r->kernel = NULL;
+    for (int i = 0; i < FCL_HELPER_COUNT; ++i) {
+        if (r->helpers[i] != NULL)
+            clReleaseKernel(r->helpers[i]);
+        r->helpers[i] = NULL;
+    }
 }
 
 fcl_build fcl_build_of(fcl_kernel_kind kind, size_t head_dim, fcl_dtype dtype, unsigned features)
@@ -166,8 +194,7 @@ fcl_status fcl_resolve_after_launch_failure(fcl_context *ctx, fcl_resolved *r, c
         return cl_err;
     if (r->plan.pub.local_bytes <= 1)
         return cl_err;
-    clReleaseKernel(r->kernel);
-    r->kernel = NULL;
+    release_kernels(r);
     note_fallback(r, cl_err == CL_OUT_OF_RESOURCES ? "launch out of resources at local bytes"
                                                    : "launch refused work-group size",
                   cl_err == CL_OUT_OF_RESOURCES ? r->plan.pub.local_bytes
@@ -203,7 +230,7 @@ fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *desc, fcl_
             var.features |= FCL_FEAT_BLOCKMASK;
         if (desc->alibi != FCL_ALIBI_NONE)
             var.features |= FCL_FEAT_ALIBI;
-        const fcl_forward_job job = {d, &var, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, 0, 0, NULL};
+        const fcl_forward_job job = {d, &var, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, 0, 0, 0};
         return fcl_forward_plan_of(ctx, &job, plan);
     }
     const unsigned build = fcl_uses_tensor_cores(ctx, desc, kernel) ? FCL_BUILD_TILE_MMA : 0;
@@ -220,8 +247,7 @@ fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *desc, fcl_
 void fcl_forget_resolved(fcl_context *ctx)
 {
     for (size_t i = 0; i < ctx->num_resolved; ++i) {
-        if (ctx->resolved[i]->kernel != NULL)
-            clReleaseKernel(ctx->resolved[i]->kernel);
+        release_kernels(ctx->resolved[i]);
         free(ctx->resolved[i]);
     }
     free(ctx->resolved);

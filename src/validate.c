@@ -32,6 +32,8 @@ fcl_status fcl_validate_desc(const fcl_attention_desc *desc)
         return FCL_ERROR_INVALID_VALUE;
     if (desc->causal != 0 && desc->causal != 1)
         return FCL_ERROR_INVALID_VALUE;
+    if (desc->num_splits < 0 || desc->num_splits > FCL_MAX_SPLITS)
+        return FCL_ERROR_INVALID_VALUE;
     if (desc->varlen && (desc->total_q == 0 || desc->total_k == 0 ||
                          desc->total_q > MAX_SEQLEN || desc->total_k > MAX_SEQLEN))
         return FCL_ERROR_INVALID_SHAPE;

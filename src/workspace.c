@@ -3,9 +3,9 @@
  *
  * Buffers only grow (released once a larger one is needed; OpenCL frees them
  * after the kernels that use them).  Two calls must not use them at once:
- * the context remembers the event of the last call that did, and the next
- * one waits for it, so even an out-of-order queue of the caller's stays
- * correct.  Every buffer is counted by fcl_context_memory_stats.
+ * an in-order queue sees to that; with an out-of-order queue of the
+ * caller's the context remembers the event of the last call that used
+ * them, and the next one waits for it.  Every buffer is counted by fcl_context_memory_stats.
  */
 #include "internal.h"
 
@@ -34,7 +34,7 @@ fcl_status fcl_scratch_wait_list(fcl_context *ctx, cl_uint num_wait, const cl_ev
     w->count = num_wait;
     w->list = wait_list;
     w->owned = NULL;
-    if (ctx->scratch_busy == NULL)
+    if (ctx->queue_in_order || ctx->scratch_busy == NULL)
         return FCL_OK;
     w->owned = malloc((num_wait + 1) * sizeof *w->owned);
     if (w->owned == NULL)

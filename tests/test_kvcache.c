@@ -6,7 +6,8 @@
  * 4 and 8, page sizes 1, 16, 48, 64 and 256, splits 1, 2, 7 and automatic,
  * every storage type, causal masks, windows, softcap and ALiBi, the
  * tensor-core pieces on emulated warp operations, and every emulated device
- * profile; the plan query; split-KV in the forward call.  Then every bad
+ * profile; a caller's out-of-order queue; the plan query; split-KV in the
+ * forward call.  Then every bad
  * input: a status from the host call with nothing changed, and from the
  * cl_mem call NaN for the bad sequence alone (the device checks what it
  * cannot read back), the other sequences still right.
@@ -62,7 +63,8 @@ static void test_variants(void **state)
 }
 
 /* The tensor-core pieces (emulated warp operations) with packing, pages
- * (a tile across pages, and whole tiles in a page) and splits. */
+ * (a tile across pages, with the pages read a tile ahead; whole tiles in a
+ * page; one key per page) and splits. */
 static void test_tensor_cores(void **state)
 {
     (void)state;
@@ -73,6 +75,7 @@ static void test_tensor_cores(void **state)
         {3, 8, 2, 16, 1, 1, FCL_DTYPE_FP16, 48, 144, lens3, 1, -1, 0, 0, 2, 10},
         {2, 4, 1, 32, 4, 1, FCL_DTYPE_BF16, 64, 128, lens2, 1, -1, 0, 1, 0, 11},
         {2, 8, 8, 16, 1, 0, FCL_DTYPE_FP16, 0, 128, lens2, 0, -1, 0, 0, 7, 12},
+        {2, 8, 2, 16, 4, 2, FCL_DTYPE_BF16, 1, 128, lens2, 1, -1, 0, 0, 1, 13},
     };
     int failures = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
@@ -88,6 +91,44 @@ static void test_tensor_cores(void **state)
     assert_int_equal(plan.num_splits, 2);
     kv_free(&st);
     fcl_context_destroy(ctx);
+    assert_int_equal(failures, 0);
+}
+
+/* A caller's out-of-order queue: the check, the attention and the merge
+ * must then be chained by events, and split scratch guarded between calls. */
+static void test_out_of_order_queue(void **state)
+{
+    (void)state;
+    fcl_context *base = test_context(NULL);
+    assert_non_null(base);
+    cl_context clc = fcl_context_cl_context(base);
+    cl_device_id dev = fcl_context_cl_device(base);
+    cl_command_queue_properties supported = 0;
+    assert_int_equal(clGetDeviceInfo(dev, CL_DEVICE_QUEUE_PROPERTIES, sizeof supported,
+                                     &supported, NULL),
+                     CL_SUCCESS);
+    if (!(supported & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)) {
+        printf("device has no out-of-order queues: nothing to check\n");
+        fcl_context_destroy(base);
+        return;
+    }
+    cl_int err = CL_SUCCESS;
+    cl_command_queue q =
+        clCreateCommandQueue(clc, dev, CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, &err);
+    assert_int_equal(err, CL_SUCCESS);
+    fcl_context *ctx = NULL;
+    assert_int_equal(fcl_context_create_from_cl(clc, q, dev, NULL, &ctx), FCL_OK);
+    const kv_case cases[] = {
+        {2, 8, 2, 32, 1, 2, FCL_DTYPE_FP32, 16, 128, lens2, 1, -1, 0, 0, 3, 20},
+        {3, 8, 2, 32, 4, 0, FCL_DTYPE_FP16, 0, 128, lens3, 1, -1, 0, 0, 0, 21},
+    };
+    int failures = 0;
+    for (int round = 0; round < 2; ++round) /* the second reuses the scratch */
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
+            failures += !kv_run(ctx, &cases[i]);
+    fcl_context_destroy(ctx);
+    clReleaseCommandQueue(q);
+    fcl_context_destroy(base);
     assert_int_equal(failures, 0);
 }
 
@@ -159,6 +200,27 @@ static void test_forward_splits(void **state)
             assert_true(fa_check_deterministic(fa_ctx, &c, 0));
         }
     }
+    /* many chunks: the merge's parts beyond one per work-item, and a
+     * count that is not a multiple of four, columns in three blocks, the
+     * last one partial */
+    fa_case many = {1, 2, 2, 1, 8320, 72, FCL_DTYPE_FP32, 1, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 23, NULL};
+    fa_variants v = fa_no_variants();
+    v.num_splits = 130;
+    many.var = &v;
+    fa_result r;
+    assert_true(fa_check_forward(fa_ctx, &many, &r));
+    assert_true(fa_check_deterministic(fa_ctx, &many, 0));
+    /* the most chunks there are, and one more */
+    fcl_attention_desc d;
+    fcl_attention_desc_init(&d, 1, 4, 4, 2, 3000, 16, FCL_DTYPE_FP32, FCL_LAYOUT_BSHD);
+    fcl_plan p;
+    d.num_splits = 1024;
+    assert_int_equal(fcl_plan_query(fa_ctx, &d, FCL_KERNEL_FORWARD, &p), FCL_OK);
+    assert_int_equal(p.num_splits, 1024);
+    d.num_splits = 1025;
+    assert_int_equal(fcl_plan_query(fa_ctx, &d, FCL_KERNEL_FORWARD, &p), FCL_ERROR_INVALID_VALUE);
+    d.num_splits = -1;
+    assert_int_equal(fcl_plan_query(fa_ctx, &d, FCL_KERNEL_FORWARD, &p), FCL_ERROR_INVALID_VALUE);
 }
 
 /* ---- bad inputs ------------------------------------------------------------ */
@@ -243,6 +305,53 @@ static void test_bad_inputs(void **state)
     kv_free(&st);
 }
 
+/* Without appended rows the forward alone checks each sequence, chunk by
+ * chunk: a negative length, and a bad page in one chunk (not the first). */
+static void test_device_checks_no_append(void **state)
+{
+    (void)state;
+    int lens[3] = {37, 50, 120};
+    const kv_case c = {3, 8, 2, 32, 1, 0, FCL_DTYPE_FP32, 16, 128, lens, 1, -1, 0, 0, 3, 16};
+    kv_state st;
+    kv_init(&c, &st);
+    cl_context clx = fcl_context_cl_context(fa_ctx);
+    cl_command_queue queue = fcl_context_cl_queue(fa_ctx);
+    cl_int err = CL_SUCCESS;
+    const size_t cache_bytes = st.ncache * st.es;
+    const size_t table_bytes = c.batch * st.desc.page_table_stride * sizeof(int32_t);
+    int32_t bad_lens[3] = {37, -1, 120};
+    st.pages[2 * st.desc.page_table_stride + 6] = -2; /* keys 96..111: not the first chunk */
+    cl_mem mem[8];
+    const void *src[8] = {st.q, st.kc, st.vc, bad_lens, st.pages, st.o, st.lse, NULL};
+    const size_t bytes[8] = {st.nq * st.es, cache_bytes, cache_bytes, sizeof bad_lens,
+                             table_bytes, st.nq * st.es, c.batch * c.heads_q * sizeof(float), 0};
+    for (int i = 0; i < 7; ++i)
+        mem[i] = clCreateBuffer(clx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes[i],
+                                (void *)src[i], &err);
+    assert_int_equal(err, CL_SUCCESS);
+    const fcl_kvcache_buffers b = {mem[0], mem[1], mem[2], mem[3], mem[4], NULL, NULL, NULL,
+                                   mem[5], mem[6]};
+    fcl_plan plan;
+    assert_int_equal(fcl_kvcache_plan_query(fa_ctx, &st.desc, &plan), FCL_OK);
+    assert_int_equal(plan.num_splits, 3);
+    assert_int_equal(fcl_attention_kvcache(fa_ctx, &st.desc, &b, 0, NULL, NULL), FCL_OK);
+    assert_int_equal(clEnqueueReadBuffer(queue, b.o, CL_TRUE, 0, bytes[5], st.o, 0, NULL, NULL),
+                     CL_SUCCESS);
+    assert_int_equal(clEnqueueReadBuffer(queue, b.lse, CL_TRUE, 0, bytes[6], st.lse, 0, NULL,
+                                         NULL),
+                     CL_SUCCESS);
+    const size_t row = c.heads_q * c.head_dim;
+    for (size_t x = row; x < 3 * row; ++x) /* sequences 1 and 2 */
+        assert_true(isnan(kv_get(st.o + x * st.es, c.dtype)));
+    for (size_t h = c.heads_q; h < 3 * c.heads_q; ++h)
+        assert_true(isnan(st.lse[h]));
+    const kv_case first = {1, 8, 2, 32, 1, 0, FCL_DTYPE_FP32, 16, 128, lens, 1, -1, 0, 0, 3, 16};
+    assert_true(kv_check_outputs(&first, &st, "device, good sequence"));
+    for (int i = 0; i < 7; ++i)
+        clReleaseMemObject(mem[i]);
+    kv_free(&st);
+}
+
 /* The cl_mem call: buffers too small or aliased are statuses; a bad page
  * or length, which it does not read back, gives NaN for that sequence
  * alone, leaves its cache as it was, and the others right. */
@@ -320,6 +429,8 @@ int main(void)
         cmocka_unit_test(test_tensor_cores),  cmocka_unit_test(test_profiles),
         cmocka_unit_test(test_plan),          cmocka_unit_test(test_forward_splits),
         cmocka_unit_test(test_bad_inputs),    cmocka_unit_test(test_device_checks),
+        cmocka_unit_test(test_device_checks_no_append),
+        cmocka_unit_test(test_out_of_order_queue),
     };
     return cmocka_run_group_tests(tests, fa_group_setup, fa_group_teardown);
 }
