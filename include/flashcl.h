@@ -694,10 +694,10 @@ typedef struct fcl_kvcache_host {
 } fcl_kvcache_host;
 
 /*! fcl_attention_kvcache() :
- * Enqueues the KV-cache call described above on the context's queue: a
- * check of every sequence's length and pages with the append of its new
- * rows, the attention (split-KV and GQA packing as planned, see
- * fcl_kvcache_plan_query), and the merge of the key chunks.  Waits for
+ * Enqueues the KV-cache call described above on the context's queue: the
+ * append of every sequence's new rows (when seqlen_new > 0), the attention
+ * (split-KV and GQA packing as planned, see fcl_kvcache_plan_query), and the
+ * merge of the key chunks.  Waits for
  * `num_wait` events first; `event` (if not NULL) completes with the whole
  * call.  The shapes, layouts, buffer sizes, contexts and aliasing are
  * checked before anything is enqueued; cache_seqlens and the page table are

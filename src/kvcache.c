@@ -1,6 +1,7 @@
-/* kvcache.c - the KV-cache call: checked, then the cache check and append
- * (cl/kvcache.cl), the forward kernel on the cache (decode plan, GQA
- * packing, paged K/V, split-KV) and the merge of its chunks. */
+/* kvcache.c - the KV-cache call: checked, then the append of new rows
+ * (cl/kvcache.cl) when there are any, the forward kernel on the cache
+ * (decode plan, GQA packing, paged K/V, split-KV, each sequence's cache
+ * checked by the work-groups that read it) and the merge of its chunks. */
 #include "internal.h"
 
 #include <limits.h>

@@ -41,7 +41,7 @@ size_t fcl_program_sources(fcl_program_id id, const char **sources, size_t capac
         if (id == FCL_PROGRAM_FORWARD) {
             list[n++] = fcl_cl_flash_fwd;
             list[n++] = fcl_cl_combine; /* the merge of split-KV's chunks */
-            list[n++] = fcl_cl_kvcache; /* the KV-cache call's check and append */
+            list[n++] = fcl_cl_kvcache; /* the KV-cache call's append */
         } else {
             list[n++] = fcl_cl_flash_bwd;
         }

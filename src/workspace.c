@@ -1,11 +1,12 @@
 /* workspace.c - device scratch a context keeps between calls: the partial
- * results of split-KV and the per-sequence flags of the KV-cache check.
+ * results of split-KV.
  *
  * Buffers only grow (released once a larger one is needed; OpenCL frees them
  * after the kernels that use them).  Two calls must not use them at once:
  * an in-order queue sees to that; with an out-of-order queue of the
  * caller's the context remembers the event of the last call that used
- * them, and the next one waits for it.  Every buffer is counted by fcl_context_memory_stats.
+ * them, and the next one waits for it.  Every buffer is counted by
+ * fcl_context_memory_stats.
  */
 #include "internal.h"
 

@@ -88,7 +88,7 @@ int main(void)
     }
     fcl_context_destroy(ctx);
 
-    /* the KV-cache call: the check and append kernel, paged keys (tiles
+    /* the KV-cache call: the append kernel, the forward's own check, paged keys (tiles
      * across pages), packed heads, split-KV with an empty chunk and the
      * merge; on the portable piece and on the emulated tensor cores */
     static const int lens[2] = {21, 0};

@@ -220,12 +220,22 @@ static void test_no_quadratic_buffers(void **state)
     fcl_context_reset_memory_stats(ctx);
     fa_result r;
     assert_true(fa_check_backward(ctx, &c, &r)); /* runs our forward and backward */
+    /* Where the device is big enough for these few row blocks to leave it
+     * half idle (a GPU), the forward splits the keys: its fp32 partial O
+     * and LSE stay with the context for the next call. */
+    fcl_attention_desc d;
+    fcl_attention_desc_init(&d, Bn, Hn, Hn, N, N, Dn, FCL_DTYPE_FP32, FCL_LAYOUT_BSHD);
+    d.causal = 1;
+    fcl_plan p;
+    assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &p), FCL_OK);
+    const uint64_t scratch =
+        p.num_splits > 1 ? (uint64_t)Bn * Hn * N * p.num_splits * (Dn + 1) * 4 : 0;
     fcl_memory_stats m;
     assert_int_equal(fcl_context_memory_stats(ctx, &m), FCL_OK);
-    assert_true(m.allocations >= 1);                           /* delta was counted */
-    assert_true(m.largest_bytes < (uint64_t)N * N);            /* not even one byte per score */
-    assert_int_equal(m.peak_bytes, (uint64_t)Bn * Hn * N * 4); /* exactly delta */
-    assert_int_equal(m.current_bytes, 0);                      /* and released */
+    assert_true(m.allocations >= 1);                                     /* delta was counted */
+    assert_true(m.largest_bytes < (uint64_t)N * N);                      /* not even one byte per score */
+    assert_int_equal(m.peak_bytes, (uint64_t)Bn * Hn * N * 4 + scratch); /* delta, split scratch */
+    assert_int_equal(m.current_bytes, scratch);                          /* delta released */
     fcl_context_destroy(ctx);
 }
 
