@@ -46,7 +46,7 @@ for step in $steps; do
           | tee -a "$OUT/tune_exp.txt"
       done ;;
     tests|tests-fast|tests-tc)
-      all="test_forward test_backward test_variants test_tensor_cores test_kvcache test_profiles test_plan test_api test_errors"
+      all="test_forward test_backward test_variants test_tensor_cores test_kvcache test_profiles test_plan test_api test_errors test_cache"
       [ "$step" = tests-fast ] && all="test_forward test_variants test_plan test_api test_errors"
       [ "$step" = tests-tc ] && all="test_tensor_cores test_backward test_forward"
       [ -n "${TESTS:-}" ] && all=$TESTS
@@ -120,6 +120,10 @@ for step in $steps; do
           --rows 1 --pages 0,16 --prefill-seqlens "" --reps 20 --inner 10 $order \
           --out "$OUT/decode_pages${order:+_sequential}.csv" 2>&1 | tee -a "$OUT/decode_pages.txt"
       done ;;
+    startup)
+      # a new process's first call: kernels built cold, loaded from the disk cache, built
+      timeout 500 "$B/bench/flashcl-bench-startup" --reps "${STARTUP_REPS:-3}" --out "$OUT/startup.csv" 2>&1 \
+        | tee "$OUT/startup.txt" ;;
     *) echo "unknown step $step" ;;
   esac
 done

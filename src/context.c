@@ -14,6 +14,7 @@ void fcl_context_options_init(fcl_context_options *opts)
     memset(opts, 0, sizeof *opts);
     opts->platform_index = -1;
     opts->device_index = -1;
+    opts->disk_cache = 1;
 }
 
 /* Everything after the OpenCL objects exist: probe, profile, cache folder. */
@@ -29,10 +30,15 @@ static fcl_status finish_setup(fcl_context *ctx, const fcl_context_options *opts
     ctx->queue_in_order = !(qprops & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE);
     /* Only GPUs with dedicated on-chip memory can hold more than they report;
      * a CPU's "local" memory is ordinary memory. */
+    FCL_TRY(fcl_disk_cache_setup(ctx, opts));
     if ((ctx->info.type & CL_DEVICE_TYPE_GPU) && ctx->info.local_mem_is_dedicated &&
         !opts->skip_local_mem_probe) {
-        FCL_TRY(fcl_probe_local_mem(ctx->device, ctx->info.local_mem_reported,
-                                    &ctx->info.local_mem_usable));
+        /* a dozen kernel builds: once per device and driver, then from disk */
+        if (!fcl_disk_cache_load_probe(ctx, &ctx->info.local_mem_usable)) {
+            FCL_TRY(fcl_probe_local_mem(ctx->device, ctx->info.local_mem_reported,
+                                        &ctx->info.local_mem_usable));
+            fcl_disk_cache_store_probe(ctx, ctx->info.local_mem_usable);
+        }
         ctx->info.local_mem_probed = 1;
     }
     ctx->caps = fcl_caps_from_info(&ctx->info);
@@ -44,13 +50,6 @@ static fcl_status finish_setup(fcl_context *ctx, const fcl_context_options *opts
         /* The plan must still run here: never more work-items than this device allows. */
         if (ctx->caps.max_work_group_size > ctx->info.max_work_group_size)
             return FCL_ERROR_PROFILE_NOT_RUNNABLE;
-    }
-    if (opts->cache_dir != NULL) {
-        if (mkdir(opts->cache_dir, 0755) != 0 && errno != EEXIST)
-            return FCL_ERROR_INVALID_VALUE;
-        ctx->cache_dir = fcl_strdup(opts->cache_dir);
-        if (ctx->cache_dir == NULL)
-            return FCL_ERROR_OUT_OF_HOST_MEMORY;
     }
     ctx->build_log = fcl_strdup("");
     if (ctx->build_log == NULL)

@@ -26,6 +26,12 @@ fcl_status fcl_debug_set_tile(fcl_context *ctx, fcl_kernel_kind kind, int rows, 
     return FCL_OK;
 }
 
+void fcl_debug_disk_cache_counts(const fcl_context *ctx, unsigned *loads, unsigned *stores)
+{
+    *loads = ctx->cache_loads;
+    *stores = ctx->cache_stores;
+}
+
 fcl_status fcl_debug_set_build_options(fcl_context *ctx, const char *options)
 {
     if (ctx == NULL || options == NULL)

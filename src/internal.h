@@ -176,6 +176,9 @@ struct fcl_context {
     fcl_memory_stats mem;
     fcl_scratch scratch[FCL_SCRATCH_COUNT];
     cl_event scratch_busy;        /* completes when the last call using scratch is done */
+    uint64_t cache_max_bytes;     /* the disk cache's size bound (disk_cache.c) */
+    unsigned cache_loads;         /* programs the disk cache gave, and took: for tests */
+    unsigned cache_stores;
     int queue_in_order;           /* commands run in order: a call's launches need no events */
     /* Tuning only (flashcl-tune): a target tile per kernel kind that replaces
      * the table's, and extra build options; set through fcl_debug_*. */
@@ -368,6 +371,21 @@ fcl_status fcl_scratch_wait_list(fcl_context *ctx, cl_uint num_wait, const cl_ev
 /* Scratch is in use until `done` completes. */
 void fcl_scratch_used_until(fcl_context *ctx, cl_event done);
 void fcl_scratch_release(fcl_context *ctx);
+
+/* ---- compiled programs on disk (disk_cache.c) ------------------------------ */
+
+/* Chooses the context's cache folder from the options and the environment. */
+fcl_status fcl_disk_cache_setup(fcl_context *ctx, const fcl_context_options *opts);
+/* The built program of (id, options) from disk, or NULL (none, or unusable). */
+cl_program fcl_disk_cache_load(fcl_context *ctx, fcl_program_id id, const char *options);
+/* Keeps a built program on disk (best effort), then applies the size bound. */
+void fcl_disk_cache_store(fcl_context *ctx, fcl_program_id id, const char *options,
+                          cl_program prog);
+/* The device's probed usable local memory, kept in the cache folder. */
+bool fcl_disk_cache_load_probe(const fcl_context *ctx, uint64_t *usable);
+void fcl_disk_cache_store_probe(fcl_context *ctx, uint64_t usable);
+/* For tests: programs loaded from and stored to disk by this context. */
+void fcl_debug_disk_cache_counts(const fcl_context *ctx, unsigned *loads, unsigned *stores);
 
 /* ---- the forward's launches (forward.c) ------------------------------------ */
 

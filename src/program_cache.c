@@ -1,10 +1,8 @@
 /* program_cache.c - build options -> cl_program.
  *
  * Every program is built once per context and kept (the in-memory cache, keyed
- * by program and options).  With a cache folder, built binaries are also kept
- * on disk under a name hashed from the device, its driver, the sources and the
- * options, written atomically (temporary file, then rename).  A failed build
- * keeps its log for fcl_context_build_log().
+ * by program and options), and kept on disk for other processes
+ * (disk_cache.c).  A failed build keeps its log for fcl_context_build_log().
  */
 #include "internal.h"
 
@@ -73,74 +71,6 @@ static void keep_build_log(fcl_context *ctx, cl_program prog)
     free(log);
 }
 
-/* ---- disk cache ---------------------------------------------------------- */
-
-static void cache_path(const fcl_context *ctx, fcl_program_id id, const char *options,
-                       char *path, size_t size)
-{
-    const char *srcs[16];
-    size_t n = fcl_program_sources(id, srcs, 16);
-    uint64_t h = fcl_hash64(0, ctx->info.name, strlen(ctx->info.name));
-    h = fcl_hash64(h, ctx->info.driver_version, strlen(ctx->info.driver_version));
-    h = fcl_hash64(h, ctx->info.platform_name, strlen(ctx->info.platform_name));
-    h = fcl_hash64(h, options, strlen(options));
-    for (size_t i = 0; i < n; ++i)
-        h = fcl_hash64(h, srcs[i], strlen(srcs[i]));
-    snprintf(path, size, "%s/flashcl-%016llx.bin", ctx->cache_dir, (unsigned long long)h);
-}
-
-static cl_program load_cached(fcl_context *ctx, const char *path, const char *options)
-{
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return NULL;
-    cl_program prog = NULL;
-    unsigned char *bin = NULL;
-    long len = 0;
-    if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 &&
-        (bin = malloc((size_t)len)) != NULL && fread(bin, 1, (size_t)len, f) == (size_t)len) {
-        size_t blen = (size_t)len;
-        const unsigned char *b = bin;
-        cl_int bin_status = CL_SUCCESS, err = CL_SUCCESS;
-        prog = clCreateProgramWithBinary(ctx->cl_ctx, 1, &ctx->device, &blen, &b, &bin_status, &err);
-        if (err != CL_SUCCESS || bin_status != CL_SUCCESS) {
-            if (prog != NULL)
-                clReleaseProgram(prog);
-            prog = NULL;
-        } else if (clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL) != CL_SUCCESS) {
-            clReleaseProgram(prog); /* stale or foreign binary: rebuild from source */
-            prog = NULL;
-        }
-    }
-    free(bin);
-    fclose(f);
-    return prog;
-}
-
-/* Best effort: a cache that cannot be written only costs a rebuild later. */
-static void store_cached(fcl_context *ctx, cl_program prog, const char *path)
-{
-    size_t len = 0;
-    if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof len, &len, NULL) != CL_SUCCESS ||
-        len == 0)
-        return;
-    unsigned char *bin = malloc(len);
-    if (bin == NULL)
-        return;
-    if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS) {
-        char tmp[4200];
-        snprintf(tmp, sizeof tmp, "%s.tmp%p", path, (void *)ctx);
-        FILE *f = fopen(tmp, "wb");
-        if (f != NULL) {
-            int ok = fwrite(bin, 1, len, f) == len;
-            ok = (fclose(f) == 0) && ok;
-            if (!ok || rename(tmp, path) != 0)
-                remove(tmp);
-        }
-    }
-    free(bin);
-}
-
 /* ---- in-memory cache ------------------------------------------------------- */
 
 static fcl_status remember(fcl_context *ctx, const char *key, cl_program prog)
@@ -173,12 +103,7 @@ fcl_status fcl_get_program(fcl_context *ctx, fcl_program_id id, const char *opti
         }
     }
 
-    char path[4096] = "";
-    cl_program prog = NULL;
-    if (ctx->cache_dir != NULL) {
-        cache_path(ctx, id, options, path, sizeof path);
-        prog = load_cached(ctx, path, options);
-    }
+    cl_program prog = fcl_disk_cache_load(ctx, id, options);
     if (prog == NULL) {
         const char *srcs[16];
         cl_uint n = (cl_uint)fcl_program_sources(id, srcs, 16);
@@ -192,8 +117,7 @@ fcl_status fcl_get_program(fcl_context *ctx, fcl_program_id id, const char *opti
             clReleaseProgram(prog);
             return err == CL_BUILD_PROGRAM_FAILURE ? FCL_ERROR_BUILD_FAILED : err;
         }
-        if (ctx->cache_dir != NULL)
-            store_cached(ctx, prog, path);
+        fcl_disk_cache_store(ctx, id, options, prog);
     }
     fcl_status st = remember(ctx, key, prog);
     if (st != FCL_OK) {

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # deps.sh - installs the Debian packages flashcl needs, only those missing.
 #   tools/deps.sh build   compiler, CMake, OpenCL headers and ICD loader, PoCL
-#   tools/deps.sh test    the above plus cmocka and Oclgrind
+#   tools/deps.sh test    the above plus cmocka, Oclgrind and pkg-config (the
+#                         package test builds a consumer with it)
 # Runs apt-get as root (directly, or through sudo when available).
 set -euo pipefail
 
 want=(build-essential cmake ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo)
 if [ "${1:-build}" = "test" ]; then
-  want+=(libcmocka-dev oclgrind)
+  want+=(libcmocka-dev oclgrind pkg-config)
 fi
 
 missing=()
