@@ -10,7 +10,8 @@
  * (POCL_KERNEL_CACHE=0) and NVIDIA's (CUDA_CACHE_DISABLE=1); this program
  * sets both before OpenCL starts unless --driver-caches is given.
  * Each figure is the median of --reps fresh contexts (each cold one with a
- * new empty folder).
+ * new empty folder).  --no-disk-cache keeps flashcl's folder out, to see
+ * what the driver's cache alone gives (with --driver-caches).
  */
 #define _XOPEN_SOURCE 700 /* setenv, mkdtemp, nftw */
 
@@ -85,11 +86,14 @@ static double one_call(fcl_context *ctx, const shape *s, const buffers *b)
     return bench_now_s() - t0;
 }
 
+static int use_disk_cache = 1;
+
 static fcl_context *context_in(const char *dir, double *create_s)
 {
     fcl_context_options o;
     fcl_context_options_init(&o);
     o.cache_dir = dir;
+    o.disk_cache = use_disk_cache;
     fcl_context *ctx = NULL;
     const double t0 = bench_now_s();
     CHECK(fcl_context_create(&o, &ctx));
@@ -114,8 +118,11 @@ int main(int argc, char **argv)
             out_path = argv[++i];
         else if (!strcmp(argv[i], "--driver-caches"))
             driver_caches = 1;
+        else if (!strcmp(argv[i], "--no-disk-cache"))
+            use_disk_cache = 0;
         else {
-            fprintf(stderr, "usage: flashcl-bench-startup [--reps 3] [--driver-caches] [--out f.csv]\n");
+            fprintf(stderr, "usage: flashcl-bench-startup [--reps 3] [--driver-caches] "
+                            "[--no-disk-cache] [--out f.csv]\n");
             return 2;
         }
     }
@@ -140,15 +147,15 @@ int main(int argc, char **argv)
     const time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     printf("device: %s (%s, driver %s)\nflashcl commit %s, %s; B %d, H %d, N %d, causal; median of "
-           "%d fresh contexts; driver caches %s\n\n",
+           "%d fresh contexts; driver caches %s; flashcl's disk cache %s\n\n",
            info.name, info.platform_name, info.driver_version, FCL_GIT_COMMIT, date, B, H, N, reps,
-           driver_caches ? "on" : "off");
+           driver_caches ? "on" : "off", use_disk_cache ? "on" : "off");
     FILE *out = out_path ? fopen(out_path, "w") : NULL;
     if (out)
         fprintf(out, "# device: %s\n# platform: %s\n# driver: %s\n# date: %s\n# commit: %s\n"
-                     "# driver caches: %s\nshape,create_cold_s,create_warm_s,cold_s,warm_s,hot_s,cold_over_warm\n",
+                     "# driver caches: %s\n# flashcl disk cache: %s\nshape,create_cold_s,create_warm_s,cold_s,warm_s,hot_s,cold_over_warm\n",
                 info.name, info.platform_name, info.driver_version, date, FCL_GIT_COMMIT,
-                driver_caches ? "on" : "off");
+                driver_caches ? "on" : "off", use_disk_cache ? "on" : "off");
     printf("%-28s %12s %12s %10s %10s %10s %8s\n", "first call", "create cold", "create warm",
            "cold s", "warm s", "hot s", "cold/warm");
     fflush(stdout);

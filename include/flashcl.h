@@ -349,9 +349,12 @@ typedef struct fcl_context_options {
      * disk_cache: 1 (the default) keeps them; 0 keeps them in memory only,
      * whatever the folder settings say.
      * cache_dir: the folder; NULL (the default) means the FLASHCL_CACHE_DIR
-     * environment variable if set and not empty ("off": no disk cache), else
-     * $XDG_CACHE_HOME/flashcl (an absolute XDG_CACHE_HOME), else
-     * $HOME/.cache/flashcl.  The folder is created with its parents; if a
+     * environment variable if set and not empty ("off": no disk cache), else,
+     * on a GPU, $XDG_CACHE_HOME/flashcl (an absolute XDG_CACHE_HOME), else
+     * $HOME/.cache/flashcl; on other devices no disk cache (PoCL, the CPU
+     * driver, keeps its own, and handing a program's binary out makes it
+     * compile all the program's kernels at once).  The folder is created
+     * with its parents; if a
      * folder given here cannot be, fcl_context_create fails with
      * FCL_ERROR_INVALID_VALUE, while a folder from the environment or the
      * default that cannot be means no disk cache.

@@ -2,8 +2,12 @@
  * not build its kernels again (0.4-1.1 s a program on an H100).
  *
  * The folder: fcl_context_options.cache_dir, else the FLASHCL_CACHE_DIR
- * environment variable ("off": none), else $XDG_CACHE_HOME/flashcl, else
- * $HOME/.cache/flashcl; created with its parents.
+ * environment variable ("off": none), else, for GPUs, $XDG_CACHE_HOME/flashcl
+ * or $HOME/.cache/flashcl; created with its parents.  CPUs get no default
+ * folder: PoCL keeps its own kernel cache, and reading a program's binary
+ * back makes it compile every kernel of the program at once (a test suite
+ * that builds plans without launching them took minutes instead of
+ * seconds).
  *
  * An entry is one file, flashcl-<16 hex digits>.bin, the digits a hash of
  * its key (device, driver, platform, program, build options and a hash of
@@ -69,8 +73,9 @@ static int make_dirs(const char *path)
     return stat(buf, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
 }
 
-/* The folder the environment names, into buf; false for none. */
-static bool environment_dir(char *buf, size_t size)
+/* The folder the environment names, into buf; false for none.  Only a
+ * GPU gets a default one (see the top of this file). */
+static bool environment_dir(char *buf, size_t size, bool gpu)
 {
     const char *env = getenv("FLASHCL_CACHE_DIR");
     if (env != NULL && env[0] != '\0') {
@@ -78,6 +83,8 @@ static bool environment_dir(char *buf, size_t size)
             return false;
         return snprintf(buf, size, "%s", env) < (int)size;
     }
+    if (!gpu)
+        return false;
     const char *xdg = getenv("XDG_CACHE_HOME");
     if (xdg != NULL && xdg[0] == '/') /* the XDG rule: relative paths are ignored */
         return snprintf(buf, size, "%s/flashcl", xdg) < (int)size;
@@ -98,7 +105,8 @@ fcl_status fcl_disk_cache_setup(fcl_context *ctx, const fcl_context_options *opt
         if (make_dirs(opts->cache_dir) != 0)
             return FCL_ERROR_INVALID_VALUE;
         fcl_copy_string(dir, sizeof dir, opts->cache_dir);
-    } else if (!environment_dir(dir, sizeof dir) || make_dirs(dir) != 0) {
+    } else if (!environment_dir(dir, sizeof dir, (ctx->info.type & CL_DEVICE_TYPE_GPU) != 0) ||
+               make_dirs(dir) != 0) {
         return FCL_OK; /* a default that cannot be had means no disk cache */
     }
     ctx->cache_dir = fcl_strdup(dir);
