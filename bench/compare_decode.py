@@ -8,20 +8,9 @@ cuDNN's times and shares, and speed-up = the faster PyTorch time / ours; then
 small-batch prefill with and without split-KV beside PyTorch.  OUT_PREFIX.png
 (share of copy bandwidth against sk) when matplotlib is there.
 """
-import csv, sys
+import sys
 
-
-def rows_of(path):
-    with open(path) as f:
-        meta = {}
-        lines = []
-        for line in f:
-            if line.startswith("#"):
-                k, _, v = line[1:].partition(":")
-                meta[k.strip()] = v.strip()
-            else:
-                lines.append(line)
-    return meta, list(csv.DictReader(lines))
+from results_csv import rows_of
 
 
 def main():

@@ -6,7 +6,9 @@
 # Runs apt-get as root (directly, or through sudo when available).
 set -euo pipefail
 
-want=(build-essential cmake ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo)
+# libopenblas-dev: the CPU benchmark's baseline (bench/flashcl-bench-cpu), never linked
+# into the library
+want=(build-essential cmake ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo libopenblas-dev)
 if [ "${1:-build}" = "test" ]; then
   want+=(libcmocka-dev oclgrind pkg-config)
 fi
