@@ -124,6 +124,15 @@ for step in $steps; do
       # a new process's first call: kernels built cold, loaded from the disk cache, built
       timeout 500 "$B/bench/flashcl-bench-startup" --reps "${STARTUP_REPS:-3}" --out "$OUT/startup.csv" 2>&1 \
         | tee "$OUT/startup.txt" ;;
+    cpu)
+      # the machine's CPU through PoCL: flashcl beside OpenBLAS (libopenblas.so.0 and its
+      # Fortran run-time carried in .carry/lib) and PyTorch's CPU SDPA, same shapes
+      dev=$("$B/tools/flashcl-info" --no-probe 2>/dev/null | awk '/^Device/ && /pthread|cpu|CPU/ {print $2; exit}')
+      echo "CPU device: ${dev:-none}" | tee "$OUT/cpu.txt"
+      nproc | tee -a "$OUT/cpu.txt"
+      FLASHCL_DEVICE=$dev timeout 400 "$B/bench/flashcl-bench-cpu" --reps 3 --out "$OUT/cpu.csv" 2>&1 \
+        | tee -a "$OUT/cpu.txt"
+      timeout 150 python3 bench/sdpa_cpu.py --csv "$OUT/cpu_sdpa.csv" 2>&1 | tee -a "$OUT/cpu.txt" ;;
     *) echo "unknown step $step" ;;
   esac
 done
