@@ -650,7 +650,7 @@ FCL_API fcl_status fcl_philox_host(fcl_context *ctx, size_t n, const uint32_t *c
  *       Sequence b may hold up to max_pages_per_seq * page_size keys; only
  *       the entries of pages it uses (the first ceil(T_b / page_size)) are
  *       read.  Fastest when page_size is a multiple of the plan's key tile
- *       (fcl_kvcache_plan_query's bc: 32 for decoding on NVIDIA tensor cores).
+ *       (fcl_kvcache_plan_query's bc: 16 for decoding on NVIDIA tensor cores).
  * Q and O are (batch, seqlen_q, heads_q, head_dim) as their layouts say;
  * LSE (optional, fp32) is contiguous (batch, heads_q, seqlen_q) from
  * lse_offset, as for fcl_attention_forward. */
