@@ -2,10 +2,8 @@
  * the device (with its usable on-chip memory), the queue, the emulated profile. */
 #include "internal.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 void fcl_context_options_init(fcl_context_options *opts)
 {
@@ -28,9 +26,9 @@ static fcl_status finish_setup(fcl_context *ctx, const fcl_context_options *opts
     if (err != CL_SUCCESS)
         return err;
     ctx->queue_in_order = !(qprops & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE);
+    FCL_TRY(fcl_disk_cache_setup(ctx, opts));
     /* Only GPUs with dedicated on-chip memory can hold more than they report;
      * a CPU's "local" memory is ordinary memory. */
-    FCL_TRY(fcl_disk_cache_setup(ctx, opts));
     if ((ctx->info.type & CL_DEVICE_TYPE_GPU) && ctx->info.local_mem_is_dedicated &&
         !opts->skip_local_mem_probe) {
         /* a dozen kernel builds: once per device and driver, then from disk */

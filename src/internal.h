@@ -238,8 +238,6 @@ int fcl_kernel_options(const fcl_plan_full *plan, const fcl_build *build, char *
 /* Plans, builds and checks the kernel of `build`, with resource fallback;
  * the result is cached in the context. */
 fcl_status fcl_resolve(fcl_context *ctx, const fcl_build *build, fcl_resolved **out);
-/* Another kernel of r's program (built with the same options), by name;
- * the caller releases it. */
 /* A helper kernel of r's program, made once and kept by r: the caller
  * neither retains nor releases it. */
 fcl_status fcl_resolved_kernel(fcl_resolved *r, fcl_helper helper, cl_kernel *out);

@@ -226,22 +226,19 @@ fcl_status fcl_attention_kvcache(fcl_context *ctx, const fcl_kvcache_desc *desc,
 
     fcl_wait wait;
     FCL_TRY(fcl_scratch_wait_list(ctx, num_wait, wait_list, &wait));
-    if (desc->seqlen_new == 0) {
-        const fcl_status st = fcl_forward_enqueue(ctx, &job, r, &wait, event);
-        free(wait.owned);
-        return st;
-    }
-    /* appended rows first; an in-order queue runs the forward after them
-     * by itself */
+    /* appended rows first, when there are any; the forward then waits for
+     * them (an in-order queue runs it after them by itself) */
+    fcl_status st = FCL_OK;
     cl_event appended = NULL;
-    fcl_status st = enqueue_append(ctx, r, desc, b, &wait,
-                                   ctx->queue_in_order ? NULL : &appended);
-    free(wait.owned);
-    if (st == FCL_OK) {
-        const fcl_wait after = {appended != NULL ? 1 : 0, appended != NULL ? &appended : NULL,
-                                NULL};
-        st = fcl_forward_enqueue(ctx, &job, r, &after, event);
+    fcl_wait before_forward = wait;
+    if (desc->seqlen_new > 0) {
+        st = enqueue_append(ctx, r, desc, b, &wait, ctx->queue_in_order ? NULL : &appended);
+        before_forward = (fcl_wait){appended != NULL ? 1 : 0, appended != NULL ? &appended : NULL,
+                                    NULL};
     }
+    if (st == FCL_OK)
+        st = fcl_forward_enqueue(ctx, &job, r, &before_forward, event);
+    free(wait.owned);
     if (appended != NULL)
         clReleaseEvent(appended);
     return st;
