@@ -15,6 +15,8 @@
  *                  (GQA packing, see "rows" below); 1 elsewhere
  *   FCL_PAGE_SIZE  forward: keys per page of a paged K/V cache; 0 for
  *                  K/V rows at a fixed stride
+ *   FCL_TILE_CPU   0, or the CPU piece (tile_cpu.cl) with this many tile
+ *                  rows per vector (8 or 16: the SIMD width in floats)
  */
 
 #define FCL_FEAT_SOFTCAP 1
@@ -38,6 +40,36 @@
 #ifndef FCL_PAGE_SIZE
 #define FCL_PAGE_SIZE 0
 #endif
+#ifndef FCL_TILE_CPU
+#define FCL_TILE_CPU 0
+#endif
+
+/* ---- rows as vector lanes ---------------------------------------------
+ * The shared loops keep a work-item's per-row state (running max, sums,
+ * output accumulators, the score tile's rows) in arrays of fcl_rowv, each
+ * element FCL_RW consecutive register rows: one float on the GPU pieces,
+ * a float8/float16 on the CPU piece, whose SIMD lanes are tile rows (a
+ * row's softmax then needs no horizontal reduction, and every lane runs the
+ * same operations in the same order as a scalar row would).  Register row i
+ * of x[RM / FCL_RW] is FCL_LANE(x[i / FCL_RW], i % FCL_RW). */
+#if FCL_TILE_CPU == 16
+#define FCL_RW 16
+typedef float16 fcl_rowv;
+#elif FCL_TILE_CPU == 8
+#define FCL_RW 8
+typedef float8 fcl_rowv;
+#else
+#define FCL_RW 1
+typedef float fcl_rowv;
+#endif
+#if FCL_RW == 1
+#define FCL_LANE(v, r) (v)
+#else
+#define FCL_LANE(v, r) (((float *)&(v))[r])
+#endif
+#define RMV (RM / FCL_RW)
+/* Element (i, j) of a register score tile s[RMV][RN]. */
+#define FCL_S(s, i, j) FCL_LANE((s)[(i) / FCL_RW][j], (i) % FCL_RW)
 
 /* ---- storage types ---------------------------------------------------- */
 

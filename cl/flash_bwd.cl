@@ -17,14 +17,16 @@
  * Each program is built with one of FCL_KERNEL_DQ / FCL_KERNEL_DKDV, so the
  * two tile plans stay independent.  As in the forward, the loops, masks and
  * variants are written once here, and how tiles are held and multiplied is
- * a piece (tile_portable.cl, tile_nv_mma.cl): per kernel, its __local tiles
+ * a piece (tile_portable.cl, tile_nv_mma.cl, tile_cpu.cl): per kernel, its __local tiles
  * and loads (FCL_DQ_LOAD_Q_DO, FCL_DQ_PREFETCH_KV / FCL_DQ_TILE_BEGIN;
  * FCL_DKDV_LOAD_KV, FCL_DKDV_PREFETCH_Q_DO / FCL_DKDV_BLOCK_BEGIN: a piece
  * may fetch the next streamed tile into a second buffer, named by `buf`,
  * while the current one is used, or load it when the tile begins), the two
  * products that rebuild S and dP (FCL_DQ_S / FCL_DQ_DP,
  * FCL_DKDV_ST / FCL_DKDV_DPT), where P and dS go (FCL_DQ_SET_DS,
- * FCL_DKDV_SET) and the products that accumulate the gradients
+ * FCL_DKDV_SET, given FCL_RW rows of one column: register arrays are
+ * fcl_rowv, see "rows as vector lanes" in common.cl) and the products that
+ * accumulate the gradients
  * (FCL_DQ_ACC, FCL_DKDV_ACC; the tensor-core piece's skips the output
  * FCL_WANT_DK / FCL_WANT_DV leave out, the portable one is never split).
  * Masked scores are zeroed after the fact, on edge tiles only
@@ -56,6 +58,11 @@ inline float2 fcl_backward_score(float s, float dp, float lse_units, float delta
 #endif
     return (float2)(p, ds);
 }
+
+/* Plain attention (no score modifier, no dropout) on a piece with rows as
+ * vector lanes: P and dS of FCL_RW scores at once, the same operations as
+ * fcl_backward_score. */
+#define FCL_BACKWARD_LANES (FCL_RW > 1 && !FCL_MODIFIED_SCORES && !FCL_HAS(FCL_FEAT_DROPOUT))
 
 #if defined(FCL_KERNEL_DQ)
 
@@ -114,16 +121,19 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
 
     /* This work-item's rows: LSE in the piece's exponent units (+inf for
      * padding rows, so their P is 0) and delta. */
-    float lse[RM], dlt[RM], acc[RM][DN];
+    fcl_rowv lse[RMV], dlt[RMV], acc[RMV][DN];
     FCL_UNROLL
     for (int i = 0; i < RM; ++i) {
         const int row = r0 + FCL_ROW(i);
         const long at = fcl_lse_index(b, h, heads_q, lse_rows, sq, row);
-        lse[i] = row < sq.seqlen_q ? FCL_EXP_UNITS(LSE[lse_off + at]) : INFINITY;
-        dlt[i] = row < sq.seqlen_q ? delta[at] : 0.0f;
-        FCL_UNROLL
-        for (int n = 0; n < DN; ++n) acc[i][n] = 0.0f;
+        FCL_LANE(lse[i / FCL_RW], i % FCL_RW) =
+            row < sq.seqlen_q ? FCL_EXP_UNITS(LSE[lse_off + at]) : INFINITY;
+        FCL_LANE(dlt[i / FCL_RW], i % FCL_RW) = row < sq.seqlen_q ? delta[at] : 0.0f;
     }
+    FCL_UNROLL
+    for (int iv = 0; iv < RMV; ++iv)
+        FCL_UNROLL
+        for (int n = 0; n < DN; ++n) acc[iv][n] = 0.0f;
 
     const long k_head = k_off + fcl_batch_offset(b, k_sb) + hk * k_sh + sq.k_row0 * k_ss;
     const long v_head = v_off + fcl_batch_offset(b, v_sb) + hk * v_sh + sq.k_row0 * v_ss;
@@ -155,22 +165,30 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
             ++issued;
         }
 
-        float s[RM][RN], dp[RM][RN];
+        fcl_rowv s[RMV][RN], dp[RMV][RN];
         FCL_DQ_S(s, buf);
         FCL_DQ_DP(dp, buf);
         /* dS in place of S, then zero where masked */
+#if FCL_BACKWARD_LANES
+        for (int iv = 0; iv < RMV; ++iv)
+            for (int j = 0; j < RN; ++j)
+                s[iv][j] = FCL_EXP(s[iv][j] * units_scale - lse[iv]) * (dp[iv][j] - dlt[iv]);
+#else
         FCL_UNROLL
         for (int i = 0; i < RM; ++i)
             FCL_UNROLL
             for (int j = 0; j < RN; ++j)
-                s[i][j] = fcl_backward_score(s[i][j], dp[i][j], lse[i], dlt[i], mods, units_scale,
-                                             mask.diag, drop, bh, r0 + FCL_ROW(i),
-                                             c0 + FCL_COL(j)).y;
-        FCL_HIDE_MASKED(0, mask, blocks, cover, sq.seqlen_q, r0, rows, c0, s[i_][j_] = 0.0f);
+                FCL_S(s, i, j) = fcl_backward_score(FCL_S(s, i, j), FCL_S(dp, i, j),
+                                                    FCL_LANE(lse[i / FCL_RW], i % FCL_RW),
+                                                    FCL_LANE(dlt[i / FCL_RW], i % FCL_RW), mods,
+                                                    units_scale, mask.diag, drop, bh,
+                                                    r0 + FCL_ROW(i), c0 + FCL_COL(j)).y;
+#endif
+        FCL_HIDE_MASKED(0, mask, blocks, cover, sq.seqlen_q, r0, rows, c0, FCL_S(s, i_, j_) = 0.0f);
         FCL_UNROLL
-        for (int i = 0; i < RM; ++i)
+        for (int iv = 0; iv < RMV; ++iv)
             FCL_UNROLL
-            for (int j = 0; j < RN; ++j) FCL_DQ_SET_DS(s, i, j, s[i][j]);
+            for (int j = 0; j < RN; ++j) FCL_DQ_SET_DS(s, iv, j, s[iv][j]);
         FCL_DQ_ACC(acc, s, buf);
         c0 = next;
     }
@@ -183,7 +201,9 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
         FCL_UNROLL
         for (int n = 0; n < DN; ++n) {
             const int col = FCL_OCOL(n);
-            if (col < head_dim) fcl_store(dQ, dq_base + (long)row * dq_ss + col, acc[i][n] * scale);
+            if (col < head_dim)
+                fcl_store(dQ, dq_base + (long)row * dq_ss + col,
+                          FCL_LANE(acc[i / FCL_RW][n], i % FCL_RW) * scale);
         }
     }
 }
@@ -234,11 +254,11 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
 
     /* Both accumulators, or one of them (FCL_DKDV_PART; the other is never
      * read, so it costs no registers). */
-    float dk[RM][DN], dv[RM][DN];
+    fcl_rowv dk[RMV][DN], dv[RMV][DN];
     FCL_UNROLL
-    for (int i = 0; i < RM; ++i)
+    for (int iv = 0; iv < RMV; ++iv)
         FCL_UNROLL
-        for (int n = 0; n < DN; ++n) dk[i][n] = dv[i][n] = 0.0f;
+        for (int n = 0; n < DN; ++n) dk[iv][n] = dv[iv][n] = 0.0f;
 
     /* The Q blocks to visit, of every query head sharing this K/V head, as
      * one sequence t = 0 .. total-1 (head-major), each requested a block
@@ -296,34 +316,44 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
         FCL_DKDV_BLOCK_BEGIN(q_base, q_ss, do_base, do_ss, rows, head_dim, buf);
         if (next < total) FCL_REQUEST_Q_BLOCK(next);
 
-        float st[RM][RN], dpt[RM][RN];
+        fcl_rowv st[RMV][RN], dpt[RMV][RN];
         FCL_DKDV_ST(st, buf);
         if (FCL_WANT_DK) {
             FCL_DKDV_DPT(dpt, buf);
         } else { /* dV alone needs no dP */
             FCL_UNROLL
-            for (int i = 0; i < RM; ++i)
+            for (int iv = 0; iv < RMV; ++iv)
                 FCL_UNROLL
-                for (int j = 0; j < RN; ++j) dpt[i][j] = 0.0f;
+                for (int j = 0; j < RN; ++j) dpt[iv][j] = 0.0f;
         }
         /* P^T and dS^T in place of S^T and dP^T, then zero where masked */
+#if FCL_BACKWARD_LANES
+        for (int iv = 0; iv < RMV; ++iv)
+            for (int j = 0; j < RN; ++j) {
+                const int r = FCL_COL(j);
+                const fcl_rowv p = FCL_EXP(st[iv][j] * units_scale - lse_b[r]);
+                dpt[iv][j] = p * (dpt[iv][j] - dlt_b[r]);
+                st[iv][j] = p;
+            }
+#else
         FCL_UNROLL
         for (int i = 0; i < RM; ++i)
             FCL_UNROLL
             for (int j = 0; j < RN; ++j) {
                 const int r = FCL_COL(j);
-                const float2 pd = fcl_backward_score(st[i][j], dpt[i][j], lse_b[r], dlt_b[r], mods,
-                                                     units_scale, mask.diag, drop, bh, r0 + r,
-                                                     c0 + FCL_ROW(i));
-                st[i][j] = pd.x;
-                dpt[i][j] = pd.y;
+                const float2 pd = fcl_backward_score(FCL_S(st, i, j), FCL_S(dpt, i, j), lse_b[r],
+                                                     dlt_b[r], mods, units_scale, mask.diag, drop,
+                                                     bh, r0 + r, c0 + FCL_ROW(i));
+                FCL_S(st, i, j) = pd.x;
+                FCL_S(dpt, i, j) = pd.y;
             }
+#endif
         FCL_HIDE_MASKED(1, mask, blocks, cover, sq.seqlen_q, r0, rows, c0,
-                        st[i_][j_] = dpt[i_][j_] = 0.0f);
+                        FCL_S(st, i_, j_) = FCL_S(dpt, i_, j_) = 0.0f);
         FCL_UNROLL
-        for (int i = 0; i < RM; ++i)
+        for (int iv = 0; iv < RMV; ++iv)
             FCL_UNROLL
-            for (int j = 0; j < RN; ++j) FCL_DKDV_SET(st, dpt, i, j, st[i][j], dpt[i][j]);
+            for (int j = 0; j < RN; ++j) FCL_DKDV_SET(st, dpt, iv, j, st[iv][j], dpt[iv][j]);
         FCL_DKDV_ACC(dk, dv, st, dpt, buf);
         t = next;
     }
@@ -342,8 +372,11 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
         for (int n = 0; n < DN; ++n) {
             const int col = FCL_OCOL(n);
             if (col >= head_dim) continue;
-            if (FCL_WANT_DK) fcl_store(dK, dk_base + (long)key * dk_ss + col, dk[i][n] * scale);
-            if (FCL_WANT_DV) fcl_store(dV, dv_base + (long)key * dv_ss + col, dv[i][n]);
+            if (FCL_WANT_DK)
+                fcl_store(dK, dk_base + (long)key * dk_ss + col,
+                          FCL_LANE(dk[i / FCL_RW][n], i % FCL_RW) * scale);
+            if (FCL_WANT_DV)
+                fcl_store(dV, dv_base + (long)key * dv_ss + col, FCL_LANE(dv[i / FCL_RW][n], i % FCL_RW));
         }
     }
 }

@@ -9,10 +9,12 @@
  *
  * The loop, the masking, the score modifiers and the online softmax are
  * written once, here.  How tiles are held and multiplied is a piece:
- * tile_portable.cl (fp32 __local tiles, multiply-adds; every device) or
- * tile_nv_mma.cl (fp16/bf16 tiles, mma.sync tensor cores; NVIDIA sm_80+).
+ * tile_portable.cl (fp32 __local tiles, multiply-adds; every device),
+ * tile_nv_mma.cl (fp16/bf16 tiles, mma.sync tensor cores; NVIDIA sm_80+) or
+ * tile_cpu.cl (one work-item a group, tile rows as SIMD lanes; CPUs).
  * A piece provides: RM, RN, DN (the work-item's register tile s[RM][RN] and
- * output acc[RM][DN]), FCL_ROW(i) / FCL_COL(j) / FCL_OCOL(n) (what tile
+ * output acc[RM][DN], held as fcl_rowv s[RMV][RN] and acc[RMV][DN]: see
+ * "rows as vector lanes" in common.cl), FCL_ROW(i) / FCL_COL(j) / FCL_OCOL(n) (what tile
  * row, key column and head_dim column those registers are), FCL_FWD_IDS,
  * FCL_FWD_LOCALS, FCL_FWD_LOAD_Q (Q, negated when told), FCL_FWD_KEY_STATE
  * (what the loads keep from tile to tile, such as pages read ahead),
@@ -20,7 +22,7 @@
  * tiles are loaded: both at the start of a tile, or in the background, see
  * the loop), FCL_FWD_QK, FCL_ROWS_MAX /
  * FCL_ROWS_SUM (over the work-items sharing a row), FCL_FIRST_IN_ROW,
- * FCL_FWD_SET_P and FCL_FWD_PV, and the exponential it uses: FCL_EXP_UNITS
+ * FCL_FWD_SET_P (the probabilities of FCL_RW rows, one column) and FCL_FWD_PV, and the exponential it uses: FCL_EXP_UNITS
  * converts a score to the units of FCL_EXP, FCL_NATURAL_UNITS converts back
  * (exp itself on the portable path, exp2 on the tensor-core one).  Tiles
  * are named by fcl_rows (common.cl) and their first row.
@@ -112,20 +114,20 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
 
     FCL_FWD_LOAD_Q(q_rows, r0, rows, head_dim, !FCL_MODIFIED_SCORES && scale < 0.0f);
 
-    float m[RM], l[RM], acc[RM][DN];
+    fcl_rowv m[RMV], l[RMV], acc[RMV][DN];
+    FCL_UNROLL
+    for (int iv = 0; iv < RMV; ++iv) {
+        m[iv] = -INFINITY;
+        l[iv] = 0.0f;
+        FCL_UNROLL
+        for (int n = 0; n < DN; ++n) acc[iv][n] = 0.0f;
+    }
 #if FCL_HAS(FCL_FEAT_ALIBI) && FCL_PACK > 1
     float slope[RM]; /* packed rows belong to different heads */
-#endif
     FCL_UNROLL
-    for (int i = 0; i < RM; ++i) {
-        m[i] = -INFINITY;
-        l[i] = 0.0f;
-        FCL_UNROLL
-        for (int n = 0; n < DN; ++n) acc[i][n] = 0.0f;
-#if FCL_HAS(FCL_FEAT_ALIBI) && FCL_PACK > 1
+    for (int i = 0; i < RM; ++i)
         slope[i] = alibi[(long)b * alibi_sb + h + (r0 + FCL_ROW(i)) % FCL_PACK];
 #endif
-    }
 
     /* The key tiles this Q block visits, in order: the next one is known a
      * tile ahead, so a piece can fetch it in the background.  K of the first
@@ -149,7 +151,7 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
         FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, next < key_end, next, sq.seqlen_k - next,
                            head_dim);
 
-        float s[RM][RN];
+        fcl_rowv s[RMV][RN];
         FCL_FWD_QK(s);
 
         /* Plain attention keeps the raw q.k: the row max is taken over
@@ -168,23 +170,29 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
             FCL_UNROLL
             for (int j = 0; j < RN; ++j) {
                 float t;
-                s[i][j] = FCL_SCORE_UNITS(s[i][j], mods_i, units_scale, FCL_POS(r0 + FCL_ROW(i)),
-                                          c0 + FCL_COL(j), mask.diag, &t);
+                FCL_S(s, i, j) = FCL_SCORE_UNITS(FCL_S(s, i, j), mods_i, units_scale,
+                                                 FCL_POS(r0 + FCL_ROW(i)), c0 + FCL_COL(j),
+                                                 mask.diag, &t);
             }
         }
 #endif
-        FCL_HIDE_MASKED(0, mask, blocks, cover, sq.seqlen_q, r0, rows, c0, s[i_][j_] = -INFINITY);
-        float mt[RM];
+        FCL_HIDE_MASKED(0, mask, blocks, cover, sq.seqlen_q, r0, rows, c0,
+                        FCL_S(s, i_, j_) = -INFINITY);
+        fcl_rowv mt[RMV];
         FCL_UNROLL
-        for (int i = 0; i < RM; ++i) {
-            mt[i] = -INFINITY;
+        for (int iv = 0; iv < RMV; ++iv) {
+            mt[iv] = -INFINITY;
             FCL_UNROLL
-            for (int j = 0; j < RN; ++j) mt[i] = fmax(mt[i], s[i][j]);
+            for (int j = 0; j < RN; ++j) mt[iv] = fmax(mt[iv], s[iv][j]);
         }
         FCL_ROWS_MAX(mt);
 #if FCL_HAS(FCL_FEAT_DROPOUT)
-        /* which of this work-item's probabilities dropout keeps, one Philox
-         * call per four rows when its rows come in aligned fours */
+        /* which of this work-item's probabilities dropout keeps (bit i for
+         * register row i), one Philox call per four rows when its rows come
+         * in aligned fours */
+#if RM > 32
+#error "dropout keeps one bit per register row in a uint"
+#endif
         uint keep[RN];
         FCL_UNROLL
         for (int j = 0; j < RN; ++j) {
@@ -202,25 +210,27 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
         }
 #endif
 
+        const fcl_rowv exp_scale_v = exp_scale;
         FCL_UNROLL
-        for (int i = 0; i < RM; ++i) {
-            const float m_new = fmax(m[i], mt[i]);
+        for (int iv = 0; iv < RMV; ++iv) {
+            const fcl_rowv m_new = fmax(m[iv], mt[iv]);
             /* A row with no visible key so far keeps m = -inf; subtracting 0
              * instead keeps exp at exactly 0 rather than NaN. */
-            const float m_use = (m_new == -INFINITY) ? 0.0f : m_new * exp_scale;
-            const float alpha = FCL_EXP(fma(m[i], exp_scale, -m_use));
-            m[i] = m_new;
-            l[i] *= alpha;
+            const fcl_rowv m_use = (m_new == -INFINITY) ? (fcl_rowv)0.0f : m_new * exp_scale_v;
+            const fcl_rowv alpha = FCL_EXP(fma(m[iv], exp_scale_v, -m_use));
+            m[iv] = m_new;
+            l[iv] *= alpha;
             FCL_UNROLL
-            for (int n = 0; n < DN; ++n) acc[i][n] *= alpha;
+            for (int n = 0; n < DN; ++n) acc[iv][n] *= alpha;
             FCL_UNROLL
             for (int j = 0; j < RN; ++j) {
-                float p = FCL_EXP(fma(s[i][j], exp_scale, -m_use));
-                l[i] += p; /* the softmax sums what dropout will drop */
+                fcl_rowv p = FCL_EXP(fma(s[iv][j], exp_scale_v, -m_use));
+                l[iv] += p; /* the softmax sums what dropout will drop */
 #if FCL_HAS(FCL_FEAT_DROPOUT)
-                p *= (keep[j] >> i) & 1u ? drop.keep_scale : 0.0f;
+                for (int r = 0; r < FCL_RW; ++r)
+                    FCL_LANE(p, r) *= (keep[j] >> (iv * FCL_RW + r)) & 1u ? drop.keep_scale : 0.0f;
 #endif
-                FCL_FWD_SET_P(s, i, j, p);
+                FCL_FWD_SET_P(s, iv, j, p);
             }
         }
         FCL_FWD_TILE_MID(next < key_end, k_rows, next, sq.seqlen_k - next);
@@ -241,19 +251,22 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
         if (row >= sq.seqlen_q * FCL_PACK) continue;
         const int head = h + row % FCL_PACK, pos = FCL_POS(row);
         const long at = fcl_lse_index(b, head, heads_q, lse_rows, sq, pos);
-        const float inv = (l[i] > 0.0f) ? 1.0f / l[i] : 0.0f;
-        const float lse = (l[i] > 0.0f) ? FCL_NATURAL_UNITS(m[i] * exp_scale) + log(l[i])
-                                        : (num_splits > 1 ? -INFINITY : INFINITY);
+        const float l_i = FCL_LANE(l[i / FCL_RW], i % FCL_RW);
+        const float m_i = FCL_LANE(m[i / FCL_RW], i % FCL_RW);
+        const float inv = (l_i > 0.0f) ? 1.0f / l_i : 0.0f;
+        const float lse = (l_i > 0.0f) ? FCL_NATURAL_UNITS(m_i * exp_scale) + log(l_i)
+                                       : (num_splits > 1 ? -INFINITY : INFINITY);
         const long o_row = fcl_row_offset(o_rows, false, row);
         FCL_UNROLL
         for (int n = 0; n < DN; ++n) {
             const int col = FCL_OCOL(n);
             if (col >= head_dim) continue;
+            const float o = FCL_LANE(acc[i / FCL_RW][n], i % FCL_RW);
             if (num_splits > 1)
                 part_o[((long)blk.split * part_rows + at) * head_dim + col] =
-                    valid ? acc[i][n] * inv : NAN;
+                    valid ? o * inv : NAN;
             else
-                fcl_store(O, o_row + col, valid ? acc[i][n] * inv : NAN);
+                fcl_store(O, o_row + col, valid ? o * inv : NAN);
         }
         if (FCL_FIRST_IN_ROW) {
             if (num_splits > 1)

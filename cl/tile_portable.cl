@@ -173,7 +173,7 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
  *   Vs [BC][D_PAD]     V block
  *   Pt [BC][PT_LD]     probabilities, transposed like Qt
  *   red[BR][TX]        row reductions */
-#if defined(FCL_KERNEL_FORWARD) && !FCL_TILE_MMA
+#if defined(FCL_KERNEL_FORWARD) && !FCL_TILE_MMA && !FCL_TILE_CPU
 
 #define RM (BR / TY)
 #define RN (BC / TX)
@@ -232,7 +232,7 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
 #endif
 
 /* ---- the backward's pieces (see flash_bwd.cl), portable version ---------- */
-#if defined(FCL_KERNEL_DQ) && !FCL_TILE_MMA
+#if defined(FCL_KERNEL_DQ) && !FCL_TILE_MMA && !FCL_TILE_CPU
 
 /* __local: Qt, dOt [D_PAD][QT_LD] (transposed), Ks, Vs [BC][KS_LD], dSt
  * [BC][ST_LD]: dS goes through __local memory, transposed like Qt, to be the
@@ -285,7 +285,7 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
         FCL_TILE_PRODUCT(acc, RM, DN, BC, dSt + ty * RM, ST_LD, Ks + tx, TX, KS_LD);        \
     } while (0)
 
-#elif defined(FCL_KERNEL_DKDV) && !FCL_TILE_MMA
+#elif defined(FCL_KERNEL_DKDV) && !FCL_TILE_MMA && !FCL_TILE_CPU
 
 /* Here the score tile is transposed: rows are keys (BC = TY*RM), columns
  * are query rows (BR = TX*RN).  __local: Kt, Vt [D_PAD][KT_LD] (transposed),

@@ -318,6 +318,10 @@ typedef struct fcl_device_info {
                                       an earlier one kept on disk) */
     int local_mem_is_dedicated;    /* CL_LOCAL (on-chip) rather than CL_GLOBAL */
     uint32_t simd_width;           /* warp / wavefront / sub-group width, 0 if unknown */
+    uint32_t native_float_width;   /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT: floats per SIMD
+                                      register on CPUs (16 with AVX-512, 8 with AVX2) */
+    uint64_t cache_bytes;          /* CL_DEVICE_GLOBAL_MEM_CACHE_SIZE (on CPUs the last-level
+                                      cache, shared by all cores) */
     int nv_compute_capability;     /* e.g. 90 for sm_90, 0 if not NVIDIA */
     int has_fp64;
     int has_fp16_arith;            /* cl_khr_fp16 (not needed for FP16 storage) */
@@ -373,8 +377,9 @@ typedef struct fcl_context_options {
     int enable_profiling;
     /* 1: trust CL_DEVICE_LOCAL_MEM_SIZE and skip the on-chip memory probe. */
     int skip_local_mem_probe;
-    /* 1: never use a vendor fast path (the NVIDIA tensor-core forward and
-     * backward); the portable kernels everywhere, e.g. to compare the two. */
+    /* 1: never use a device-specific piece (the NVIDIA tensor-core forward
+     * and backward, the CPU piece); the portable
+     * kernels everywhere, e.g. to compare them. */
     int portable_only;
 } fcl_context_options;
 
@@ -464,7 +469,11 @@ typedef struct fcl_plan {
     fcl_dtype dtype;
     size_t head_dim;
     size_t head_dim_padded;        /* head_dim rounded up for the thread layout */
-    /* (a), (b): the device's on-chip memory, reported and usable */
+    /* (a), (b): the device's on-chip memory, reported and usable.  On the
+     * CPU piece (variant "cpu-simd16" / "cpu-simd8") local_mem_usable is the
+     * memory the tiles were sized for instead: a core's share of the cache
+     * (fcl_device_info.cache_bytes / compute units, clamped to 256 KiB ..
+     * 1 MiB), since a CPU's "local memory" is ordinary memory. */
     uint64_t local_mem_reported;
     uint64_t local_mem_usable;
     /* (c): the FlashAttention paper's rule (Algorithm 1), with M the usable
@@ -481,8 +490,11 @@ typedef struct fcl_plan {
     size_t threads_row;            /* work-group = threads_row x threads_col */
     size_t threads_col;
     uint64_t local_bytes;          /* __local bytes of the kernel */
-    char variant[32];              /* "portable-fma", or "nvidia-mma-sync" (tensor cores;
-                                      "emulated-mma-sync" in the tests' emulation) */
+    char variant[32];              /* the tile piece: "portable-fma"; "nvidia-mma-sync"
+                                      (tensor cores; "emulated-mma-sync" in the tests'
+                                      emulation); "cpu-simd16" / "cpu-simd8" (CPUs with
+                                      16- or 8-float SIMD: one work-item a group, tile rows
+                                      as vector lanes) */
     char source[64];               /* "analytic", "tuned: <entry>", ... */
     char reason[384];              /* why (d) differs from (c) */
     /* (e): how a forward or KV-cache call with this plan is launched (1, 1

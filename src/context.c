@@ -174,6 +174,8 @@ fcl_status fcl_context_device_info(const fcl_context *ctx, fcl_device_info *info
         info->local_mem_probed = 0;
         info->max_work_group_size = c->max_work_group_size;
         info->simd_width = c->simd_width;
+        info->native_float_width = c->native_float_width;
+        info->cache_bytes = c->cache_bytes;
         info->nv_compute_capability = c->nv_compute_capability;
         info->compute_units = c->compute_units;
     }

@@ -158,6 +158,12 @@ fcl_status fcl_probe_device(cl_device_id dev, fcl_device_info *info, char **exte
     QUERY(dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE, max_alloc);
     QUERY(dev, CL_DEVICE_LOCAL_MEM_SIZE, local_mem);
     QUERY(dev, CL_DEVICE_LOCAL_MEM_TYPE, local_type);
+    cl_uint float_width = 0;
+    cl_ulong cache = 0;
+    QUERY(dev, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, float_width);
+    QUERY(dev, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE, cache);
+    info->native_float_width = float_width;
+    info->cache_bytes = cache;
 
     info->type = type;
     info->vendor_id = vendor_id;
@@ -200,6 +206,8 @@ fcl_caps fcl_caps_from_info(const fcl_device_info *info)
     if (info->max_work_item_sizes[0] != 0 && info->max_work_item_sizes[0] < c.max_work_group_size)
         c.max_work_group_size = info->max_work_item_sizes[0];
     c.simd_width = info->simd_width;
+    c.native_float_width = info->native_float_width;
+    c.cache_bytes = info->cache_bytes;
     c.nv_compute_capability = info->nv_compute_capability;
     c.compute_units = info->compute_units;
     return c;

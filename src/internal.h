@@ -31,6 +31,8 @@ typedef struct fcl_caps {
     uint32_t simd_width;          /* 0 if unknown */
     int nv_compute_capability;    /* 0 if not NVIDIA */
     uint32_t compute_units;
+    uint32_t native_float_width;  /* floats per SIMD register (CPUs), 0 if unknown */
+    uint64_t cache_bytes;         /* CL_DEVICE_GLOBAL_MEM_CACHE_SIZE, 0 if unknown */
 } fcl_caps;
 
 /* ---- emulated device profiles (profiles.c) -------------------------------- */
@@ -50,8 +52,13 @@ typedef struct fcl_tuned_tile {
     const char *entry;           /* which entry matched, for the plan's report */
 } fcl_tuned_tile;
 
+/* Which tile piece a table entry is for: the portable one (cl/tile_portable.cl)
+ * or the CPU one (cl/tile_cpu.cl, one work-item a group).  The tensor-core
+ * piece sizes its tiles in plan_mma.c. */
+typedef enum fcl_piece { FCL_PIECE_PORTABLE, FCL_PIECE_CPU } fcl_piece;
+
 bool fcl_tuned_lookup(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
-                      fcl_tuned_tile *out);
+                      fcl_piece piece, fcl_tuned_tile *out);
 
 /* ---- plans (plan.c: pure C, no OpenCL) ------------------------------------ */
 
@@ -65,6 +72,7 @@ typedef struct fcl_plan_full {
     int force_unroll;             /* GPUs: unroll register-array loops */
     int tile_mma;                 /* the tensor-core piece (tile_nv_mma.cl) */
     int mma_emulated;             /* ... on emulated warp operations (tests) */
+    int tile_cpu;                 /* the CPU piece (tile_cpu.cl): tile rows per vector, else 0 */
 } fcl_plan_full;
 
 /* Limits a plan must respect beyond the caps: lowered after a build or
@@ -104,7 +112,17 @@ struct fcl_build;
 /* The target tile of a decode plan: the table's (or 16-row warps on tensor
  * cores), with no more rows than build->rows rounded up to a power of two. */
 fcl_status fcl_decode_target(const fcl_caps *caps, const struct fcl_build *build,
-                             fcl_tuned_tile *out);
+                             fcl_piece piece, fcl_tuned_tile *out);
+
+/* The CPU piece (plan_cpu.c, cl/tile_cpu.cl): its rows per vector for this
+ * device and kernel (the SIMD width in floats, 8 or 16), or 0 where it does
+ * not run (not a CPU, or another SIMD width). */
+int fcl_cpu_piece_width(const fcl_caps *caps, fcl_kernel_kind kind);
+/* `target` NULL: the table's CPU-piece entry.  A forced target must have
+ * ty = tx = 1 (one work-item a group). */
+fcl_status fcl_plan_make_cpu(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
+                             fcl_dtype dtype, const fcl_plan_limits *limits,
+                             const fcl_tuned_tile *target, fcl_plan_full *out);
 
 /* ---- the context ---------------------------------------------------------- */
 

@@ -113,7 +113,8 @@ static int pow2_at_least(int x)
     return p;
 }
 
-fcl_status fcl_decode_target(const fcl_caps *caps, const fcl_build *build, fcl_tuned_tile *out)
+fcl_status fcl_decode_target(const fcl_caps *caps, const fcl_build *build, fcl_piece piece,
+                             fcl_tuned_tile *out)
 {
     const int rows = build->rows < 1 ? 1 : build->rows > FCL_DECODE_MAX_ROWS ? FCL_DECODE_MAX_ROWS
                                                                             : build->rows;
@@ -131,7 +132,7 @@ fcl_status fcl_decode_target(const fcl_caps *caps, const fcl_build *build, fcl_t
         *out = (fcl_tuned_tile){16 * warps, 16, warps, 32, "decode: 16 rows a warp, 16 keys"};
         return FCL_OK;
     }
-    if (!fcl_tuned_lookup(caps, FCL_KERNEL_DECODE, build->head_dim, out))
+    if (!fcl_tuned_lookup(caps, FCL_KERNEL_DECODE, build->head_dim, piece, out))
         return FCL_ERROR_NO_PLAN;
     /* no more rows than the call has */
     const int cap = pow2_at_least(rows);
@@ -162,7 +163,7 @@ fcl_status fcl_plan_make(const fcl_caps *caps, fcl_kernel_kind kind, size_t head
     fcl_tuned_tile target;
     if (forced != NULL)
         target = *forced;
-    else if (!fcl_tuned_lookup(caps, kind, head_dim, &target))
+    else if (!fcl_tuned_lookup(caps, kind, head_dim, FCL_PIECE_PORTABLE, &target))
         return FCL_ERROR_NO_PLAN;
     const int target_wg = target.ty * target.tx;
 

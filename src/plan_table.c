@@ -18,29 +18,36 @@ typedef struct table_entry {
     int kind;                 /* fcl_kernel_kind, -1: any */
     int max_head_dim;         /* entry applies up to this head_dim */
     int rows, cols, ty, tx;   /* S tile (rows x cols) and thread grid */
+    fcl_piece piece;          /* the tile piece the entry is for */
 } table_entry;
 
 static const table_entry table[] = {
     /* GPUs: 256 work-items in 16 x 16, a 4 x 4 register tile each; 64 x 64
      * score tiles keep the K/V reuse of a 64-row Q block. */
-    {"default gpu", 0, 1, 0, -1, 256, 64, 64, 16, 16},
+    {"default gpu", 0, 1, 0, -1, 256, 64, 64, 16, 16, FCL_PIECE_PORTABLE},
     /* CPUs (PoCL): work-items of a group run as loops on one core, so small
      * groups with small tiles keep the working set in L1/L2. */
-    {"default cpu", 0, 2, 0, -1, 256, 32, 32, 8, 8},
+    {"default cpu", 0, 2, 0, -1, 256, 32, 32, 8, 8, FCL_PIECE_PORTABLE},
+    /* The CPU piece (one work-item a group, rows as SIMD lanes): 32 rows
+     * (two vectors of 16, 16 accumulators) by 64 keys.  Measured on a
+     * 2-core AVX-512 Xeon, PoCL 3.1, fp32 d 128, N 1024, B*H 32 (NOTES.md,
+     * run 19): 32x64 111 GFLOP/s; 32x128 115; 32x32 113; 16x64 100;
+     * 64x64 62 (32 accumulators spill). */
+    {"cpu piece", 0, 2, 0, -1, 256, 32, 64, 1, 1, FCL_PIECE_CPU},
 
     /* NVIDIA Hopper (sm_90), measured with flashcl-tune on an H200, fp32,
      * N = 4096, B*N = 16384, H*d = 2048 (NOTES.md, 2026-11-21, runs 2-3).
      * Forward: 128x32 on 16x8 work-items, 27.3 TFLOP/s at d = 64 (table
      * default 64x64/16x16: 21.8); 128x64 on 16x8, 23.1 at d = 128 (16.3). */
-    {"nvidia sm_90 forward d<=64", FCL_VENDOR_ID_NVIDIA, 1, 90, FCL_KERNEL_FORWARD, 64, 128, 32, 16, 8},
-    {"nvidia sm_90 forward", FCL_VENDOR_ID_NVIDIA, 1, 90, FCL_KERNEL_FORWARD, 256, 128, 64, 16, 8},
+    {"nvidia sm_90 forward d<=64", FCL_VENDOR_ID_NVIDIA, 1, 90, FCL_KERNEL_FORWARD, 64, 128, 32, 16, 8, FCL_PIECE_PORTABLE},
+    {"nvidia sm_90 forward", FCL_VENDOR_ID_NVIDIA, 1, 90, FCL_KERNEL_FORWARD, 256, 128, 64, 16, 8, FCL_PIECE_PORTABLE},
     /* Backward, dQ kernel: 128x32 on 16x8, 19.4 TFLOP/s for the whole
      * backward at d = 64 (19.3 with the default), 16.4 at d = 128 (14.2). */
-    {"nvidia sm_90 dq", FCL_VENDOR_ID_NVIDIA, 1, 90, FCL_KERNEL_BACKWARD_DQ, 256, 128, 32, 16, 8},
+    {"nvidia sm_90 dq", FCL_VENDOR_ID_NVIDIA, 1, 90, FCL_KERNEL_BACKWARD_DQ, 256, 128, 32, 16, 8, FCL_PIECE_PORTABLE},
     /* Backward, dK/dV kernel (rows are keys): 64 keys x 32 queries on 8x8,
      * 19.7 at d = 64; 128 keys x 32 queries on 32x8, 15.7 at d = 128 (14.2). */
-    {"nvidia sm_90 dkdv d<=64", FCL_VENDOR_ID_NVIDIA, 1, 90, FCL_KERNEL_BACKWARD_DKDV, 64, 64, 32, 8, 8},
-    {"nvidia sm_90 dkdv", FCL_VENDOR_ID_NVIDIA, 1, 90, FCL_KERNEL_BACKWARD_DKDV, 256, 128, 32, 32, 8},
+    {"nvidia sm_90 dkdv d<=64", FCL_VENDOR_ID_NVIDIA, 1, 90, FCL_KERNEL_BACKWARD_DKDV, 64, 64, 32, 8, 8, FCL_PIECE_PORTABLE},
+    {"nvidia sm_90 dkdv", FCL_VENDOR_ID_NVIDIA, 1, 90, FCL_KERNEL_BACKWARD_DKDV, 256, 128, 32, 32, 8, FCL_PIECE_PORTABLE},
 };
 
 /* More specific entries win; among equals, the one with the smallest
@@ -52,12 +59,14 @@ static int specificity(const table_entry *e)
 }
 
 bool fcl_tuned_lookup(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
-                      fcl_tuned_tile *out)
+                      fcl_piece piece, fcl_tuned_tile *out)
 {
     const table_entry *best = NULL;
     int device_class = caps->is_gpu ? 1 : (caps->is_cpu ? 2 : 1);
     for (size_t i = 0; i < sizeof table / sizeof table[0]; ++i) {
         const table_entry *e = &table[i];
+        if (e->piece != piece)
+            continue;
         if (e->vendor_id != 0 && e->vendor_id != caps->vendor_id)
             continue;
         if (e->device_class != 0 && e->device_class != device_class)

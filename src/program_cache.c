@@ -17,6 +17,7 @@ extern const char fcl_cl_flash_fwd[];
 extern const char fcl_cl_flash_bwd[];
 extern const char fcl_cl_util[];
 extern const char fcl_cl_tile_nv_mma[];
+extern const char fcl_cl_tile_cpu[];
 extern const char fcl_cl_warp_ptx[];
 extern const char fcl_cl_warp_emulated[];
 extern const char fcl_cl_combine[];
@@ -24,15 +25,17 @@ extern const char fcl_cl_kvcache[];
 
 size_t fcl_program_sources(fcl_program_id id, const char **sources, size_t capacity)
 {
-    const char *list[9];
+    const char *list[10];
     size_t n = 0;
     list[n++] = fcl_cl_common;
     if (id == FCL_PROGRAM_UTIL) {
         list[n++] = fcl_cl_util;
     } else {
-        /* both tile pieces: FCL_TILE_MMA selects one, FCL_MMA_EMULATE the
-         * tensor-core piece's warp operations */
+        /* every tile piece: FCL_TILE_MMA or FCL_TILE_CPU selects one (the
+         * portable piece's generic part serves the CPU piece too),
+         * FCL_MMA_EMULATE the tensor-core piece's warp operations */
         list[n++] = fcl_cl_tile_portable;
+        list[n++] = fcl_cl_tile_cpu;
         list[n++] = fcl_cl_warp_ptx;
         list[n++] = fcl_cl_warp_emulated;
         list[n++] = fcl_cl_tile_nv_mma;

@@ -41,14 +41,23 @@ static fcl_status build_checked(fcl_context *ctx, fcl_resolved *r)
         const fcl_build *b = &r->build;
         const fcl_tuned_tile *target =
             ctx->has_tile_override[b->kind] ? &ctx->tile_override[b->kind] : NULL;
+        /* The CPU piece on CPUs, unless told otherwise or tuned with more
+         * than one work-item a group (the portable piece's tiles). */
+        const bool cpu_piece = !(b->features & FCL_BUILD_TILE_MMA) && !ctx->portable_only &&
+                               fcl_cpu_piece_width(&ctx->caps, b->kind) > 0 &&
+                               (target == NULL || (target->ty == 1 && target->tx == 1));
         fcl_tuned_tile decode_target;
         if (target == NULL && b->kind == FCL_KERNEL_DECODE) {
-            FCL_TRY(fcl_decode_target(&ctx->caps, b, &decode_target));
+            FCL_TRY(fcl_decode_target(&ctx->caps, b, cpu_piece ? FCL_PIECE_CPU : FCL_PIECE_PORTABLE,
+                                      &decode_target));
             target = &decode_target;
         }
         if (b->features & FCL_BUILD_TILE_MMA)
             FCL_TRY(fcl_plan_make_mma(&ctx->caps, b->kind, b->head_dim, b->dtype, &r->limits,
                                       target, ctx->emulate_tensor_cores, &r->plan));
+        else if (cpu_piece)
+            FCL_TRY(fcl_plan_make_cpu(&ctx->caps, b->kind, b->head_dim, b->dtype, &r->limits,
+                                      target, &r->plan));
         else
             FCL_TRY(fcl_plan_make(&ctx->caps, b->kind, b->head_dim, b->dtype, &r->limits, target,
                                   &r->plan));

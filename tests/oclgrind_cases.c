@@ -6,7 +6,9 @@
  * are exercised, and the tensor-core pieces on their emulated warp
  * operations (cl/warp_emulated.cl: there a missing barrier around the K/V
  * pipeline is a race), and the KV-cache call with paged keys, packed heads
- * and split-KV.  The results are also checked against the reference.  Exit
+ * and split-KV; the CPU piece (cl/tile_cpu.cl) through the cpu-avx2 profile,
+ * plain, with every variant and in the KV-cache call (pages smaller than its
+ * key tile).  The results are also checked against the reference.  Exit
  * status 0 only if every case passed; the ctest wrapper additionally fails
  * on any Oclgrind report (tests/run_oclgrind.cmake). */
 #include "internal.h"
@@ -17,13 +19,15 @@
 
 int main(void)
 {
-    const char *profiles[] = {NULL, "small-32k", "amd-cdna", "nvidia-h100"};
+    const char *profiles[] = {NULL, "small-32k", "amd-cdna", "nvidia-h100", "cpu-avx2"};
     /* the device's own plan runs the first two cases, each profile one */
     const fa_case cases[] = {
         /* B Hq Hk Sq Sk d dtype causal scale layout padded scales seed */
         {1, 2, 1, 19, 33, 16, FCL_DTYPE_FP32, 1, 0, FCL_LAYOUT_BSHD, 1, {0, 0, 0}, 1, NULL},
         {2, 1, 1, 33, 9, 24, FCL_DTYPE_FP16, 1, 0, FCL_LAYOUT_BHSD, 0, {0, 0, 0}, 2, NULL},
         {1, 1, 1, 17, 17, 8, FCL_DTYPE_BF16, 0, 0.5f, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 3, NULL},
+        /* head_dim 20: a register block of 8 columns and 4 left over */
+        {1, 2, 1, 21, 35, 20, FCL_DTYPE_FP16, 1, 0, FCL_LAYOUT_BSHD, 1, {0, 0, 0}, 10, NULL},
     };
     int failures = 0;
     for (size_t p = 0; p < sizeof profiles / sizeof profiles[0]; ++p) {
@@ -54,13 +58,16 @@ int main(void)
     v.block_density = 0.7;
     const fa_case all = {2, 2, 1, 13, 19, 8, FCL_DTYPE_FP32, 1, 0, FCL_LAYOUT_BSHD, 1,
                          {0, 0, 0}, 4, &v};
-    fcl_context *ctx = test_context(NULL);
-    if (ctx == NULL)
-        return 1;
     fa_result r;
-    failures += !fa_check_forward(ctx, &all, &r);
-    failures += !fa_check_backward(ctx, &all, &r);
-    fcl_context_destroy(ctx);
+    for (int p = 0; p < 2; ++p) { /* the device's plan and the CPU piece's */
+        fcl_context *ctx = test_context(p == 0 ? NULL : "cpu-avx2");
+        if (ctx == NULL)
+            return 1;
+        failures += !fa_check_forward(ctx, &all, &r);
+        failures += !fa_check_backward(ctx, &all, &r);
+        fcl_context_destroy(ctx);
+    }
+    fcl_context *ctx;
 
     /* the tensor-core pieces, emulated, on tiles of 2 warps x 16 rows and 32
      * keys or rows per step, so the K/V pipeline crosses tiles; with the
@@ -97,11 +104,11 @@ int main(void)
         {2, 4, 2, 16, 2, 1, FCL_DTYPE_FP32, 8, 48, lens, 1, -1, 0, 0, 3, 7},
         {2, 4, 1, 16, 1, 2, FCL_DTYPE_FP16, 8, 48, lens, 1, 9, 0, 1, 2, 8},
     };
-    for (int i = 0; i < 2; ++i) {
-        ctx = test_context(NULL);
-        if (ctx == NULL || fcl_debug_emulate_tensor_cores(ctx, i) != FCL_OK)
+    for (int i = 0; i < 3; ++i) { /* portable, emulated tensor cores, CPU piece */
+        ctx = test_context(i == 2 ? "cpu-avx2" : NULL);
+        if (ctx == NULL || fcl_debug_emulate_tensor_cores(ctx, i == 1) != FCL_OK)
             return 1;
-        failures += !kv_run(ctx, &kv[i]);
+        failures += !kv_run(ctx, &kv[i == 1]);
         fcl_context_destroy(ctx);
     }
     printf("oclgrind cases: %d failure(s)\n", failures);

@@ -66,7 +66,7 @@ static void test_every_profile_plans(void **state)
 static void test_paper_rule(void **state)
 {
     (void)state;
-    fcl_caps caps = {0, 1, 0, 49152, 49152, 1024, 32, 0, 80};
+    fcl_caps caps = {0, 1, 0, 49152, 49152, 1024, 32, 0, 80, 0, 0};
     fcl_plan_full p;
     assert_int_equal(fcl_plan_make(&caps, FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP32, NULL, NULL, &p),
                      FCL_OK);
@@ -103,7 +103,7 @@ static void test_table_choices(void **state)
     assert_int_equal(fcl_plan_make(&a100->caps, FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP16, NULL, NULL, &p),
                      FCL_OK);
     assert_non_null(strstr(p.pub.source, "default gpu"));
-    fcl_caps cpu = {FCL_VENDOR_ID_INTEL, 0, 1, 2097152, 2097152, 4096, 0, 0, 2};
+    fcl_caps cpu = {FCL_VENDOR_ID_INTEL, 0, 1, 2097152, 2097152, 4096, 0, 0, 2, 0, 0};
     assert_int_equal(fcl_plan_make(&cpu, FCL_KERNEL_BACKWARD_DQ, 64, FCL_DTYPE_FP32, NULL, NULL, &p),
                      FCL_OK);
     assert_non_null(strstr(p.pub.source, "default cpu"));

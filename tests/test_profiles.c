@@ -59,11 +59,66 @@ static void test_amd_rdna(void **state) { (void)state; run_profile("amd-rdna", 3
 static void test_intel_xe(void **state) { (void)state; run_profile("intel-xe", 3400); }
 static void test_small_32k(void **state) { (void)state; run_profile("small-32k", 3500); }
 
+/* The plans of every kernel for one problem use `variant`. */
+static void assert_variant(fcl_context *ctx, const char *variant)
+{
+    fcl_attention_desc d;
+    fcl_attention_desc_init(&d, 1, 2, 2, 100, 100, 64, FCL_DTYPE_FP32, FCL_LAYOUT_BSHD);
+    const fcl_kernel_kind kinds[] = {FCL_KERNEL_FORWARD, FCL_KERNEL_BACKWARD_DKDV,
+                                     FCL_KERNEL_BACKWARD_DQ};
+    for (size_t i = 0; i < 3; ++i) {
+        fcl_plan p;
+        assert_int_equal(fcl_plan_query(ctx, &d, kinds[i], &p), FCL_OK);
+        assert_string_equal(p.variant, variant);
+    }
+}
+
+/* An AVX2 CPU: the CPU piece with 8 rows a vector (float8), whatever this
+ * machine's own width. */
+static void test_cpu_avx2(void **state)
+{
+    (void)state;
+    fcl_context *ctx = test_context("cpu-avx2");
+    assert_non_null(ctx);
+    assert_variant(ctx, "cpu-simd8");
+    fcl_context_destroy(ctx);
+    run_profile("cpu-avx2", 3600);
+}
+
+/* A CPU device with 8- or 16-float SIMD runs the CPU piece, and the portable
+ * one when told to (portable_only); both pass the same checks. */
+static void test_cpu_piece_selected(void **state)
+{
+    (void)state;
+    fcl_context *ctx = test_context(NULL);
+    assert_non_null(ctx);
+    fcl_device_info info;
+    assert_int_equal(fcl_context_device_info(ctx, &info), FCL_OK);
+    const int cpu = (info.type & CL_DEVICE_TYPE_CPU) != 0 &&
+                    (info.native_float_width == 8 || info.native_float_width == 16);
+    if (cpu)
+        assert_variant(ctx, info.native_float_width == 16 ? "cpu-simd16" : "cpu-simd8");
+    fcl_context_destroy(ctx);
+    if (!cpu)
+        return;
+    fcl_context_options o;
+    fcl_context_options_init(&o);
+    o.portable_only = 1;
+    assert_int_equal(fcl_context_create(&o, &ctx), FCL_OK);
+    assert_variant(ctx, "portable-fma");
+    const fa_case c = {1, 2, 1, 70, 53, 64, FCL_DTYPE_FP32, 1, 0, FCL_LAYOUT_BSHD, 1,
+                       {0, 0, 0}, 3700, NULL};
+    fa_result r;
+    assert_true(fa_check_forward(ctx, &c, &r));
+    assert_true(fa_check_backward(ctx, &c, &r));
+    fcl_context_destroy(ctx);
+}
+
 /* A new profile must be added here too. */
 static void test_every_profile_covered(void **state)
 {
     (void)state;
-    assert_int_equal(fcl_profile_count(), 6);
+    assert_int_equal(fcl_profile_count(), 7);
 }
 
 int main(void)
@@ -72,6 +127,7 @@ int main(void)
         cmocka_unit_test(test_nvidia_h100), cmocka_unit_test(test_nvidia_a100),
         cmocka_unit_test(test_amd_cdna),    cmocka_unit_test(test_amd_rdna),
         cmocka_unit_test(test_intel_xe),    cmocka_unit_test(test_small_32k),
+        cmocka_unit_test(test_cpu_avx2),    cmocka_unit_test(test_cpu_piece_selected),
         cmocka_unit_test(test_every_profile_covered),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

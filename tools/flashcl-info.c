@@ -83,6 +83,9 @@ static void print_device_text(const fcl_device_info *in, const char *where)
     if (in->nv_compute_capability)
         printf(", compute capability %d.%d", in->nv_compute_capability / 10,
                in->nv_compute_capability % 10);
+    if (in->type & CL_DEVICE_TYPE_CPU) /* what the CPU piece sizes itself by */
+        printf(", %u floats a SIMD vector, cache %.1f MiB", (unsigned)in->native_float_width,
+               in->cache_bytes / 1048576.0);
     printf("\n  local memory (SRAM): reported %.1f KiB, usable %.1f KiB (%s)\n",
            in->local_mem_reported / 1024.0, in->local_mem_usable / 1024.0,
            in->profile_name ? "emulated profile"
@@ -116,12 +119,13 @@ static void print_device_json(const fcl_device_info *in)
     printf(", \"type\": \"%s\", \"vendor_id\": %u, \"compute_units\": %u, "
            "\"max_work_group_size\": %zu, \"simd_width\": %u, \"nv_compute_capability\": %d, "
            "\"local_mem_reported\": %llu, \"local_mem_usable\": %llu, \"local_mem_probed\": %d, "
-           "\"profile\": ",
+           "\"native_float_width\": %u, \"cache_bytes\": %llu, \"profile\": ",
            (in->type & CL_DEVICE_TYPE_GPU) ? "gpu" : (in->type & CL_DEVICE_TYPE_CPU) ? "cpu" : "other",
            (unsigned)in->vendor_id, (unsigned)in->compute_units, in->max_work_group_size,
            (unsigned)in->simd_width, in->nv_compute_capability,
            (unsigned long long)in->local_mem_reported, (unsigned long long)in->local_mem_usable,
-           in->local_mem_probed);
+           in->local_mem_probed, (unsigned)in->native_float_width,
+           (unsigned long long)in->cache_bytes);
     if (in->profile_name) print_json_string(in->profile_name);
     else printf("null");
 }

@@ -1,0 +1,202 @@
+/* tile_cpu.cl - the CPU piece: one work-item a work-group, tile rows as
+ * SIMD lanes.
+ *
+ * PoCL runs the work-items of a group as a loop on one core and vectorises
+ * across them: the portable piece's register tiles then live in memory, one
+ * copy per work-item, and every barrier cuts the kernel into separate loops.
+ * This piece has one work-item per group (TY = TX = 1), which owns the whole
+ * score tile as fcl_rowv s[BR / FCL_RW][BC]: FCL_RW consecutive query rows
+ * per vector, FCL_RW the CPU's SIMD width in floats (common.cl).  The
+ * softmax then works on whole vectors of rows with no reduction across
+ * lanes, and there is no barrier at all.
+ *
+ * Products broadcast one operand and take the other as row vectors:
+ *   scores  s[rows][key]  += Qt[k][rows]   * K[key][k]   (Q transposed in __local)
+ *   output  acc[rows][n]  += P[rows][key]  * V[key][n]
+ * The broadcast side (K, V) is read straight from global memory, which on a
+ * CPU is the caches: a tile of K or V is a few KiB to a few tens of KiB,
+ * read from L1/L2 once per work-group and tile (an FMA with a broadcast
+ * memory operand is one instruction on AVX-512).  Register blocks are
+ * FCL_CPU_BLOCK keys or head_dim columns by RMV row vectors: 16 vector
+ * accumulators at BR = 32 on 16 lanes.  Keys past the end of a tile read the
+ * tile's last key again (their scores are masked; no read leaves the
+ * tensor), so the loops have no bounds to test.
+ */
+
+/* The register tiles of each kernel (see flash_fwd.cl, flash_bwd.cl): dK/dV
+ * walks keys by rows, so its lanes are keys. */
+#if FCL_TILE_CPU && (defined(FCL_KERNEL_FORWARD) || defined(FCL_KERNEL_DQ))
+#define RM BR
+#define RN BC
+#define DN D_PAD
+#elif FCL_TILE_CPU && defined(FCL_KERNEL_DKDV)
+#define RM BC
+#define RN BR
+#define DN D_PAD
+#endif
+
+#if FCL_TILE_CPU
+
+/* keys or head_dim columns per register block */
+#define FCL_CPU_BLOCK 8
+
+#if FCL_RW == 16
+#define FCL_VLOAD_ROWS(p) vload16(0, p)
+#else
+#define FCL_VLOAD_ROWS(p) vload8(0, p)
+#endif
+
+/* s[iv][j] = sum_{k < klen} At[k * ald + iv * FCL_RW + lane] * B[b_at[j] + k]
+ * for j < ncol (a multiple of FCL_CPU_BLOCK).  At: the row operand,
+ * transposed, in __local; B: rows of a global tensor at offsets b_at. */
+inline void fcl_cpu_product_t(fcl_rowv (*s)[RN], int ncol, __local const float *at, int ald,
+                              __global const fcl_storage *b, const long *b_at, int klen)
+{
+    for (int j0 = 0; j0 < ncol; j0 += FCL_CPU_BLOCK) {
+        fcl_rowv a[RMV][FCL_CPU_BLOCK];
+        for (int iv = 0; iv < RMV; ++iv)
+            for (int jj = 0; jj < FCL_CPU_BLOCK; ++jj) a[iv][jj] = 0.0f;
+        for (int k = 0; k < klen; ++k) {
+            fcl_rowv x[RMV];
+            for (int iv = 0; iv < RMV; ++iv) x[iv] = FCL_VLOAD_ROWS(at + k * ald + iv * FCL_RW);
+            for (int jj = 0; jj < FCL_CPU_BLOCK; ++jj) {
+                const fcl_rowv y = fcl_load(b, b_at[j0 + jj] + k);
+                for (int iv = 0; iv < RMV; ++iv) a[iv][jj] = fma(y, x[iv], a[iv][jj]);
+            }
+        }
+        for (int iv = 0; iv < RMV; ++iv)
+            for (int jj = 0; jj < FCL_CPU_BLOCK; ++jj) s[iv][j0 + jj] = a[iv][jj];
+    }
+}
+
+/* acc[iv][n] += sum_{j < ncol} p[iv][j] * B[b_at[j] + n] for n < width:
+ * blocks of FCL_CPU_BLOCK columns stay in registers over all j, then the
+ * columns left one at a time. */
+inline void fcl_cpu_accumulate(fcl_rowv (*acc)[DN], fcl_rowv (*p)[RN], int ncol,
+                               __global const fcl_storage *b, const long *b_at, int width)
+{
+    int n0 = 0;
+    for (; n0 + FCL_CPU_BLOCK <= width; n0 += FCL_CPU_BLOCK) {
+        fcl_rowv a[RMV][FCL_CPU_BLOCK];
+        for (int iv = 0; iv < RMV; ++iv)
+            for (int nn = 0; nn < FCL_CPU_BLOCK; ++nn) a[iv][nn] = acc[iv][n0 + nn];
+        for (int j = 0; j < ncol; ++j) {
+            for (int nn = 0; nn < FCL_CPU_BLOCK; ++nn) {
+                const fcl_rowv y = fcl_load(b, b_at[j] + n0 + nn);
+                for (int iv = 0; iv < RMV; ++iv) a[iv][nn] = fma(y, p[iv][j], a[iv][nn]);
+            }
+        }
+        for (int iv = 0; iv < RMV; ++iv)
+            for (int nn = 0; nn < FCL_CPU_BLOCK; ++nn) acc[iv][n0 + nn] = a[iv][nn];
+    }
+    for (; n0 < width; ++n0)
+        for (int j = 0; j < ncol; ++j) {
+            const fcl_rowv y = fcl_load(b, b_at[j] + n0);
+            for (int iv = 0; iv < RMV; ++iv) acc[iv][n0] = fma(y, p[iv][j], acc[iv][n0]);
+        }
+}
+
+/* The offsets of a tile's n rows (key-side rows from c0, or query-side
+ * rows), the rows past `valid` at the last one. */
+inline void fcl_cpu_tile_rows(long *at, int n, const fcl_rows rows, bool keys, int c0, int valid)
+{
+    const fcl_rows t = fcl_tile_rows(rows, keys, c0);
+    for (int j = 0; j < n; ++j) at[j] = fcl_row_offset(t, keys, min(j, valid - 1));
+}
+#define fcl_cpu_key_rows(at, rows, c0, cols) fcl_cpu_tile_rows(at, BC, rows, true, c0, cols)
+
+#endif
+
+/* ---- the forward's pieces (see flash_fwd.cl), CPU version -----------------
+ * __local: Qt [D_PAD][BR], the Q block transposed (row vectors of one
+ * dimension are contiguous).  Private: the key tile's row offsets. */
+#if defined(FCL_KERNEL_FORWARD) && FCL_TILE_CPU
+
+#define FCL_FWD_IDS FCL_PORTABLE_IDS
+#define FCL_FWD_LOCALS __local float Qt[D_PAD * BR] FCL_ALIGNED
+
+#define FCL_FWD_LOAD_Q(q_rows, r0, rows, head_dim, negate)                                    \
+    fcl_load_rows_t(Qt, BR, BR, Q, fcl_tile_rows(q_rows, false, r0), false, (rows), (head_dim), \
+                    (negate), lid)
+
+#define FCL_FWD_KEY_STATE long k_at[BC], v_at[BC]
+#define FCL_FWD_PREFETCH_K(k_rows, c0, cols) ((void)0)
+#define FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, more, next, next_cols, head_dim) \
+    do {                                                                             \
+        fcl_cpu_key_rows(k_at, (k_rows), (c0), (cols));                              \
+        fcl_cpu_key_rows(v_at, (v_rows), (c0), (cols));                              \
+    } while (0)
+#define FCL_FWD_TILE_MID(more, k_rows, next, cols) ((void)0)
+
+#define FCL_FWD_QK(s) fcl_cpu_product_t(s, BC, Qt, BR, K, k_at, D_PAD)
+/* one work-item holds whole rows */
+#define FCL_ROWS_MAX(v) ((void)0)
+#define FCL_ROWS_SUM(v) ((void)0)
+#define FCL_FWD_SET_P(s, iv, j, p) (s[iv][j] = (p)) /* P replaces S in place */
+#define FCL_FWD_PV(acc, s) fcl_cpu_accumulate(acc, s, BC, V, v_at, D_PAD)
+
+#endif
+
+/* ---- the backward's pieces (see flash_bwd.cl), CPU version ----------------
+ * dQ: lanes are query rows.  __local Qt, dOt [D_PAD][BR] (transposed);
+ * K and V rows are read in place (offsets of the key tile).  dS stays in
+ * the score registers. */
+#if defined(FCL_KERNEL_DQ) && FCL_TILE_CPU
+
+#define FCL_BWD_IDS FCL_PORTABLE_IDS
+#define FCL_DQ_LOCALS                            \
+    __local float Qt[D_PAD * BR] FCL_ALIGNED;    \
+    __local float dOt[D_PAD * BR] FCL_ALIGNED;   \
+    long k_at[BC], v_at[BC]
+
+#define FCL_DQ_LOAD_Q_DO(q_base, q_ss, do_base, do_ss, rows, head_dim)                        \
+    do {                                                                                      \
+        fcl_load_tile_t(Qt, BR, BR, Q, (q_base), (q_ss), (rows), (head_dim), false, lid);     \
+        fcl_load_tile_t(dOt, BR, BR, dO, (do_base), (do_ss), (rows), (head_dim), false, lid); \
+    } while (0)
+#define FCL_DQ_PREFETCH_KV(k_base, k_ss, v_base, v_ss, cols, buf) ((void)0)
+#define FCL_DQ_TILE_BEGIN(k_base, k_ss, v_base, v_ss, cols, head_dim, buf)            \
+    do {                                                                              \
+        fcl_cpu_key_rows(k_at, fcl_rows_strided((k_base), (k_ss)), 0, (cols));        \
+        fcl_cpu_key_rows(v_at, fcl_rows_strided((v_base), (v_ss)), 0, (cols));        \
+    } while (0)
+#define FCL_DQ_S(s, buf) fcl_cpu_product_t(s, BC, Qt, BR, K, k_at, D_PAD)
+#define FCL_DQ_DP(dp, buf) fcl_cpu_product_t(dp, BC, dOt, BR, V, v_at, D_PAD)
+#define FCL_DQ_SET_DS(s, iv, j, ds) ((void)0) /* dS replaces S in place */
+#define FCL_DQ_ACC(acc, s, buf) fcl_cpu_accumulate(acc, s, BC, K, k_at, D_PAD)
+
+/* dK/dV: lanes are keys.  __local Kt, Vt [D_PAD][BC] (transposed, loaded
+ * once), LSE and delta of the Q block (2 x BR each: the shared loop names a
+ * buffer); Q and dO rows are read in place.  P^T and dS^T stay in the score
+ * registers. */
+#elif defined(FCL_KERNEL_DKDV) && FCL_TILE_CPU
+
+#define FCL_BWD_IDS FCL_PORTABLE_IDS
+#define FCL_DKDV_LOCALS                          \
+    __local float Kt[D_PAD * BC] FCL_ALIGNED;    \
+    __local float Vt[D_PAD * BC] FCL_ALIGNED;    \
+    __local float lse_s[2 * BR];                 \
+    __local float dlt_s[2 * BR];                 \
+    long q_at[BR], do_at[BR]
+
+#define FCL_DKDV_LOAD_KV(k_base, k_ss, v_base, v_ss, cols, head_dim)                     \
+    do {                                                                                 \
+        fcl_load_tile_t(Kt, BC, BC, K, (k_base), (k_ss), (cols), (head_dim), false, lid); \
+        fcl_load_tile_t(Vt, BC, BC, V, (v_base), (v_ss), (cols), (head_dim), false, lid); \
+    } while (0)
+#define FCL_DKDV_PREFETCH_Q_DO(q_base, q_ss, do_base, do_ss, rows, buf) ((void)0)
+#define FCL_DKDV_BLOCK_BEGIN(q_base, q_ss, do_base, do_ss, rows, head_dim, buf)            \
+    do {                                                                                  \
+        fcl_cpu_tile_rows(q_at, BR, fcl_rows_strided((q_base), (q_ss)), false, 0, (rows)); \
+        fcl_cpu_tile_rows(do_at, BR, fcl_rows_strided((do_base), (do_ss)), false, 0, (rows));\
+    } while (0)
+#define FCL_DKDV_ST(st, buf) fcl_cpu_product_t(st, BR, Kt, BC, Q, q_at, D_PAD)
+#define FCL_DKDV_DPT(dpt, buf) fcl_cpu_product_t(dpt, BR, Vt, BC, dO, do_at, D_PAD)
+#define FCL_DKDV_SET(st, dpt, iv, j, p, ds) ((void)0) /* in place */
+#define FCL_DKDV_ACC(dk, dv, st, dpt, buf)                       \
+    do {                                                         \
+        fcl_cpu_accumulate(dv, st, BR, dO, do_at, D_PAD);        \
+        if (FCL_WANT_DK) fcl_cpu_accumulate(dk, dpt, BR, Q, q_at, D_PAD); \
+    } while (0)
+
+#endif
