@@ -1,14 +1,21 @@
-/* flashcl-bench-cpu - flashcl's forward on a CPU device beside standard
- * attention on OpenBLAS, on the same cores, in one run.
+/* flashcl-bench-cpu - flashcl on a CPU device beside standard attention on
+ * OpenBLAS, on the same cores, in one run: forward, backward and decoding.
  *
  * The baseline is the simplest BLAS code (a benchmark-only dependency, never
- * linked into the library): for each (batch, head), S = Q K^T by sgemm, a
- * row softmax (masked entries set to -inf when causal: the masked half is
- * still computed), O = P V by sgemm; OpenBLAS threads over the cores.  The
- * ceiling column is OpenBLAS's own sgemm rate (1024^3) in the same run:
- * what the cores do on a dense product, the roof for both.
- * FLOPs are 4 B H N^2 d (halved when causal) for both, so the ratio is a
- * ratio of times.  Inputs random, medians of --reps calls after a warm-up.
+ * linked into the library), per (batch, head) with OpenBLAS threading over
+ * the cores.  Forward: S = Q K^T by sgemm, a row softmax (masked entries
+ * zeroed when causal: the masked half is still computed), O = P V by sgemm.
+ * Backward: S and P recomputed as in the forward, then dV = P^T dO,
+ * dP = dO V^T, dS = P (dP - rowsum(dO O)), dQ = dS K, dK = dS^T Q (five
+ * sgemms).  Decoding: one query row per head against sk keys, the query
+ * heads of one K/V head as one sgemm each way.  The ceiling column is
+ * OpenBLAS's own sgemm rate (1024^3) in the same run: what the cores do on a
+ * dense product, the roof for both.  FLOPs are 4 B H N^2 d for the forward
+ * and 2.5x that for the backward (halved when causal) for both codes, so a
+ * ratio is a ratio of times; decoding reports K/V bytes read per second
+ * (flashcl reads the storage type, OpenBLAS fp32).  Inputs random, medians
+ * of --reps calls after a warm-up.  PoCL's threads: POCL_MAX_PTHREAD_COUNT
+ * (PoCL 3) or POCL_CPU_MAX_CU_NUM (PoCL 4+); OpenBLAS's: OPENBLAS_NUM_THREADS.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -54,28 +61,95 @@ static float *random_floats(size_t n, unsigned seed)
 
 /* ---- the baseline: standard attention on OpenBLAS, (B, N, H, d) layout ---- */
 
+/* P = softmax of each row of the N x N scores s, in place (causal: entries
+ * right of the diagonal are zeroed after being computed). */
+static void softmax_rows(float *s, int N, int causal)
+{
+    for (int i = 0; i < N; ++i) {
+        float *row = s + (size_t)i * N;
+        const int last = causal ? i : N - 1;
+        float m = -INFINITY, sum = 0.0f;
+        for (int j = 0; j <= last; ++j) m = row[j] > m ? row[j] : m;
+        for (int j = 0; j <= last; ++j) sum += (row[j] = expf(row[j] - m));
+        const float inv = 1.0f / sum;
+        for (int j = 0; j <= last; ++j) row[j] *= inv;
+        for (int j = last + 1; j < N; ++j) row[j] = 0.0f;
+    }
+}
+
+/* s = P = softmax(Q K^T / sqrt(d)) of one (batch, head), rows ld apart. */
+static void probabilities(const float *q, const float *k, int ld, int N, int d, int causal,
+                          float *s)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, N, d, 1.0f / sqrtf((float)d), q, ld,
+                k, ld, 0.0f, s, N);
+    softmax_rows(s, N, causal);
+}
+
 static void blas_attention(int B, int H, int N, int d, int causal, const float *q,
                            const float *k, const float *v, float *o, float *s)
 {
-    const float scale = 1.0f / sqrtf((float)d);
     const int ld = H * d; /* row stride of the (B, N, H, d) tensors */
     for (int b = 0; b < B; ++b)
         for (int h = 0; h < H; ++h) {
             const size_t at = (size_t)b * N * ld + (size_t)h * d;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, N, d, scale, q + at, ld,
-                        k + at, ld, 0.0f, s, N);
-            for (int i = 0; i < N; ++i) {
-                float *row = s + (size_t)i * N;
-                const int last = causal ? i : N - 1;
-                float m = -INFINITY, sum = 0.0f;
-                for (int j = 0; j <= last; ++j) m = row[j] > m ? row[j] : m;
-                for (int j = 0; j <= last; ++j) sum += (row[j] = expf(row[j] - m));
-                const float inv = 1.0f / sum;
-                for (int j = 0; j <= last; ++j) row[j] *= inv;
-                for (int j = last + 1; j < N; ++j) row[j] = 0.0f;
-            }
+            probabilities(q + at, k + at, ld, N, d, causal, s);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, d, N, 1.0f, s, N, v + at,
                         ld, 0.0f, o + at, ld);
+        }
+}
+
+/* The backward, given O: gradients of every (batch, head), as described above. */
+static void blas_attention_backward(int B, int H, int N, int d, int causal, const float *q,
+                                    const float *k, const float *v, const float *o,
+                                    const float *dout, float *dq, float *dk, float *dv, float *s,
+                                    float *dp)
+{
+    const float scale = 1.0f / sqrtf((float)d);
+    const int ld = H * d;
+    for (int b = 0; b < B; ++b)
+        for (int h = 0; h < H; ++h) {
+            const size_t at = (size_t)b * N * ld + (size_t)h * d;
+            probabilities(q + at, k + at, ld, N, d, causal, s);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, d, N, 1.0f, s, N, dout + at,
+                        ld, 0.0f, dv + at, ld);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, N, d, 1.0f, dout + at, ld,
+                        v + at, ld, 0.0f, dp, N);
+            for (int i = 0; i < N; ++i) {
+                const float *oi = o + at + (size_t)i * ld, *gi = dout + at + (size_t)i * ld;
+                float delta = 0.0f;
+                for (int t = 0; t < d; ++t) delta += oi[t] * gi[t];
+                float *srow = s + (size_t)i * N, *prow = dp + (size_t)i * N;
+                for (int j = 0; j < N; ++j) srow[j] *= prow[j] - delta; /* dS in place of P */
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, d, N, scale, s, N, k + at,
+                        ld, 0.0f, dq + at, ld);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, d, N, scale, s, N, q + at, ld,
+                        0.0f, dk + at, ld);
+        }
+}
+
+/* Decoding: q (B, Hq, d), k/v (B, sk, Hkv, d); per (batch, K/V head) its
+ * Hq/Hkv query rows at once. */
+static void blas_decode(int B, int Hq, int Hkv, int sk, int d, const float *q, const float *k,
+                        const float *v, float *o, float *s)
+{
+    const float scale = 1.0f / sqrtf((float)d);
+    const int g = Hq / Hkv, ld = Hkv * d;
+    for (int b = 0; b < B; ++b)
+        for (int hk = 0; hk < Hkv; ++hk) {
+            const float *qb = q + ((size_t)b * Hq + (size_t)hk * g) * d;
+            const size_t at = (size_t)b * sk * ld + (size_t)hk * d;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g, sk, d, scale, qb, d, k + at,
+                        ld, 0.0f, s, sk);
+            for (int i = 0; i < g; ++i) {
+                float *row = s + (size_t)i * sk, m = -INFINITY, sum = 0.0f;
+                for (int j = 0; j < sk; ++j) m = row[j] > m ? row[j] : m;
+                for (int j = 0; j < sk; ++j) sum += (row[j] = expf(row[j] - m));
+                for (int j = 0; j < sk; ++j) row[j] /= sum;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g, d, sk, 1.0f, s, sk, v + at,
+                        ld, 0.0f, o + ((size_t)b * Hq + (size_t)hk * g) * d, d);
         }
 }
 
@@ -133,100 +207,192 @@ static void *as_storage(const float *x, size_t n, fcl_dtype dt)
     return p;
 }
 
+typedef struct options {
+    int reps, quick, backward, decode;
+} options;
+
+static FILE *g_out;
+static double g_ceiling;
+
+/* out = the median time of `reps` runs of the statement(s) after it, after
+ * one untimed warm-up run. */
+#define MEDIAN_TIME(reps, out, ...)                                  \
+    do {                                                             \
+        __VA_ARGS__;                                                 \
+        double t_[16];                                               \
+        for (int r_ = 0; r_ < (reps); ++r_) {                        \
+            const double t0_ = bench_now_s();                        \
+            __VA_ARGS__;                                             \
+            t_[r_] = bench_now_s() - t0_;                            \
+        }                                                            \
+        (out) = bench_median(t_, (reps));                            \
+    } while (0)
+
+static void report(const char *pass, const char *dtype, int B, int H, int N, int d, int causal,
+                   const char *variant, double ours, double blas, const char *unit)
+{
+    printf("%-6s %-5s %3d %2d %6d %4d %6d %-12s | %10.1f %10.1f %7.2f %6.1f%%  %s\n", pass, dtype,
+           B, H, N, d, causal, variant, ours, blas, ours / blas,
+           strcmp(unit, "GFLOP/s") == 0 ? 100.0 * ours / g_ceiling : 0.0, unit);
+    fflush(stdout);
+    if (g_out)
+        fprintf(g_out, "%s,%s,%d,%d,%d,%d,%d,%s,%.2f,%.2f,%.3f,%.4f,%s\n", pass, dtype, B, H, N, d,
+                causal, variant, ours, blas, ours / blas,
+                strcmp(unit, "GFLOP/s") == 0 ? ours / g_ceiling : 0.0, unit);
+}
+
+/* Forward and (opts->backward) backward of one shape. */
+static void bench_prefill(const options *opts, fcl_dtype dt, int B, int H, int N, int d,
+                          int causal)
+{
+    const int reps = opts->reps;
+    const size_t n = (size_t)B * N * H * d;
+    float *q = random_floats(n, 1), *k = random_floats(n, 2), *v = random_floats(n, 3),
+          *dout = random_floats(n, 4), *o = malloc(n * sizeof *o),
+          *s = malloc((size_t)N * N * sizeof *s);
+    double tb, tf;
+    MEDIAN_TIME(reps, tb, blas_attention(B, H, N, d, causal, q, k, v, o, s));
+    const size_t es = dt == FCL_DTYPE_FP32 ? 4 : 2;
+    void *qs = as_storage(q, n, dt), *ks = as_storage(k, n, dt), *vs = as_storage(v, n, dt),
+         *gs = as_storage(dout, n, dt);
+    cl_mem mq = buffer_of(qs, n * es), mk = buffer_of(ks, n * es), mv = buffer_of(vs, n * es),
+           mo = buffer_of(qs, n * es), mg = buffer_of(gs, n * es), mdq = buffer_of(qs, n * es),
+           mdk = buffer_of(qs, n * es), mdv = buffer_of(qs, n * es);
+    float *lse_init = calloc((size_t)B * H * N, sizeof *lse_init);
+    cl_mem mlse = buffer_of(lse_init, (size_t)B * H * N * sizeof(float));
+    fcl_attention_desc desc;
+    fcl_attention_desc_init(&desc, B, H, H, N, N, d, dt, FCL_LAYOUT_BSHD);
+    desc.causal = causal;
+    cl_command_queue queue = fcl_context_cl_queue(g_ctx);
+    MEDIAN_TIME(reps, tf, CHECK(fcl_attention_forward(g_ctx, &desc, mq, mk, mv, mo, mlse, 0, NULL, NULL));
+                CL_CHECK(clFinish(queue)));
+    fcl_plan plan;
+    CHECK(fcl_plan_query(g_ctx, &desc, FCL_KERNEL_FORWARD, &plan));
+    const double flops = 4.0 * B * H * (double)N * N * d * (causal ? 0.5 : 1.0);
+    report("fwd", fcl_dtype_name(dt), B, H, N, d, causal, plan.variant,
+           flops / tf / 1e9, flops / tb / 1e9, "GFLOP/s");
+    if (opts->backward) {
+        float *dq = malloc(n * sizeof *dq), *dk = malloc(n * sizeof *dk),
+              *dv = malloc(n * sizeof *dv), *dp = malloc((size_t)N * N * sizeof *dp);
+        MEDIAN_TIME(reps, tb,
+                    blas_attention_backward(B, H, N, d, causal, q, k, v, o, dout, dq, dk, dv, s, dp));
+        MEDIAN_TIME(reps, tf,
+                    CHECK(fcl_attention_backward(g_ctx, &desc, mq, mk, mv, mo, mlse, mg, mdq, mdk,
+                                                 mdv, 0, NULL, NULL));
+                    CL_CHECK(clFinish(queue)));
+        CHECK(fcl_plan_query(g_ctx, &desc, FCL_KERNEL_BACKWARD_DQ, &plan));
+        report("bwd", fcl_dtype_name(dt), B, H, N, d, causal, plan.variant,
+               2.5 * flops / tf / 1e9, 2.5 * flops / tb / 1e9, "GFLOP/s");
+        free(dq), free(dk), free(dv), free(dp);
+    }
+    cl_mem all[] = {mq, mk, mv, mo, mg, mdq, mdk, mdv, mlse};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) clReleaseMemObject(all[i]);
+    free(q), free(k), free(v), free(dout), free(o), free(s), free(qs), free(ks), free(vs),
+        free(gs), free(lse_init);
+}
+
+/* One query row per head against sk keys: B = 8, 32 query heads on 8 K/V heads. */
+static void bench_decode(const options *opts, fcl_dtype dt, int sk, int d)
+{
+    const int reps = opts->reps, B = 8, Hq = 32, Hkv = 8;
+    const size_t nq = (size_t)B * Hq * d, nkv = (size_t)B * sk * Hkv * d;
+    float *q = random_floats(nq, 1), *k = random_floats(nkv, 2), *v = random_floats(nkv, 3),
+          *o = malloc(nq * sizeof *o), *s = malloc((size_t)Hq / Hkv * sk * sizeof *s);
+    double tb, tf;
+    MEDIAN_TIME(reps, tb, blas_decode(B, Hq, Hkv, sk, d, q, k, v, o, s));
+    const size_t es = dt == FCL_DTYPE_FP32 ? 4 : 2;
+    void *qs = as_storage(q, nq, dt), *ks = as_storage(k, nkv, dt), *vs = as_storage(v, nkv, dt);
+    cl_mem mq = buffer_of(qs, nq * es), mk = buffer_of(ks, nkv * es), mv = buffer_of(vs, nkv * es),
+           mo = buffer_of(qs, nq * es);
+    fcl_attention_desc desc;
+    fcl_attention_desc_init(&desc, B, Hq, Hkv, 1, sk, d, dt, FCL_LAYOUT_BSHD);
+    cl_command_queue queue = fcl_context_cl_queue(g_ctx);
+    MEDIAN_TIME(reps, tf, CHECK(fcl_attention_forward(g_ctx, &desc, mq, mk, mv, mo, NULL, 0, NULL, NULL));
+                CL_CHECK(clFinish(queue)));
+    fcl_plan plan;
+    CHECK(fcl_plan_query(g_ctx, &desc, FCL_KERNEL_FORWARD, &plan));
+    const double ours = 2.0 * nkv * es / tf / 1e9;
+    const double blas = 2.0 * nkv * 4 / tb / 1e9;
+    /* the ratio is of times: OpenBLAS's bytes are fp32 */
+    report("decode", fcl_dtype_name(dt), B, Hq, sk, d, 0, plan.variant, ours,
+           blas * (double)es / 4.0, "GB/s");
+    clReleaseMemObject(mq), clReleaseMemObject(mk), clReleaseMemObject(mv), clReleaseMemObject(mo);
+    free(q), free(k), free(v), free(o), free(s), free(qs), free(ks), free(vs);
+}
+
 int main(int argc, char **argv)
 {
-    int reps = 3;
+    options opts = {3, 0, 1, 1};
     const char *out_path = NULL;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc)
-            reps = atoi(argv[++i]);
+            opts.reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--out") && i + 1 < argc)
             out_path = argv[++i];
+        else if (!strcmp(argv[i], "--quick"))
+            opts.quick = 1;
+        else if (!strcmp(argv[i], "--no-backward"))
+            opts.backward = 0;
+        else if (!strcmp(argv[i], "--no-decode"))
+            opts.decode = 0;
         else {
-            fprintf(stderr, "usage: flashcl-bench-cpu [--reps 3] [--out results.csv]\n"
-                            "  the device: FLASHCL_DEVICE=P:D (default: the first GPU, else CPU)\n");
+            fprintf(stderr,
+                    "usage: flashcl-bench-cpu [--reps 3] [--quick] [--no-backward] [--no-decode]\n"
+                    "                         [--out results.csv]\n"
+                    "  --quick: fp32, d 128, N 1024 and 4096 only (thread scaling)\n"
+                    "  the device: FLASHCL_DEVICE=P:D (default: the first GPU, else CPU)\n");
             return 2;
         }
     }
-    if (reps < 1 || reps > 16)
-        reps = 3;
+    if (opts.reps < 1 || opts.reps > 16)
+        opts.reps = 3;
     CHECK(fcl_context_create(NULL, &g_ctx));
     fcl_device_info info;
     CHECK(fcl_context_device_info(g_ctx, &info));
-    const double ceiling = sgemm_gflops(reps);
+    g_ceiling = sgemm_gflops(opts.reps);
     char date[32];
     const time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    printf("device: %s (%s, driver %s), %u compute units\nflashcl commit %s, %s; OpenBLAS %s; "
-           "sgemm 1024^3: %.1f GFLOP/s; median of %d\n\n",
+    const char *pocl_threads = getenv("POCL_MAX_PTHREAD_COUNT");
+    if (pocl_threads == NULL)
+        pocl_threads = getenv("POCL_CPU_MAX_CU_NUM");
+    const char *blas_threads = getenv("OPENBLAS_NUM_THREADS");
+    printf("device: %s (%s, driver %s), %u compute units\nflashcl commit %s, %s; OpenBLAS %s "
+           "(threads %s); sgemm 1024^3: %.1f GFLOP/s; median of %d\n\n",
            info.name, info.platform_name, info.driver_version, info.compute_units, FCL_GIT_COMMIT,
-           date, openblas_get_config(), ceiling, reps);
-    FILE *out = out_path ? fopen(out_path, "w") : NULL;
-    if (out)
-        fprintf(out, "# device: %s\n# platform: %s\n# driver: %s\n# date: %s\n# commit: %s\n"
-                     "# openblas: %s\n# sgemm_gflops: %.2f\n"
-                     "dtype,B,H,N,d,causal,variant,flashcl_gflops,openblas_gflops,ratio,share_of_sgemm\n",
+           date, openblas_get_config(), blas_threads ? blas_threads : "default", g_ceiling,
+           opts.reps);
+    g_out = out_path ? fopen(out_path, "w") : NULL;
+    if (g_out)
+        fprintf(g_out, "# device: %s\n# platform: %s\n# driver: %s\n# date: %s\n# commit: %s\n"
+                       "# openblas: %s\n# sgemm_gflops: %.2f\n# compute_units: %u\n"
+                       "# threads: pocl %s, openblas %s\n"
+                       "pass,dtype,B,H,N,d,causal,variant,flashcl,openblas,ratio,share_of_sgemm,unit\n",
                 info.name, info.platform_name, info.driver_version, date, FCL_GIT_COMMIT,
-                openblas_get_config(), ceiling);
-    printf("%-5s %3s %2s %5s %4s %6s %-14s | %10s %10s %7s %7s\n", "dtype", "B", "H", "N", "d",
-           "causal", "variant", "flashcl", "OpenBLAS", "ratio", "%sgemm");
+                openblas_get_config(), g_ceiling, info.compute_units,
+                pocl_threads ? pocl_threads : "default", blas_threads ? blas_threads : "default");
+    printf("%-6s %-5s %3s %2s %6s %4s %6s %-12s | %10s %10s %7s %7s\n", "pass", "dtype", "B", "H",
+           "N", "d", "causal", "variant", "flashcl", "OpenBLAS", "ratio", "%sgemm");
     const int H = 4, tokens = 8192;
-    const int seqlens[] = {512, 1024, 2048, 4096, 8192}, dims[] = {64, 128};
+    const int seqlens[] = {512, 1024, 2048, 4096, 8192}, quick_seqlens[] = {1024, 4096};
+    const int dims[] = {64, 128};
     const fcl_dtype dtypes[] = {FCL_DTYPE_FP32, FCL_DTYPE_FP16};
-    for (int di = 0; di < 2; ++di)
-        for (int ti = 0; ti < 2; ++ti)
-            for (int ni = 0; ni < 5; ++ni)
+    const int ndt = opts.quick ? 1 : 2, nd = opts.quick ? 1 : 2, nn = opts.quick ? 2 : 5;
+    for (int di = 0; di < nd; ++di)
+        for (int ti = 0; ti < ndt; ++ti)
+            for (int ni = 0; ni < nn; ++ni)
                 for (int causal = 0; causal <= 1; ++causal) {
-                    const int d = dims[di], N = seqlens[ni], B = tokens / N;
-                    const fcl_dtype dt = dtypes[ti];
-                    const size_t n = (size_t)B * N * H * d;
-                    float *q = random_floats(n, 1), *k = random_floats(n, 2),
-                          *v = random_floats(n, 3), *o = malloc(n * sizeof *o),
-                          *s = malloc((size_t)N * N * sizeof *s);
-                    double tb[16], tf[16];
-                    blas_attention(B, H, N, d, causal, q, k, v, o, s);
-                    for (int r = 0; r < reps; ++r) {
-                        const double t0 = bench_now_s();
-                        blas_attention(B, H, N, d, causal, q, k, v, o, s);
-                        tb[r] = bench_now_s() - t0;
-                    }
-                    const size_t es = dt == FCL_DTYPE_FP32 ? 4 : 2;
-                    void *qs = as_storage(q, n, dt), *ks = as_storage(k, n, dt),
-                         *vs = as_storage(v, n, dt);
-                    cl_mem mq = buffer_of(qs, n * es), mk = buffer_of(ks, n * es),
-                           mv = buffer_of(vs, n * es), mo = buffer_of(qs, n * es);
-                    fcl_attention_desc desc;
-                    fcl_attention_desc_init(&desc, B, H, H, N, N, d, dt, FCL_LAYOUT_BSHD);
-                    desc.causal = causal;
-                    cl_command_queue queue = fcl_context_cl_queue(g_ctx);
-                    CHECK(fcl_attention_forward(g_ctx, &desc, mq, mk, mv, mo, NULL, 0, NULL, NULL));
-                    CL_CHECK(clFinish(queue));
-                    for (int r = 0; r < reps; ++r) {
-                        const double t0 = bench_now_s();
-                        CHECK(fcl_attention_forward(g_ctx, &desc, mq, mk, mv, mo, NULL, 0, NULL,
-                                                    NULL));
-                        CL_CHECK(clFinish(queue));
-                        tf[r] = bench_now_s() - t0;
-                    }
-                    fcl_plan plan;
-                    CHECK(fcl_plan_query(g_ctx, &desc, FCL_KERNEL_FORWARD, &plan));
-                    const double flops = 4.0 * B * H * (double)N * N * d * (causal ? 0.5 : 1.0);
-                    const double gf = flops / bench_median(tf, reps) / 1e9;
-                    const double gb = flops / bench_median(tb, reps) / 1e9;
-                    printf("%-5s %3d %2d %5d %4d %6d %-14s | %10.1f %10.1f %7.2f %6.1f%%\n",
-                           fcl_dtype_name(dt), B, H, N, d, causal, plan.variant, gf, gb, gf / gb,
-                           100.0 * gf / ceiling);
-                    fflush(stdout);
-                    if (out)
-                        fprintf(out, "%s,%d,%d,%d,%d,%d,%s,%.2f,%.2f,%.3f,%.4f\n",
-                                fcl_dtype_name(dt), B, H, N, d, causal, plan.variant, gf, gb,
-                                gf / gb, gf / ceiling);
-                    clReleaseMemObject(mq), clReleaseMemObject(mk), clReleaseMemObject(mv),
-                        clReleaseMemObject(mo);
-                    free(q), free(k), free(v), free(o), free(s), free(qs), free(ks), free(vs);
+                    const int d = opts.quick ? 128 : dims[di];
+                    const int N = opts.quick ? quick_seqlens[ni] : seqlens[ni];
+                    bench_prefill(&opts, dtypes[ti], tokens / N, H, N, d, causal);
                 }
-    if (out)
-        fclose(out);
+    if (opts.decode) {
+        const int sks[] = {1024, 8192, 32768};
+        for (int ti = 0; ti < ndt; ++ti)
+            for (int si = 0; si < 3; ++si) bench_decode(&opts, dtypes[ti], sks[si], 128);
+    }
+    if (g_out)
+        fclose(g_out);
     fcl_context_destroy(g_ctx);
     return 0;
 }

@@ -45,16 +45,20 @@ for step in $steps; do
           --kernels "${TUNE_KERNELS:-fwd}" ${EXP_TILES:+--tiles "$EXP_TILES"} --build-options "$o" 2>&1 \
           | tee -a "$OUT/tune_exp.txt"
       done ;;
-    tests|tests-fast|tests-tc)
+    tests|tests-fast|tests-tc|tests-cpu)
+      # tests-cpu: the same programs on the machine's CPU device (PoCL)
+      dev=""
+      [ "$step" = tests-cpu ] && \
+        dev=$("$B/tools/flashcl-info" --no-probe 2>/dev/null | awk '/^Device/ && /pthread|cpu|CPU/ {print $2; exit}')
       all="test_forward test_backward test_variants test_tensor_cores test_kvcache test_profiles test_plan test_api test_errors test_cache"
       [ "$step" = tests-fast ] && all="test_forward test_variants test_plan test_api test_errors"
       [ "$step" = tests-tc ] && all="test_tensor_cores test_backward test_forward"
       [ -n "${TESTS:-}" ] && all=$TESTS
       for t in $all; do
-        ( time timeout 300 "$B/tests/$t" ) > "$OUT/$t.log" 2>&1
-        echo "$t: rc=$?"; grep -E "PASSED|FAILED|FAIL " "$OUT/$t.log" | head -20
+        ( time FLASHCL_DEVICE=${dev:-${FLASHCL_DEVICE:-}} timeout 300 "$B/tests/$t" ) > "$OUT/$t.log" 2>&1
+        echo "$t${dev:+ on $dev}: rc=$?"; grep -E "PASSED|FAILED|FAIL " "$OUT/$t.log" | head -20
       done
-      cat "$OUT"/test_*.log > "$OUT/tests.log"; rm -f "$OUT"/test_*.log ;;
+      cat "$OUT"/test_*.log > "$OUT/${step}.log"; rm -f "$OUT"/test_*.log ;;
     fast)
       for dt in fp16 bf16; do
         timeout 280 "$B/bench/flashcl-bench" --dtype $dt --head-dims 64,128,256 --seqlens 1024,4096,16384 \
@@ -130,9 +134,25 @@ for step in $steps; do
       dev=$("$B/tools/flashcl-info" --no-probe 2>/dev/null | awk '/^Device/ && /pthread|cpu|CPU/ {print $2; exit}')
       echo "CPU device: ${dev:-none}" | tee "$OUT/cpu.txt"
       nproc | tee -a "$OUT/cpu.txt"
-      FLASHCL_DEVICE=$dev timeout 400 "$B/bench/flashcl-bench-cpu" --reps 3 --out "$OUT/cpu.csv" 2>&1 \
+      FLASHCL_DEVICE=$dev timeout 430 "$B/bench/flashcl-bench-cpu" --reps 3 --out "$OUT/cpu.csv" 2>&1 \
         | tee -a "$OUT/cpu.txt"
-      timeout 150 python3 bench/sdpa_cpu.py --csv "$OUT/cpu_sdpa.csv" 2>&1 | tee -a "$OUT/cpu.txt" ;;
+      timeout 150 python3 bench/sdpa_cpu.py --csv "$OUT/cpu_sdpa.csv" 2>&1 | tee -a "$OUT/cpu.txt"
+      python3 bench/compare_cpu.py "$OUT/cpu.csv" "$OUT/cpu-vs-openblas-pytorch" \
+        --torch "$OUT/cpu_sdpa.csv" ;;
+    cpu-scaling)
+      # the same cores on 1, 2, 4, 8, 16 threads: PoCL (both its variables, for PoCL 3 and
+      # 4+), OpenBLAS and PyTorch
+      dev=$("$B/tools/flashcl-info" --no-probe 2>/dev/null | awk '/^Device/ && /pthread|cpu|CPU/ {print $2; exit}')
+      files=""
+      for t in ${THREADS:-1 2 4 8 16}; do
+        POCL_MAX_PTHREAD_COUNT=$t POCL_CPU_MAX_CU_NUM=$t OPENBLAS_NUM_THREADS=$t FLASHCL_DEVICE=$dev \
+          timeout 150 "$B/bench/flashcl-bench-cpu" --quick --no-decode --reps 3 \
+          --out "$OUT/cpu_t$t.csv" 2>&1 | tee -a "$OUT/cpu_scaling.txt"
+        timeout 100 python3 bench/sdpa_cpu.py --threads "$t" --head-dims 128 --seqlens 1024,4096 \
+          --decode-seqlens "" --csv "$OUT/cpu_sdpa_t$t.csv" 2>&1 | tee -a "$OUT/cpu_scaling.txt"
+        files="$files${files:+,}$OUT/cpu_t$t.csv"
+      done
+      python3 bench/compare_cpu.py "$OUT/cpu_t${THREADS##* }.csv" "$OUT/cpu-scaling" --scaling "$files" ;;
     *) echo "unknown step $step" ;;
   esac
 done
