@@ -55,9 +55,13 @@
 #if FCL_TILE_CPU == 16
 #define FCL_RW 16
 typedef float16 fcl_rowv;
+typedef int16 fcl_rowi;
+#define FCL_LANE_IOTA ((int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
 #elif FCL_TILE_CPU == 8
 #define FCL_RW 8
 typedef float8 fcl_rowv;
+typedef int8 fcl_rowi;
+#define FCL_LANE_IOTA ((int8)(0, 1, 2, 3, 4, 5, 6, 7))
 #else
 #define FCL_RW 1
 typedef float fcl_rowv;
@@ -179,6 +183,26 @@ inline bool fcl_visible(const fcl_mask m, int i, int j)
     if (m.right >= 0 && j > i + m.diag + m.right) return false;
     return true;
 }
+
+#if FCL_RW > 1
+/* Which lanes of register rows iv * FCL_RW .. iv * FCL_RW + FCL_RW - 1 have
+ * their score in column j hidden by the mask (all bits set there), on a
+ * piece whose rows are lanes (FCL_ROW(i) = i, FCL_COL(j) = j): fcl_visible
+ * for a whole vector.  TRANSPOSED (dK/dV): the lanes are keys and the
+ * columns query rows. */
+inline fcl_rowi fcl_hidden_lanes(const fcl_mask m, bool transposed, int r0, int c0, int iv, int j)
+{
+    const fcl_rowi lane = iv * FCL_RW + FCL_LANE_IOTA;
+    const fcl_rowi pos = transposed ? (fcl_rowi)FCL_POS(r0 + j) : (r0 + lane) / FCL_PACK;
+    const fcl_rowi key = transposed ? c0 + lane : (fcl_rowi)(c0 + j);
+    fcl_rowi hidden = key >= m.seqlen_k;
+    if (m.left >= 0)
+        hidden |= key < pos + (m.diag - m.left);
+    if (m.right >= 0)
+        hidden |= key > pos + (m.diag + m.right);
+    return hidden;
+}
+#endif
 
 /* First key visible from any of rows [r0, r1), and one past the last. */
 inline int fcl_key_begin(const fcl_mask m, int r0)
@@ -494,11 +518,26 @@ inline bool fcl_score_visible(const fcl_mask m, const fcl_blocks bl, int cover, 
  * whole work-group, and no test per score elsewhere.  Register (i, j) is
  * score (r0 + FCL_ROW(i), c0 + FCL_COL(j)); TRANSPOSED (dK/dV's tiles of
  * keys x queries) swaps them.  Query rows may be packed (FCL_POS): the mask
- * sees their positions. */
-#define FCL_HIDE_MASKED(TRANSPOSED, mask, blocks, cover, seqlen_q, r0, rows, c0, HIDE)      \
+ * sees their positions.  On a piece with rows as lanes and no block mask,
+ * HIDE_LANES runs instead, written on iv_, j_ and hid_ (fcl_hidden_lanes):
+ * one vector of rows at a time. */
+#define FCL_EDGE_TILE(mask, cover, r0, rows, c0) \
+    fcl_tile_edge(mask, cover, FCL_POS(r0), FCL_POS((r0) + (rows) - 1) + 1, c0, (c0) + BC)
+#if FCL_RW > 1 && !FCL_HAS(FCL_FEAT_BLOCKMASK)
+#define FCL_HIDE_MASKED(TRANSPOSED, mask, blocks, cover, seqlen_q, r0, rows, c0, HIDE, HIDE_LANES) \
     do {                                                                                   \
-        if (fcl_tile_edge(mask, cover, FCL_POS(r0), FCL_POS((r0) + (rows) - 1) + 1, c0,     \
-                          (c0) + BC)) {                                                    \
+        if (FCL_EDGE_TILE(mask, cover, r0, rows, c0)) {                                    \
+            for (int iv_ = 0; iv_ < RMV; ++iv_)                                            \
+                for (int j_ = 0; j_ < RN; ++j_) {                                          \
+                    const fcl_rowi hid_ = fcl_hidden_lanes(mask, TRANSPOSED, r0, c0, iv_, j_); \
+                    HIDE_LANES;                                                            \
+                }                                                                          \
+        }                                                                                  \
+    } while (0)
+#else
+#define FCL_HIDE_MASKED(TRANSPOSED, mask, blocks, cover, seqlen_q, r0, rows, c0, HIDE, HIDE_LANES) \
+    do {                                                                                   \
+        if (FCL_EDGE_TILE(mask, cover, r0, rows, c0)) {                                    \
             FCL_UNROLL                                                                     \
             for (int i_ = 0; i_ < RM; ++i_)                                                \
                 FCL_UNROLL                                                                 \
@@ -509,6 +548,7 @@ inline bool fcl_score_visible(const fcl_mask m, const fcl_blocks bl, int cover, 
                         HIDE;                                                              \
         }                                                                                  \
     } while (0)
+#endif
 
 /* ---- the per-(batch, head) state of the variants, as every kernel needs it */
 typedef struct {

@@ -184,7 +184,8 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
                                                     units_scale, mask.diag, drop, bh,
                                                     r0 + FCL_ROW(i), c0 + FCL_COL(j)).y;
 #endif
-        FCL_HIDE_MASKED(0, mask, blocks, cover, sq.seqlen_q, r0, rows, c0, FCL_S(s, i_, j_) = 0.0f);
+        FCL_HIDE_MASKED(0, mask, blocks, cover, sq.seqlen_q, r0, rows, c0, FCL_S(s, i_, j_) = 0.0f,
+                        s[iv_][j_] = select(s[iv_][j_], (fcl_rowv)(0.0f), hid_));
         FCL_UNROLL
         for (int iv = 0; iv < RMV; ++iv)
             FCL_UNROLL
@@ -349,7 +350,9 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
             }
 #endif
         FCL_HIDE_MASKED(1, mask, blocks, cover, sq.seqlen_q, r0, rows, c0,
-                        FCL_S(st, i_, j_) = FCL_S(dpt, i_, j_) = 0.0f);
+                        FCL_S(st, i_, j_) = FCL_S(dpt, i_, j_) = 0.0f,
+                        (st[iv_][j_] = select(st[iv_][j_], (fcl_rowv)(0.0f), hid_),
+                         dpt[iv_][j_] = select(dpt[iv_][j_], (fcl_rowv)(0.0f), hid_)));
         FCL_UNROLL
         for (int iv = 0; iv < RMV; ++iv)
             FCL_UNROLL

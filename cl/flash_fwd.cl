@@ -177,7 +177,8 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
         }
 #endif
         FCL_HIDE_MASKED(0, mask, blocks, cover, sq.seqlen_q, r0, rows, c0,
-                        FCL_S(s, i_, j_) = -INFINITY);
+                        FCL_S(s, i_, j_) = -INFINITY,
+                        s[iv_][j_] = select(s[iv_][j_], (fcl_rowv)(-INFINITY), hid_));
         fcl_rowv mt[RMV];
         FCL_UNROLL
         for (int iv = 0; iv < RMV; ++iv) {

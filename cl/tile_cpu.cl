@@ -16,7 +16,9 @@
  * The broadcast side (K, V) is read straight from global memory, which on a
  * CPU is the caches: a tile of K or V is a few KiB to a few tens of KiB,
  * read from L1/L2 once per work-group and tile (an FMA with a broadcast
- * memory operand is one instruction on AVX-512).  Register blocks are
+ * memory operand is one instruction on AVX-512).  16-bit storage is first
+ * widened into an fp32 copy of the tile in __local, by vectors: converting
+ * each broadcast scalar on its own doubled the time of fp16 products.  Register blocks are
  * FCL_CPU_BLOCK keys or head_dim columns by RMV row vectors: 16 vector
  * accumulators at BR = 32 on 16 lanes.  Keys past the end of a tile read the
  * tile's last key again (their scores are masked; no read leaves the
@@ -46,11 +48,23 @@
 #define FCL_VLOAD_ROWS(p) vload8(0, p)
 #endif
 
+/* The broadcast operand of the products: rows of a global tensor (fp32
+ * storage), or the fp32 __local copy of a tile (16-bit storage). */
+#if FCL_DTYPE == 0
+#define FCL_CPU_STAGED 0
+typedef __global const fcl_storage *fcl_cpu_src;
+#define FCL_CPU_READ(b, i) fcl_load(b, i)
+#else
+#define FCL_CPU_STAGED 1
+typedef __local const float *fcl_cpu_src;
+#define FCL_CPU_READ(b, i) ((b)[i])
+#endif
+
 /* s[iv][j] = sum_{k < klen} At[k * ald + iv * FCL_RW + lane] * B[b_at[j] + k]
  * for j < ncol (a multiple of FCL_CPU_BLOCK).  At: the row operand,
- * transposed, in __local; B: rows of a global tensor at offsets b_at. */
+ * transposed, in __local; B: the broadcast rows at offsets b_at. */
 inline void fcl_cpu_product_t(fcl_rowv (*s)[RN], int ncol, __local const float *at, int ald,
-                              __global const fcl_storage *b, const long *b_at, int klen)
+                              fcl_cpu_src b, const long *b_at, int klen)
 {
     for (int j0 = 0; j0 < ncol; j0 += FCL_CPU_BLOCK) {
         fcl_rowv a[RMV][FCL_CPU_BLOCK];
@@ -60,7 +74,7 @@ inline void fcl_cpu_product_t(fcl_rowv (*s)[RN], int ncol, __local const float *
             fcl_rowv x[RMV];
             for (int iv = 0; iv < RMV; ++iv) x[iv] = FCL_VLOAD_ROWS(at + k * ald + iv * FCL_RW);
             for (int jj = 0; jj < FCL_CPU_BLOCK; ++jj) {
-                const fcl_rowv y = fcl_load(b, b_at[j0 + jj] + k);
+                const fcl_rowv y = FCL_CPU_READ(b, b_at[j0 + jj] + k);
                 for (int iv = 0; iv < RMV; ++iv) a[iv][jj] = fma(y, x[iv], a[iv][jj]);
             }
         }
@@ -73,7 +87,7 @@ inline void fcl_cpu_product_t(fcl_rowv (*s)[RN], int ncol, __local const float *
  * blocks of FCL_CPU_BLOCK columns stay in registers over all j, then the
  * columns left one at a time. */
 inline void fcl_cpu_accumulate(fcl_rowv (*acc)[DN], fcl_rowv (*p)[RN], int ncol,
-                               __global const fcl_storage *b, const long *b_at, int width)
+                               fcl_cpu_src b, const long *b_at, int width)
 {
     int n0 = 0;
     for (; n0 + FCL_CPU_BLOCK <= width; n0 += FCL_CPU_BLOCK) {
@@ -82,7 +96,7 @@ inline void fcl_cpu_accumulate(fcl_rowv (*acc)[DN], fcl_rowv (*p)[RN], int ncol,
             for (int nn = 0; nn < FCL_CPU_BLOCK; ++nn) a[iv][nn] = acc[iv][n0 + nn];
         for (int j = 0; j < ncol; ++j) {
             for (int nn = 0; nn < FCL_CPU_BLOCK; ++nn) {
-                const fcl_rowv y = fcl_load(b, b_at[j] + n0 + nn);
+                const fcl_rowv y = FCL_CPU_READ(b, b_at[j] + n0 + nn);
                 for (int iv = 0; iv < RMV; ++iv) a[iv][nn] = fma(y, p[iv][j], a[iv][nn]);
             }
         }
@@ -91,7 +105,7 @@ inline void fcl_cpu_accumulate(fcl_rowv (*acc)[DN], fcl_rowv (*p)[RN], int ncol,
     }
     for (; n0 < width; ++n0)
         for (int j = 0; j < ncol; ++j) {
-            const fcl_rowv y = fcl_load(b, b_at[j] + n0);
+            const fcl_rowv y = FCL_CPU_READ(b, b_at[j] + n0);
             for (int iv = 0; iv < RMV; ++iv) acc[iv][n0] = fma(y, p[iv][j], acc[iv][n0]);
         }
 }
@@ -105,49 +119,94 @@ inline void fcl_cpu_tile_rows(long *at, int n, const fcl_rows rows, bool keys, i
 }
 #define fcl_cpu_key_rows(at, rows, c0, cols) fcl_cpu_tile_rows(at, BC, rows, true, c0, cols)
 
+/* The broadcast side of a tile of n rows (offsets `at` in `src`, made by
+ * fcl_cpu_tile_rows), as the products read it: the rows in place for fp32
+ * storage, else widened into dst[n][D_PAD] by 16-element vectors, `at`
+ * then pointing there. */
+inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
+                                 __global const fcl_storage *src)
+{
+#if FCL_CPU_STAGED
+    for (int j = 0; j < n; ++j) {
+        __global const fcl_storage *row = src + at[j];
+        __local float *out = dst + j * D_PAD;
+        int k = 0;
+        for (; k + 16 <= D_PAD; k += 16) {
+#if FCL_DTYPE == 1
+            vstore16(vload_half16(0, row + k), 0, out + k);
+#else
+            vstore16(as_float16(convert_uint16(vload16(0, row + k)) << 16), 0, out + k);
+#endif
+        }
+        for (; k < D_PAD; ++k) out[k] = fcl_load(row, k);
+        at[j] = (long)j * D_PAD;
+    }
+    return dst;
+#else
+    (void)dst;
+    (void)at;
+    (void)n;
+    return src;
+#endif
+}
+
+/* __local room for staged tiles of n rows, none for fp32 storage */
+#define FCL_CPU_STAGE_ROWS(n) (FCL_CPU_STAGED ? (n) : 1)
+
 #endif
 
 /* ---- the forward's pieces (see flash_fwd.cl), CPU version -----------------
  * __local: Qt [D_PAD][BR], the Q block transposed (row vectors of one
- * dimension are contiguous).  Private: the key tile's row offsets. */
+ * dimension are contiguous); Ks, Vs [BC][D_PAD], the key tile widened to
+ * fp32 (16-bit storage).  Private: the key tile's row offsets. */
 #if defined(FCL_KERNEL_FORWARD) && FCL_TILE_CPU
 
 #define FCL_FWD_IDS FCL_PORTABLE_IDS
-#define FCL_FWD_LOCALS __local float Qt[D_PAD * BR] FCL_ALIGNED
+#define FCL_FWD_LOCALS                                              \
+    __local float Qt[D_PAD * BR] FCL_ALIGNED;                       \
+    __local float Ks[FCL_CPU_STAGE_ROWS(BC) * D_PAD] FCL_ALIGNED;   \
+    __local float Vs[FCL_CPU_STAGE_ROWS(BC) * D_PAD] FCL_ALIGNED
 
 #define FCL_FWD_LOAD_Q(q_rows, r0, rows, head_dim, negate)                                    \
     fcl_load_rows_t(Qt, BR, BR, Q, fcl_tile_rows(q_rows, false, r0), false, (rows), (head_dim), \
                     (negate), lid)
 
-#define FCL_FWD_KEY_STATE long k_at[BC], v_at[BC]
+#define FCL_FWD_KEY_STATE                 \
+    long k_at[BC], v_at[BC];              \
+    fcl_cpu_src k_src, v_src
 #define FCL_FWD_PREFETCH_K(k_rows, c0, cols) ((void)0)
 #define FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, more, next, next_cols, head_dim) \
     do {                                                                             \
         fcl_cpu_key_rows(k_at, (k_rows), (c0), (cols));                              \
         fcl_cpu_key_rows(v_at, (v_rows), (c0), (cols));                              \
+        k_src = fcl_cpu_stage(Ks, k_at, BC, K);                                      \
+        v_src = fcl_cpu_stage(Vs, v_at, BC, V);                                      \
     } while (0)
 #define FCL_FWD_TILE_MID(more, k_rows, next, cols) ((void)0)
 
-#define FCL_FWD_QK(s) fcl_cpu_product_t(s, BC, Qt, BR, K, k_at, D_PAD)
+#define FCL_FWD_QK(s) fcl_cpu_product_t(s, BC, Qt, BR, k_src, k_at, D_PAD)
 /* one work-item holds whole rows */
 #define FCL_ROWS_MAX(v) ((void)0)
 #define FCL_ROWS_SUM(v) ((void)0)
 #define FCL_FWD_SET_P(s, iv, j, p) (s[iv][j] = (p)) /* P replaces S in place */
-#define FCL_FWD_PV(acc, s) fcl_cpu_accumulate(acc, s, BC, V, v_at, D_PAD)
+#define FCL_FWD_PV(acc, s) fcl_cpu_accumulate(acc, s, BC, v_src, v_at, D_PAD)
 
 #endif
 
 /* ---- the backward's pieces (see flash_bwd.cl), CPU version ----------------
  * dQ: lanes are query rows.  __local Qt, dOt [D_PAD][BR] (transposed);
- * K and V rows are read in place (offsets of the key tile).  dS stays in
- * the score registers. */
+ * K and V rows are read in place (offsets of the key tile), or from Ks, Vs
+ * for 16-bit storage.  dS stays in the score registers. */
 #if defined(FCL_KERNEL_DQ) && FCL_TILE_CPU
 
 #define FCL_BWD_IDS FCL_PORTABLE_IDS
-#define FCL_DQ_LOCALS                            \
-    __local float Qt[D_PAD * BR] FCL_ALIGNED;    \
-    __local float dOt[D_PAD * BR] FCL_ALIGNED;   \
-    long k_at[BC], v_at[BC]
+#define FCL_DQ_LOCALS                                               \
+    __local float Qt[D_PAD * BR] FCL_ALIGNED;                       \
+    __local float dOt[D_PAD * BR] FCL_ALIGNED;                      \
+    __local float Ks[FCL_CPU_STAGE_ROWS(BC) * D_PAD] FCL_ALIGNED;   \
+    __local float Vs[FCL_CPU_STAGE_ROWS(BC) * D_PAD] FCL_ALIGNED;   \
+    long k_at[BC], v_at[BC];                                        \
+    fcl_cpu_src k_src, v_src
 
 #define FCL_DQ_LOAD_Q_DO(q_base, q_ss, do_base, do_ss, rows, head_dim)                        \
     do {                                                                                      \
@@ -159,16 +218,18 @@ inline void fcl_cpu_tile_rows(long *at, int n, const fcl_rows rows, bool keys, i
     do {                                                                              \
         fcl_cpu_key_rows(k_at, fcl_rows_strided((k_base), (k_ss)), 0, (cols));        \
         fcl_cpu_key_rows(v_at, fcl_rows_strided((v_base), (v_ss)), 0, (cols));        \
+        k_src = fcl_cpu_stage(Ks, k_at, BC, K);                                       \
+        v_src = fcl_cpu_stage(Vs, v_at, BC, V);                                       \
     } while (0)
-#define FCL_DQ_S(s, buf) fcl_cpu_product_t(s, BC, Qt, BR, K, k_at, D_PAD)
-#define FCL_DQ_DP(dp, buf) fcl_cpu_product_t(dp, BC, dOt, BR, V, v_at, D_PAD)
+#define FCL_DQ_S(s, buf) fcl_cpu_product_t(s, BC, Qt, BR, k_src, k_at, D_PAD)
+#define FCL_DQ_DP(dp, buf) fcl_cpu_product_t(dp, BC, dOt, BR, v_src, v_at, D_PAD)
 #define FCL_DQ_SET_DS(s, iv, j, ds) ((void)0) /* dS replaces S in place */
-#define FCL_DQ_ACC(acc, s, buf) fcl_cpu_accumulate(acc, s, BC, K, k_at, D_PAD)
+#define FCL_DQ_ACC(acc, s, buf) fcl_cpu_accumulate(acc, s, BC, k_src, k_at, D_PAD)
 
 /* dK/dV: lanes are keys.  __local Kt, Vt [D_PAD][BC] (transposed, loaded
  * once), LSE and delta of the Q block (2 x BR each: the shared loop names a
- * buffer); Q and dO rows are read in place.  P^T and dS^T stay in the score
- * registers. */
+ * buffer); Q and dO rows are read in place, or from Qs, dOs for 16-bit
+ * storage.  P^T and dS^T stay in the score registers. */
 #elif defined(FCL_KERNEL_DKDV) && FCL_TILE_CPU
 
 #define FCL_BWD_IDS FCL_PORTABLE_IDS
@@ -177,7 +238,10 @@ inline void fcl_cpu_tile_rows(long *at, int n, const fcl_rows rows, bool keys, i
     __local float Vt[D_PAD * BC] FCL_ALIGNED;    \
     __local float lse_s[2 * BR];                 \
     __local float dlt_s[2 * BR];                 \
-    long q_at[BR], do_at[BR]
+    __local float Qs[FCL_CPU_STAGE_ROWS(BR) * D_PAD] FCL_ALIGNED;  \
+    __local float dOs[FCL_CPU_STAGE_ROWS(BR) * D_PAD] FCL_ALIGNED; \
+    long q_at[BR], do_at[BR];                    \
+    fcl_cpu_src q_src, do_src
 
 #define FCL_DKDV_LOAD_KV(k_base, k_ss, v_base, v_ss, cols, head_dim)                     \
     do {                                                                                 \
@@ -189,14 +253,16 @@ inline void fcl_cpu_tile_rows(long *at, int n, const fcl_rows rows, bool keys, i
     do {                                                                                  \
         fcl_cpu_tile_rows(q_at, BR, fcl_rows_strided((q_base), (q_ss)), false, 0, (rows)); \
         fcl_cpu_tile_rows(do_at, BR, fcl_rows_strided((do_base), (do_ss)), false, 0, (rows));\
+        q_src = fcl_cpu_stage(Qs, q_at, BR, Q);                                           \
+        do_src = fcl_cpu_stage(dOs, do_at, BR, dO);                                       \
     } while (0)
-#define FCL_DKDV_ST(st, buf) fcl_cpu_product_t(st, BR, Kt, BC, Q, q_at, D_PAD)
-#define FCL_DKDV_DPT(dpt, buf) fcl_cpu_product_t(dpt, BR, Vt, BC, dO, do_at, D_PAD)
+#define FCL_DKDV_ST(st, buf) fcl_cpu_product_t(st, BR, Kt, BC, q_src, q_at, D_PAD)
+#define FCL_DKDV_DPT(dpt, buf) fcl_cpu_product_t(dpt, BR, Vt, BC, do_src, do_at, D_PAD)
 #define FCL_DKDV_SET(st, dpt, iv, j, p, ds) ((void)0) /* in place */
 #define FCL_DKDV_ACC(dk, dv, st, dpt, buf)                       \
     do {                                                         \
-        fcl_cpu_accumulate(dv, st, BR, dO, do_at, D_PAD);        \
-        if (FCL_WANT_DK) fcl_cpu_accumulate(dk, dpt, BR, Q, q_at, D_PAD); \
+        fcl_cpu_accumulate(dv, st, BR, do_src, do_at, D_PAD);    \
+        if (FCL_WANT_DK) fcl_cpu_accumulate(dk, dpt, BR, q_src, q_at, D_PAD); \
     } while (0)
 
 #endif

@@ -37,11 +37,12 @@ static uint64_t cache_share(const fcl_caps *caps)
 /* Bytes a work-group touches per step of its inner loop, with `rows` the
  * lanes (query rows; keys for dK/dV) and `cols` the streamed rows: the
  * transposed lane-side tiles in __local, the score tiles and accumulators in
- * private memory, two streamed tiles read in place. */
+ * private memory, two streamed tiles read in place (and their fp32 copies
+ * for 16-bit storage). */
 static uint64_t working_set(fcl_kernel_kind kind, int rows, int cols, int d, size_t storage)
 {
     const uint64_t R = (uint64_t)rows, C = (uint64_t)cols, D = (uint64_t)d;
-    const uint64_t streamed = 2 * C * D * storage;
+    const uint64_t streamed = 2 * C * D * (storage + (storage == 4 ? 0 : 4));
     switch (kind) {
     case FCL_KERNEL_BACKWARD_DQ: /* Qt, dOt; S, dP; dQ */
         return 4 * (2 * D * R + 2 * R * C + R * D) + streamed;
@@ -52,17 +53,20 @@ static uint64_t working_set(fcl_kernel_kind kind, int rows, int cols, int d, siz
     }
 }
 
-/* __local bytes of the CPU piece's kernels (cl/tile_cpu.cl). */
-static uint64_t local_bytes_of(fcl_kernel_kind kind, int rows, int cols, int d)
+/* __local bytes of the CPU piece's kernels (cl/tile_cpu.cl): the lane-side
+ * tiles transposed, and the two streamed tiles widened to fp32 for 16-bit
+ * storage (a one-row placeholder each for fp32). */
+static uint64_t local_bytes_of(fcl_kernel_kind kind, int rows, int cols, int d, size_t storage)
 {
     const uint64_t R = (uint64_t)rows, C = (uint64_t)cols, D = (uint64_t)d;
+    const uint64_t staged = 4 * 2 * (storage == 4 ? 1 : C) * D;
     switch (kind) {
     case FCL_KERNEL_BACKWARD_DQ: /* Qt, dOt */
-        return 4 * 2 * D * R;
+        return 4 * 2 * D * R + staged;
     case FCL_KERNEL_BACKWARD_DKDV: /* Kt, Vt, LSE and delta of two Q blocks */
-        return 4 * (2 * D * R + 4 * C);
+        return 4 * (2 * D * R + 4 * C) + staged;
     default: /* Qt */
-        return 4 * D * R;
+        return 4 * D * R + staged;
     }
 }
 
@@ -106,7 +110,7 @@ fcl_status fcl_plan_make_cpu(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
     uint64_t local_limit;
     size_t wg_limit;
     fcl_plan_effective_limits(caps, limits, &local_limit, &wg_limit);
-    const uint64_t local_bytes = local_bytes_of(kind, rows, cols, d);
+    const uint64_t local_bytes = local_bytes_of(kind, rows, cols, d, storage);
     if (local_bytes > local_limit || wg_limit < 1)
         return FCL_ERROR_NO_PLAN;
 
