@@ -41,6 +41,9 @@
 
 /* keys or head_dim columns per register block */
 #define FCL_CPU_BLOCK 8
+/* Register blocks must be unrolled to stay in registers (2.2x on the
+ * forward: NOTES.md, run 19); PoCL does not unroll them by itself. */
+#define FCL_CPU_UNROLL _Pragma("unroll")
 
 #if FCL_RW == 16
 #define FCL_VLOAD_ROWS(p) vload16(0, p)
@@ -68,17 +71,24 @@ inline void fcl_cpu_product_t(fcl_rowv (*s)[RN], int ncol, __local const float *
 {
     for (int j0 = 0; j0 < ncol; j0 += FCL_CPU_BLOCK) {
         fcl_rowv a[RMV][FCL_CPU_BLOCK];
+        FCL_CPU_UNROLL
         for (int iv = 0; iv < RMV; ++iv)
+            FCL_CPU_UNROLL
             for (int jj = 0; jj < FCL_CPU_BLOCK; ++jj) a[iv][jj] = 0.0f;
         for (int k = 0; k < klen; ++k) {
             fcl_rowv x[RMV];
+            FCL_CPU_UNROLL
             for (int iv = 0; iv < RMV; ++iv) x[iv] = FCL_VLOAD_ROWS(at + k * ald + iv * FCL_RW);
+            FCL_CPU_UNROLL
             for (int jj = 0; jj < FCL_CPU_BLOCK; ++jj) {
                 const fcl_rowv y = FCL_CPU_READ(b, b_at[j0 + jj] + k);
+                FCL_CPU_UNROLL
                 for (int iv = 0; iv < RMV; ++iv) a[iv][jj] = fma(y, x[iv], a[iv][jj]);
             }
         }
+        FCL_CPU_UNROLL
         for (int iv = 0; iv < RMV; ++iv)
+            FCL_CPU_UNROLL
             for (int jj = 0; jj < FCL_CPU_BLOCK; ++jj) s[iv][j0 + jj] = a[iv][jj];
     }
 }
@@ -92,20 +102,27 @@ inline void fcl_cpu_accumulate(fcl_rowv (*acc)[DN], fcl_rowv (*p)[RN], int ncol,
     int n0 = 0;
     for (; n0 + FCL_CPU_BLOCK <= width; n0 += FCL_CPU_BLOCK) {
         fcl_rowv a[RMV][FCL_CPU_BLOCK];
+        FCL_CPU_UNROLL
         for (int iv = 0; iv < RMV; ++iv)
+            FCL_CPU_UNROLL
             for (int nn = 0; nn < FCL_CPU_BLOCK; ++nn) a[iv][nn] = acc[iv][n0 + nn];
         for (int j = 0; j < ncol; ++j) {
+            FCL_CPU_UNROLL
             for (int nn = 0; nn < FCL_CPU_BLOCK; ++nn) {
                 const fcl_rowv y = FCL_CPU_READ(b, b_at[j] + n0 + nn);
+                FCL_CPU_UNROLL
                 for (int iv = 0; iv < RMV; ++iv) a[iv][nn] = fma(y, p[iv][j], a[iv][nn]);
             }
         }
+        FCL_CPU_UNROLL
         for (int iv = 0; iv < RMV; ++iv)
+            FCL_CPU_UNROLL
             for (int nn = 0; nn < FCL_CPU_BLOCK; ++nn) acc[iv][n0 + nn] = a[iv][nn];
     }
     for (; n0 < width; ++n0)
         for (int j = 0; j < ncol; ++j) {
             const fcl_rowv y = FCL_CPU_READ(b, b_at[j] + n0);
+            FCL_CPU_UNROLL
             for (int iv = 0; iv < RMV; ++iv) acc[iv][n0] = fma(y, p[iv][j], acc[iv][n0]);
         }
 }
