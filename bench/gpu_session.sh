@@ -144,15 +144,16 @@ for step in $steps; do
       # 4+), OpenBLAS and PyTorch
       dev=$("$B/tools/flashcl-info" --no-probe 2>/dev/null | awk '/^Device/ && /pthread|cpu|CPU/ {print $2; exit}')
       files=""
-      for t in ${THREADS:-1 2 4 8 16}; do
+      threads=${THREADS:-1 2 4 8 16}
+      for t in $threads; do
         POCL_MAX_PTHREAD_COUNT=$t POCL_CPU_MAX_CU_NUM=$t OPENBLAS_NUM_THREADS=$t FLASHCL_DEVICE=$dev \
-          timeout 150 "$B/bench/flashcl-bench-cpu" --quick --no-decode --reps 3 \
+          timeout 110 "$B/bench/flashcl-bench-cpu" --quick --no-decode --reps "${SCALING_REPS:-2}" \
           --out "$OUT/cpu_t$t.csv" 2>&1 | tee -a "$OUT/cpu_scaling.txt"
-        timeout 100 python3 bench/sdpa_cpu.py --threads "$t" --head-dims 128 --seqlens 1024,4096 \
+        timeout 40 python3 bench/sdpa_cpu.py --threads "$t" --head-dims 128 --seqlens 1024,4096 \
           --decode-seqlens "" --csv "$OUT/cpu_sdpa_t$t.csv" 2>&1 | tee -a "$OUT/cpu_scaling.txt"
         files="$files${files:+,}$OUT/cpu_t$t.csv"
       done
-      python3 bench/compare_cpu.py "$OUT/cpu_t${THREADS##* }.csv" "$OUT/cpu-scaling" --scaling "$files" ;;
+      python3 bench/compare_cpu.py "$OUT/cpu_t${threads##* }.csv" "$OUT/cpu-scaling" --scaling "$files" ;;
     *) echo "unknown step $step" ;;
   esac
 done
