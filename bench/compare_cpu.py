@@ -92,9 +92,11 @@ def main():
                 continue
             label = f"{r['pass']} {r['dtype']} d{r['d']}{' causal' if r['causal'] == '1' else ''}"
             series.setdefault(label, []).append((int(r["N"]), ratio))
-        for label, pts in sorted(series.items()):
+        colors = plt.cm.tab20.colors  # one colour per line: up to 16 lines a panel
+        for n, (label, pts) in enumerate(sorted(series.items())):
             pts.sort()
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label,
+                    color=colors[n % len(colors)],
                     linestyle="-" if label.startswith("fwd") else "--")
         ax.axhline(1.0, color="grey", linewidth=0.8)
         ax.set_xscale("log", base=2)

@@ -29,10 +29,16 @@ static const table_entry table[] = {
      * groups with small tiles keep the working set in L1/L2. */
     {"default cpu", 0, 2, 0, -1, 256, 32, 32, 8, 8, FCL_PIECE_PORTABLE},
     /* The CPU piece (one work-item a group, rows as SIMD lanes): 32 rows
-     * (two vectors of 16, 16 accumulators) by 64 keys.  Measured on a
-     * 2-core AVX-512 Xeon, PoCL 3.1, fp32 d 128, N 1024, B*H 32 (NOTES.md,
-     * run 19): 32x64 111 GFLOP/s; 32x128 115; 32x32 113; 16x64 100;
-     * 64x64 62 (32 accumulators spill). */
+     * (two vectors of 16: 16 accumulators) by 64 keys, for every kernel.
+     * flashcl-tune on a 2-core AVX-512 Xeon, PoCL 3.1, fp32, N 1024,
+     * B*N 8192, H*d 512 (NOTES.md, run 19), GFLOP/s at d 64 / 128:
+     * forward 32x64 190 / 210, 32x32 190 / 210, 32x128 190 / 180,
+     * 16x64 140 / 160; backward (dQ varied) 32x64 160 / 150, 16x64 140 / 150;
+     * (dK/dV varied, keys x queries) 32x64 150 / 150, 16x64 130 / 130.
+     * 32 rows match or beat 16 (by up to 35%); 32 to 256 keys are within the
+     * noise.  More rows are not possible: 64 would need 32 accumulators,
+     * more than AVX-512's registers, and dropout keeps a bit per row in a
+     * uint. */
     {"cpu piece", 0, 2, 0, -1, 256, 32, 64, 1, 1, FCL_PIECE_CPU},
 
     /* NVIDIA Hopper (sm_90), measured with flashcl-tune on an H200, fp32,
