@@ -1,6 +1,6 @@
 /* common.cl - pieces every flashcl kernel shares: storage types, masking.
  *
- * The host prepends a block of -D style #defines (see src/kernel_options.c):
+ * The host prepends a block of -D style #defines (see src/programs/kernel_options.c):
  *   FCL_DTYPE      0 fp32, 1 fp16, 2 bf16 (storage only; arithmetic is fp32)
  *   D_PAD          head_dim rounded up to the thread layout; padded columns
  *                  are loaded as zeros and never stored
