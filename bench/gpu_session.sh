@@ -147,7 +147,7 @@ for step in $steps; do
       threads=${THREADS:-1 2 4 8 16}
       for t in $threads; do
         POCL_MAX_PTHREAD_COUNT=$t POCL_CPU_MAX_CU_NUM=$t OPENBLAS_NUM_THREADS=$t FLASHCL_DEVICE=$dev \
-          timeout 110 "$B/bench/flashcl-bench-cpu" --quick --no-decode --reps "${SCALING_REPS:-2}" \
+          timeout $((40 + 120 / t)) "$B/bench/flashcl-bench-cpu" --quick --no-decode --reps "${SCALING_REPS:-2}" \
           --out "$OUT/cpu_t$t.csv" 2>&1 | tee -a "$OUT/cpu_scaling.txt"
         timeout 40 python3 bench/sdpa_cpu.py --threads "$t" --head-dims 128 --seqlens 1024,4096 \
           --decode-seqlens "" --csv "$OUT/cpu_sdpa_t$t.csv" 2>&1 | tee -a "$OUT/cpu_scaling.txt"
