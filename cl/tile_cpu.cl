@@ -18,11 +18,13 @@
  * read from L1/L2 once per work-group and tile (an FMA with a broadcast
  * memory operand is one instruction on AVX-512).  16-bit storage is first
  * widened into an fp32 copy of the tile in __local, by vectors: converting
- * each broadcast scalar on its own doubled the time of fp16 products.  Register blocks are
- * FCL_CPU_BLOCK keys or head_dim columns by RMV row vectors: 16 vector
- * accumulators at BR = 32 on 16 lanes.  Keys past the end of a tile read the
- * tile's last key again (their scores are masked; no read leaves the
- * tensor), so the loops have no bounds to test.
+ * each broadcast scalar on its own doubled the time of fp16 products.
+ * Register blocks are FCL_CPU_BLOCK keys or head_dim columns by RMV row
+ * vectors (16 vector accumulators at BR = 32 on 16 lanes), unrolled so they
+ * stay in registers.  Keys past the end of a tile read the tile's last key
+ * again (their scores are masked; no read leaves the tensor), so the loops
+ * have no bounds to test.  The backward is the same with dQ's lanes query
+ * rows and dK/dV's lanes keys (Q and dO are then the broadcast side).
  */
 
 /* The register tiles of each kernel (see flash_fwd.cl, flash_bwd.cl): dK/dV
