@@ -86,6 +86,12 @@ typedef struct fcl_plan_limits {
 fcl_status fcl_plan_make(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
                          fcl_dtype dtype, const fcl_plan_limits *limits,
                          const fcl_tuned_tile *target, fcl_plan_full *out);
+/* The fields of a plan every planner fills alike: the problem, the on-chip
+ * memory (reported, and `usable_bytes`, what the tiles were sized for) and
+ * the paper's rule with M counted in tile elements of `tile_elem_bytes`. */
+void fcl_plan_describe(fcl_plan *pub, const fcl_caps *caps, fcl_kernel_kind kind,
+                       fcl_dtype dtype, size_t head_dim, size_t head_dim_padded,
+                       uint64_t usable_bytes, unsigned tile_elem_bytes);
 /* The caps' local memory and work-group size, lowered by `limits`. */
 void fcl_plan_effective_limits(const fcl_caps *caps, const fcl_plan_limits *limits,
                                uint64_t *local_bytes, size_t *work_group_size);

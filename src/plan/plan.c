@@ -143,6 +143,21 @@ fcl_status fcl_decode_target(const fcl_caps *caps, const fcl_build *build, fcl_p
     return FCL_OK;
 }
 
+void fcl_plan_describe(fcl_plan *pub, const fcl_caps *caps, fcl_kernel_kind kind,
+                       fcl_dtype dtype, size_t head_dim, size_t head_dim_padded,
+                       uint64_t usable_bytes, unsigned tile_elem_bytes)
+{
+    pub->kernel = kind;
+    pub->dtype = dtype;
+    pub->head_dim = head_dim;
+    pub->head_dim_padded = head_dim_padded;
+    pub->local_mem_reported = caps->local_mem_reported;
+    pub->local_mem_usable = usable_bytes;
+    pub->paper_m_elements = usable_bytes / tile_elem_bytes;
+    pub->paper_bc = (size_t)((pub->paper_m_elements + 4 * head_dim - 1) / (4 * head_dim));
+    pub->paper_br = pub->paper_bc < head_dim ? pub->paper_bc : head_dim;
+}
+
 fcl_status fcl_plan_make(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
                          fcl_dtype dtype, const fcl_plan_limits *limits,
                          const fcl_tuned_tile *forced, fcl_plan_full *out)
@@ -215,15 +230,8 @@ fcl_status fcl_plan_make(const fcl_caps *caps, fcl_kernel_kind kind, size_t head
     const int rows = best.ty * best.rm, cols = best.tx * best.rn;
     const bool keys_are_rows = kind == FCL_KERNEL_BACKWARD_DKDV;
 
-    pub->kernel = kind;
-    pub->dtype = dtype;
-    pub->head_dim = head_dim;
-    pub->head_dim_padded = (size_t)best.d_pad;
-    pub->local_mem_reported = caps->local_mem_reported;
-    pub->local_mem_usable = caps->local_mem_usable;
-    pub->paper_m_elements = caps->local_mem_usable / 4;
-    pub->paper_bc = (size_t)((pub->paper_m_elements + 4 * head_dim - 1) / (4 * head_dim));
-    pub->paper_br = pub->paper_bc < head_dim ? pub->paper_bc : head_dim;
+    fcl_plan_describe(pub, caps, kind, dtype, head_dim, (size_t)best.d_pad,
+                      caps->local_mem_usable, 4);
     pub->br = (size_t)(keys_are_rows ? cols : rows);
     pub->bc = (size_t)(keys_are_rows ? rows : cols);
     pub->work_group_size = (size_t)(best.ty * best.tx);

@@ -122,15 +122,7 @@ fcl_status fcl_plan_make_cpu(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
     out->force_unroll = 0;
     out->tile_cpu = rw;
     fcl_plan *pub = &out->pub;
-    pub->kernel = kind;
-    pub->dtype = dtype;
-    pub->head_dim = head_dim;
-    pub->head_dim_padded = head_dim;
-    pub->local_mem_reported = caps->local_mem_reported;
-    pub->local_mem_usable = budget;
-    pub->paper_m_elements = budget / 4;
-    pub->paper_bc = (size_t)((pub->paper_m_elements + 4 * head_dim - 1) / (4 * head_dim));
-    pub->paper_br = pub->paper_bc < head_dim ? pub->paper_bc : head_dim;
+    fcl_plan_describe(pub, caps, kind, dtype, head_dim, head_dim, budget, 4);
     pub->br = (size_t)(dkdv ? cols : rows);
     pub->bc = (size_t)(dkdv ? rows : cols);
     pub->work_group_size = 1;

@@ -147,15 +147,8 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
     out->force_unroll = !emulated; /* emulated: CPUs, see FCL_FORCE_UNROLL */
     out->tile_mma = 1;
     out->mma_emulated = emulated;
-    pub->kernel = kind;
-    pub->dtype = dtype;
-    pub->head_dim = head_dim;
-    pub->head_dim_padded = head_dim;
-    pub->local_mem_reported = caps->local_mem_reported;
-    pub->local_mem_usable = caps->local_mem_usable;
-    pub->paper_m_elements = caps->local_mem_usable / 2; /* 16-bit tiles on chip */
-    pub->paper_bc = (size_t)((pub->paper_m_elements + 4 * head_dim - 1) / (4 * head_dim));
-    pub->paper_br = pub->paper_bc < head_dim ? pub->paper_bc : head_dim;
+    /* 16-bit tiles on chip */
+    fcl_plan_describe(pub, caps, kind, dtype, head_dim, head_dim, caps->local_mem_usable, 2);
     pub->br = (size_t)(dkdv ? s.inner : rows);
     pub->bc = (size_t)(dkdv ? rows : s.inner);
     pub->work_group_size = (size_t)(32 * s.warps);
