@@ -378,8 +378,8 @@ typedef struct fcl_context_options {
     /* 1: trust CL_DEVICE_LOCAL_MEM_SIZE and skip the on-chip memory probe. */
     int skip_local_mem_probe;
     /* 1: never use a device-specific piece (the NVIDIA tensor-core forward
-     * and backward, the CPU piece); the portable
-     * kernels everywhere, e.g. to compare them. */
+     * and backward, the CPU piece); the portable kernels everywhere, e.g. to
+     * compare them. */
     int portable_only;
 } fcl_context_options;
 

@@ -120,10 +120,10 @@ struct fcl_build;
 fcl_status fcl_decode_target(const fcl_caps *caps, const struct fcl_build *build,
                              fcl_piece piece, fcl_tuned_tile *out);
 
-/* The CPU piece (plan_cpu.c, cl/tile_cpu.cl): its rows per vector for this
- * device and kernel (the SIMD width in floats, 8 or 16), or 0 where it does
- * not run (not a CPU, or another SIMD width). */
-int fcl_cpu_piece_width(const fcl_caps *caps, fcl_kernel_kind kind);
+/* The CPU piece (plan_cpu.c, cl/tile_cpu.cl; every kernel has its CPU
+ * code): its rows per vector on this device (the SIMD width in floats, 8 or
+ * 16), or 0 where it does not run (not a CPU, or another SIMD width). */
+int fcl_cpu_piece_width(const fcl_caps *caps);
 /* `target` NULL: the table's CPU-piece entry.  A forced target must have
  * ty = tx = 1 (one work-item a group). */
 fcl_status fcl_plan_make_cpu(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,

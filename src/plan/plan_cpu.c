@@ -16,11 +16,10 @@
 
 enum { KIB = 1024, CACHE_SHARE_MIN = 256 * KIB, CACHE_SHARE_MAX = 1024 * KIB, KEY_BLOCK = 8 };
 
-int fcl_cpu_piece_width(const fcl_caps *caps, fcl_kernel_kind kind)
+int fcl_cpu_piece_width(const fcl_caps *caps)
 {
     if (!caps->is_cpu || (caps->native_float_width != 8 && caps->native_float_width != 16))
         return 0;
-    (void)kind; /* every kernel has its CPU code */
     return (int)caps->native_float_width;
 }
 
@@ -79,7 +78,7 @@ fcl_status fcl_plan_make_cpu(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
     const size_t storage = fcl_dtype_size(dtype);
     if (storage == 0)
         return FCL_ERROR_DTYPE_UNSUPPORTED;
-    const int rw = fcl_cpu_piece_width(caps, kind);
+    const int rw = fcl_cpu_piece_width(caps);
     if (rw == 0)
         return FCL_ERROR_NO_PLAN;
     fcl_tuned_tile target;

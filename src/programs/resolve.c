@@ -44,7 +44,7 @@ static fcl_status build_checked(fcl_context *ctx, fcl_resolved *r)
         /* The CPU piece on CPUs, unless told otherwise or tuned with more
          * than one work-item a group (the portable piece's tiles). */
         const bool cpu_piece = !(b->features & FCL_BUILD_TILE_MMA) && !ctx->portable_only &&
-                               fcl_cpu_piece_width(&ctx->caps, b->kind) > 0 &&
+                               fcl_cpu_piece_width(&ctx->caps) > 0 &&
                                (target == NULL || (target->ty == 1 && target->tx == 1));
         fcl_tuned_tile decode_target;
         if (target == NULL && b->kind == FCL_KERNEL_DECODE) {
