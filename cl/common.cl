@@ -72,8 +72,10 @@ typedef float fcl_rowv;
 #define FCL_LANE(v, r) (((float *)&(v))[r])
 #endif
 #define RMV (RM / FCL_RW)
-/* Element (i, j) of a register score tile s[RMV][RN]. */
-#define FCL_S(s, i, j) FCL_LANE((s)[(i) / FCL_RW][j], (i) % FCL_RW)
+/* Register row i of x[RMV] (m, l, LSE, ...), and element (i, j) of
+ * x[RMV][...] (score tiles, output accumulators). */
+#define FCL_R(x, i) FCL_LANE((x)[(i) / FCL_RW], (i) % FCL_RW)
+#define FCL_S(x, i, j) FCL_LANE((x)[(i) / FCL_RW][j], (i) % FCL_RW)
 
 /* ---- storage types ---------------------------------------------------- */
 

@@ -126,9 +126,8 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
     for (int i = 0; i < RM; ++i) {
         const int row = r0 + FCL_ROW(i);
         const long at = fcl_lse_index(b, h, heads_q, lse_rows, sq, row);
-        FCL_LANE(lse[i / FCL_RW], i % FCL_RW) =
-            row < sq.seqlen_q ? FCL_EXP_UNITS(LSE[lse_off + at]) : INFINITY;
-        FCL_LANE(dlt[i / FCL_RW], i % FCL_RW) = row < sq.seqlen_q ? delta[at] : 0.0f;
+        FCL_R(lse, i) = row < sq.seqlen_q ? FCL_EXP_UNITS(LSE[lse_off + at]) : INFINITY;
+        FCL_R(dlt, i) = row < sq.seqlen_q ? delta[at] : 0.0f;
     }
     FCL_UNROLL
     for (int iv = 0; iv < RMV; ++iv)
@@ -178,11 +177,9 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
         for (int i = 0; i < RM; ++i)
             FCL_UNROLL
             for (int j = 0; j < RN; ++j)
-                FCL_S(s, i, j) = fcl_backward_score(FCL_S(s, i, j), FCL_S(dp, i, j),
-                                                    FCL_LANE(lse[i / FCL_RW], i % FCL_RW),
-                                                    FCL_LANE(dlt[i / FCL_RW], i % FCL_RW), mods,
-                                                    units_scale, mask.diag, drop, bh,
-                                                    r0 + FCL_ROW(i), c0 + FCL_COL(j)).y;
+                FCL_S(s, i, j) = fcl_backward_score(FCL_S(s, i, j), FCL_S(dp, i, j), FCL_R(lse, i),
+                                                    FCL_R(dlt, i), mods, units_scale, mask.diag,
+                                                    drop, bh, r0 + FCL_ROW(i), c0 + FCL_COL(j)).y;
 #endif
         FCL_HIDE_MASKED(0, mask, blocks, cover, sq.seqlen_q, r0, rows, c0, FCL_S(s, i_, j_) = 0.0f,
                         s[iv_][j_] = select(s[iv_][j_], (fcl_rowv)(0.0f), hid_));
@@ -203,8 +200,7 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
         for (int n = 0; n < DN; ++n) {
             const int col = FCL_OCOL(n);
             if (col < head_dim)
-                fcl_store(dQ, dq_base + (long)row * dq_ss + col,
-                          FCL_LANE(acc[i / FCL_RW][n], i % FCL_RW) * scale);
+                fcl_store(dQ, dq_base + (long)row * dq_ss + col, FCL_S(acc, i, n) * scale);
         }
     }
 }
@@ -376,10 +372,8 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
             const int col = FCL_OCOL(n);
             if (col >= head_dim) continue;
             if (FCL_WANT_DK)
-                fcl_store(dK, dk_base + (long)key * dk_ss + col,
-                          FCL_LANE(dk[i / FCL_RW][n], i % FCL_RW) * scale);
-            if (FCL_WANT_DV)
-                fcl_store(dV, dv_base + (long)key * dv_ss + col, FCL_LANE(dv[i / FCL_RW][n], i % FCL_RW));
+                fcl_store(dK, dk_base + (long)key * dk_ss + col, FCL_S(dk, i, n) * scale);
+            if (FCL_WANT_DV) fcl_store(dV, dv_base + (long)key * dv_ss + col, FCL_S(dv, i, n));
         }
     }
 }

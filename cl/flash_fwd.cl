@@ -14,15 +14,16 @@
  * tile_cpu.cl (one work-item a group, tile rows as SIMD lanes; CPUs).
  * A piece provides: RM, RN, DN (the work-item's register tile s[RM][RN] and
  * output acc[RM][DN], held as fcl_rowv s[RMV][RN] and acc[RMV][DN]: see
- * "rows as vector lanes" in common.cl), FCL_ROW(i) / FCL_COL(j) / FCL_OCOL(n) (what tile
- * row, key column and head_dim column those registers are), FCL_FWD_IDS,
- * FCL_FWD_LOCALS, FCL_FWD_LOAD_Q (Q, negated when told), FCL_FWD_KEY_STATE
- * (what the loads keep from tile to tile, such as pages read ahead),
- * FCL_FWD_PREFETCH_K / FCL_FWD_TILE_BEGIN / FCL_FWD_TILE_MID (where K and V
- * tiles are loaded: both at the start of a tile, or in the background, see
- * the loop), FCL_FWD_QK, FCL_ROWS_MAX /
+ * "rows as vector lanes" in common.cl), FCL_ROW(i) / FCL_COL(j) /
+ * FCL_OCOL(n) (what tile row, key column and head_dim column those
+ * registers are), FCL_FWD_IDS, FCL_FWD_LOCALS, FCL_FWD_LOAD_Q (Q, negated
+ * when told), FCL_FWD_KEY_STATE (what the loads keep from tile to tile, such
+ * as pages read ahead), FCL_FWD_PREFETCH_K / FCL_FWD_TILE_BEGIN /
+ * FCL_FWD_TILE_MID (where K and V tiles are loaded: both at the start of a
+ * tile, or in the background, see the loop), FCL_FWD_QK, FCL_ROWS_MAX /
  * FCL_ROWS_SUM (over the work-items sharing a row), FCL_FIRST_IN_ROW,
- * FCL_FWD_SET_P (the probabilities of FCL_RW rows, one column) and FCL_FWD_PV, and the exponential it uses: FCL_EXP_UNITS
+ * FCL_FWD_SET_P (the probabilities of FCL_RW rows, one column) and
+ * FCL_FWD_PV, and the exponential it uses: FCL_EXP_UNITS
  * converts a score to the units of FCL_EXP, FCL_NATURAL_UNITS converts back
  * (exp itself on the portable path, exp2 on the tensor-core one).  Tiles
  * are named by fcl_rows (common.cl) and their first row.
@@ -252,8 +253,8 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
         if (row >= sq.seqlen_q * FCL_PACK) continue;
         const int head = h + row % FCL_PACK, pos = FCL_POS(row);
         const long at = fcl_lse_index(b, head, heads_q, lse_rows, sq, pos);
-        const float l_i = FCL_LANE(l[i / FCL_RW], i % FCL_RW);
-        const float m_i = FCL_LANE(m[i / FCL_RW], i % FCL_RW);
+        const float l_i = FCL_R(l, i);
+        const float m_i = FCL_R(m, i);
         const float inv = (l_i > 0.0f) ? 1.0f / l_i : 0.0f;
         const float lse = (l_i > 0.0f) ? FCL_NATURAL_UNITS(m_i * exp_scale) + log(l_i)
                                        : (num_splits > 1 ? -INFINITY : INFINITY);
@@ -262,7 +263,7 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
         for (int n = 0; n < DN; ++n) {
             const int col = FCL_OCOL(n);
             if (col >= head_dim) continue;
-            const float o = FCL_LANE(acc[i / FCL_RW][n], i % FCL_RW);
+            const float o = FCL_S(acc, i, n);
             if (num_splits > 1)
                 part_o[((long)blk.split * part_rows + at) * head_dim + col] =
                     valid ? o * inv : NAN;
