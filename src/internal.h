@@ -254,6 +254,38 @@ size_t fcl_program_sources(fcl_program_id id, const char **sources, size_t capac
 fcl_status fcl_get_program(fcl_context *ctx, fcl_program_id id, const char *options,
                            cl_program *out);
 void fcl_set_build_log(fcl_context *ctx, const char *log);
+/* Builds prog for the context's device; on failure keeps its log and
+ * releases it (FCL_ERROR_BUILD_FAILED, or OpenCL's error). */
+fcl_status fcl_build_or_release(fcl_context *ctx, cl_program prog, const char *options);
+/* Keeps prog's build log as the context's (best effort). */
+void fcl_keep_build_log(fcl_context *ctx, cl_program prog);
+/* A built program's binary (one device): *bin (malloc'd) and *len. */
+fcl_status fcl_program_binary(cl_program prog, unsigned char **bin, size_t *len);
+
+/* ---- sm_90a programs (ptx_rewrite.c) --------------------------------------- */
+
+/* A program whose build options hold FCL_SM90A_OPTION is built from source,
+ * then its PTX retargeted to sm_90a with each FCL_SM90A_MARKER comment line
+ * of its inline asm turned into the instruction that follows the marker. */
+#define FCL_SM90A_OPTION "-DFCL_SM90A=1"
+#define FCL_SM90A_MARKER "// @sm90a@"
+int fcl_wants_sm90a(const char *options);
+/* FCL_OK on an NVIDIA sm_90 device (the real one, whatever the profile);
+ * else FCL_ERROR_BUILD_FAILED with a build log that says why. */
+fcl_status fcl_sm90a_device_check(const fcl_context *ctx);
+/* The text step, pure: checks that `ptx` (len bytes, up to a first NUL) has
+ * exactly one .target directive, naming sm_90 or sm_90a, and no marker
+ * without an instruction; then writes the rewritten text to *out (malloc'd,
+ * NUL-terminated, *out_len bytes without the NUL) and the number of markers
+ * replaced to *rewritten.  Blank lines, indentation and every other byte are
+ * kept.  FCL_ERROR_BUILD_FAILED with the reason in `why` when the text does
+ * not pass; nothing is allocated then. */
+fcl_status fcl_ptx_to_sm90a(const char *ptx, size_t len, char **out, size_t *out_len,
+                            size_t *rewritten, char *why, size_t why_size);
+/* The binary step: from_source's PTX rewritten, built as a binary program
+ * with `options`.  The caller keeps from_source. */
+fcl_status fcl_build_sm90a(fcl_context *ctx, cl_program from_source, const char *options,
+                           cl_program *out);
 
 /* Options (-D defines) for a plan and its build; returns bytes needed like
  * snprintf. */

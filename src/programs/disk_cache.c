@@ -325,26 +325,25 @@ void fcl_disk_cache_store(fcl_context *ctx, fcl_program_id id, const char *optio
 {
     if (ctx->cache_dir == NULL)
         return;
+    unsigned char *bin = NULL;
     size_t len = 0;
-    if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof len, &len, NULL) != CL_SUCCESS ||
-        len == 0 || (uint64_t)len > MAX_ENTRY_BYTES)
+    if (fcl_program_binary(prog, &bin, &len) != FCL_OK)
         return;
-    unsigned char *bin = malloc(len);
-    if (bin == NULL)
+    if ((uint64_t)len > MAX_ENTRY_BYTES) {
+        free(bin);
         return;
+    }
     char key[KEY_BYTES], path[PATH_BYTES], tmp[PATH_BYTES + 64];
     entry_key(ctx, id, options, key, sizeof key);
     entry_path(ctx, key, path, sizeof path);
     /* unique to this process and context, so concurrent writers never share it */
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%p.%u", path, (long)getpid(), (void *)ctx,
              ctx->cache_stores);
-    if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS) {
-        if (write_entry(tmp, key, bin, len) && rename(tmp, path) == 0)
-            ctx->cache_stores++;
-        else
-            remove(tmp);
-        evict(ctx);
-    }
+    if (write_entry(tmp, key, bin, len) && rename(tmp, path) == 0)
+        ctx->cache_stores++;
+    else
+        remove(tmp);
+    evict(ctx);
     free(bin);
 }
 

@@ -3,6 +3,7 @@
  * Every program is built once per context and kept (the in-memory cache, keyed
  * by program and options), and kept on disk for other processes
  * (disk_cache.c).  A failed build keeps its log for fcl_context_build_log().
+ * Programs that use Hopper-only PTX take one more step (ptx_rewrite.c).
  */
 #include "internal.h"
 
@@ -61,7 +62,7 @@ void fcl_set_build_log(fcl_context *ctx, const char *log)
     ctx->build_log = copy;
 }
 
-static void keep_build_log(fcl_context *ctx, cl_program prog)
+void fcl_keep_build_log(fcl_context *ctx, cl_program prog)
 {
     size_t n = 0;
     if (clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &n) != CL_SUCCESS)
@@ -72,6 +73,39 @@ static void keep_build_log(fcl_context *ctx, cl_program prog)
     if (clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, n, log, NULL) == CL_SUCCESS)
         fcl_set_build_log(ctx, log);
     free(log);
+}
+
+fcl_status fcl_build_or_release(fcl_context *ctx, cl_program prog, const char *options)
+{
+    cl_int err = clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL);
+    if (err == CL_SUCCESS)
+        return FCL_OK;
+    fcl_keep_build_log(ctx, prog);
+    clReleaseProgram(prog);
+    return err == CL_BUILD_PROGRAM_FAILURE ? FCL_ERROR_BUILD_FAILED : err;
+}
+
+fcl_status fcl_program_binary(cl_program prog, unsigned char **bin, size_t *len)
+{
+    *bin = NULL;
+    *len = 0;
+    size_t n = 0;
+    cl_int err = clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof n, &n, NULL);
+    if (err != CL_SUCCESS)
+        return err;
+    if (n == 0)
+        return CL_INVALID_PROGRAM_EXECUTABLE;
+    unsigned char *b = malloc(n);
+    if (b == NULL)
+        return FCL_ERROR_OUT_OF_HOST_MEMORY;
+    err = clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof b, &b, NULL);
+    if (err != CL_SUCCESS) {
+        free(b);
+        return err;
+    }
+    *bin = b;
+    *len = n;
+    return FCL_OK;
 }
 
 /* ---- in-memory cache ------------------------------------------------------- */
@@ -106,6 +140,13 @@ fcl_status fcl_get_program(fcl_context *ctx, fcl_program_id id, const char *opti
         }
     }
 
+    /* checked before anything is built: off sm_90 it could never run */
+    const int sm90a = fcl_wants_sm90a(options);
+    if (sm90a) {
+        fcl_status st = fcl_sm90a_device_check(ctx);
+        if (st != FCL_OK)
+            return st;
+    }
     cl_program prog = fcl_disk_cache_load(ctx, id, options);
     if (prog == NULL) {
         const char *srcs[16];
@@ -114,11 +155,16 @@ fcl_status fcl_get_program(fcl_context *ctx, fcl_program_id id, const char *opti
         prog = clCreateProgramWithSource(ctx->cl_ctx, n, srcs, NULL, &err);
         if (err != CL_SUCCESS)
             return err;
-        err = clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL);
-        if (err != CL_SUCCESS) {
-            keep_build_log(ctx, prog);
+        fcl_status st = fcl_build_or_release(ctx, prog, options);
+        if (st != FCL_OK)
+            return st;
+        if (sm90a) {
+            cl_program patched = NULL;
+            st = fcl_build_sm90a(ctx, prog, options, &patched);
             clReleaseProgram(prog);
-            return err == CL_BUILD_PROGRAM_FAILURE ? FCL_ERROR_BUILD_FAILED : err;
+            if (st != FCL_OK)
+                return st;
+            prog = patched;
         }
         fcl_disk_cache_store(ctx, id, options, prog);
     }
