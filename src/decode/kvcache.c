@@ -82,7 +82,8 @@ fcl_status fcl_kvcache_validate_desc(const fcl_kvcache_desc *d)
     if (capacity > MAX_KEYS || d->seqlen_new > capacity || d->seqlen_q > MAX_KEYS)
         return FCL_ERROR_INVALID_SHAPE;
     const fcl_attention_desc fwd = fcl_kvcache_as_forward(d); /* heads, dtype, scale, causal */
-    return fcl_validate_desc(&fwd);
+    FCL_TRY(fcl_validate_desc(&fwd));
+    return fcl_require_no_fp8(d->dtype); /* FP8 caches: not yet */
 }
 
 /* The forward problem of a KV-cache call: K/V are the caches, each sequence
@@ -176,7 +177,7 @@ fcl_status fcl_kvcache_job(fcl_context *ctx, const fcl_kvcache_desc *desc,
                            const fcl_kvcache_buffers *b, const fcl_attention_desc *fwd,
                            fcl_variants *var, fcl_forward_job *job)
 {
-    const fcl_attention_aux aux = {b != NULL ? b->alibi_slopes : NULL, NULL, NULL, NULL};
+    const fcl_attention_aux aux = {.alibi_slopes = b != NULL ? b->alibi_slopes : NULL};
     FCL_TRY(fcl_variants_prepare(ctx, fwd, &aux, 0, NULL, var));
     var->features |= FCL_FEAT_KVCACHE;
     memset(job, 0, sizeof *job);
