@@ -30,6 +30,11 @@ fcl_build fcl_forward_build(const fcl_context *ctx, const fcl_attention_desc *d,
 {
     if (fcl_uses_tensor_cores(ctx, d, FCL_KERNEL_FORWARD))
         features |= FCL_BUILD_TILE_MMA;
+    /* FP8 is planned as 16-bit storage is: every piece holds its tiles
+     * decoded (fp32 __local on the portable and CPU pieces, fp16 on tensor
+     * cores), so only the global reads shrink, and the tile sizes do not
+     * depend on those (the CPU piece's cache working set counts bytes
+     * read, plan_cpu.c).  The output type is part of the build. */
     fcl_build b = fcl_build_of(FCL_KERNEL_FORWARD, d->head_dim, d->dtype, features);
     b.out_dtype = fcl_output_dtype(d);
     b.page_size = page_size;
