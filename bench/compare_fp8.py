@@ -20,7 +20,7 @@ def main():
     fp16 = {shape(r): float(r["rmse"]) for r in rows if r["storage"] == "fp16"}
     lines = [f"# FP8 storage error ({meta.get('device', '?')})", "",
              f"{meta.get('date', '')}, commit {meta.get('commit', '')}; "
-             f"{meta.get('inputs N(0,1) with 0.1% of entries N(0,10); FP8 descale per (batch, head) = amax / max finite', '')}",
+             f"inputs {meta.get('inputs', '')}",
              "", "| storage | O | B | H | N | d | RMSE | relative RMSE | / fp16 storage |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:

@@ -141,7 +141,7 @@ int main(int argc, char **argv)
     printf("%-5s %-4s %3s %2s %5s %4s | %10s %10s\n", "store", "out", "B", "H", "N", "d", "RMSE",
            "rel RMSE");
     if (out)
-        fprintf(out, "# device: %s\n# driver: %s\n# date: %s\n# commit: %s\n# inputs N(0,1) with "
+        fprintf(out, "# device: %s\n# driver: %s\n# date: %s\n# commit: %s\n# inputs: N(0,1) with "
                      "0.1%% of entries N(0,10); FP8 descale per (batch, head) = amax / max "
                      "finite\nstorage,out,B,H,N,d,rmse,rel_rmse\n",
                 info.name, info.driver_version, date, FCL_GIT_COMMIT);
