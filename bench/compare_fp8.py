@@ -42,7 +42,7 @@ def main():
         k = (r["storage"], r["out"])
         if k not in kinds:
             kinds.append(k)
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = plt.subplots(figsize=(8, 5))
     width = 0.8 / len(kinds)
     for i, k in enumerate(kinds):
         ys = [next((float(r["rmse"]) for r in rows if shape(r) == s and (r["storage"], r["out"]) == k),
@@ -54,7 +54,7 @@ def main():
     ax.set_yscale("log")
     ax.set_ylabel("RMSE of O against float64")
     ax.set_title("FP8 vs fp16 storage, inputs with 0.1% outliers (per-head descales)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
     fig.tight_layout()
     fig.savefig(prefix + ".png", dpi=110)
 
