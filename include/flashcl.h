@@ -720,6 +720,10 @@ FCL_API fcl_status fcl_philox_host(fcl_context *ctx, size_t n, const uint32_t *c
  *       the entries of pages it uses (the first ceil(T_b / page_size)) are
  *       read.  Fastest when page_size is a multiple of the plan's key tile
  *       (fcl_kvcache_plan_query's bc: 16 for decoding on NVIDIA tensor cores).
+ * FP8 dtypes: Q, the caches and the new rows are bytes, O has out_dtype,
+ * and the descales of fcl_kvcache_buffers act as fcl_attention_aux's (the
+ * append copies bytes: new rows must be quantised with their sequence's
+ * descales); FP8 decode plans pack no heads (fcl_plan_query).
  * Q and O are (batch, seqlen_q, heads_q, head_dim) as their layouts say;
  * LSE (optional, fp32) is contiguous (batch, heads_q, seqlen_q) from
  * lse_offset, as for fcl_attention_forward. */
@@ -730,8 +734,8 @@ typedef struct fcl_kvcache_desc {
     size_t head_dim;              /* 1..256 */
     size_t seqlen_q;              /* query rows per sequence, >= 1 */
     size_t seqlen_new;            /* rows appended per sequence before attending, >= 0 */
-    fcl_dtype dtype;              /* of Q, O, the cache and the new rows; not FP8
-                                     (FCL_ERROR_DTYPE_UNSUPPORTED) */
+    fcl_dtype dtype;              /* of Q, O, the cache and the new rows (O: out_dtype
+                                     for FP8) */
     float softmax_scale;          /* 0 means 1/sqrt(head_dim); must be finite */
     int causal;                   /* 0 or 1 */
     int64_t window_left;          /* -1: unbounded (>= -1) */
@@ -748,6 +752,10 @@ typedef struct fcl_kvcache_desc {
     size_t lse_offset;            /* in floats */
     int num_splits;               /* split-KV chunks: 0 automatic, 1..1024 forced
                                      (else FCL_ERROR_INVALID_VALUE) */
+    /* ---- FP8 caches (dtype FCL_DTYPE_FP8_*: Q, both caches and the new rows
+     * are FP8; see fcl_dtype and fcl_attention_aux) ---- */
+    fcl_dtype out_dtype;          /* O's type for FP8 dtypes, as fcl_attention_desc.out_dtype;
+                                     fcl_kvcache_desc_init sets dtype, FP16 for FP8 */
 } fcl_kvcache_desc;
 
 /*! fcl_kvcache_desc_init() :
@@ -782,6 +790,12 @@ typedef struct fcl_kvcache_buffers {
     cl_mem alibi_slopes;          /* fp32, when alibi is set (see fcl_alibi_mode) */
     cl_mem o;
     cl_mem lse;                   /* optional output */
+    /* FP8 dtypes only (else non-NULL is FCL_ERROR_INVALID_VALUE), NULL = 1.0:
+     * fp32 descales as fcl_attention_aux's, descale_q (batch, heads_q),
+     * descale_k and descale_v (batch, heads_kv), b the sequence.  Appended
+     * rows are stored as they are: quantise them with their sequence's
+     * descales. */
+    cl_mem descale_q, descale_k, descale_v;
 } fcl_kvcache_buffers;
 
 /* The same as host arrays (k_cache and v_cache are updated in place when
@@ -795,6 +809,7 @@ typedef struct fcl_kvcache_host {
     const float *alibi_slopes;
     void *o;
     float *lse;
+    const float *descale_q, *descale_k, *descale_v;
 } fcl_kvcache_host;
 
 /*! fcl_attention_kvcache() :

@@ -19,6 +19,7 @@
 
 #include "fp8_codec.h"
 #include "internal.h"
+#include "kvcache_support.h"
 #include "test_support.h"
 
 #include <math.h>
@@ -464,15 +465,49 @@ static void test_statuses(void **state)
     assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan), FCL_OK);
     assert_int_equal(plan.dtype, FCL_DTYPE_FP8_E4M3);
 
-    /* no FP8 KV caches yet */
+    /* FP8 KV caches: decode plans without head packing; O's type checked */
     fcl_kvcache_desc kd;
     fcl_kvcache_desc_init(&kd, 1, 2, 1, 16, 1, 0, FCL_DTYPE_FP8_E5M2);
+    assert_int_equal(kd.out_dtype, FCL_DTYPE_FP16);
     fcl_kvcache_desc_set_contiguous(&kd, 32);
+    assert_int_equal(fcl_kvcache_plan_query(ctx, &kd, &plan), FCL_OK);
+    assert_int_equal(plan.pack, 1);
+    kd.out_dtype = FCL_DTYPE_FP8_E4M3;
     assert_int_equal(fcl_kvcache_plan_query(ctx, &kd, &plan), FCL_ERROR_DTYPE_UNSUPPORTED);
 
     cl_mem all[] = {q, k, v, o, lse, q_short, o_short, o16, ds_short, ds, x16, g[0], g[1], g[2], g[3]};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
         clReleaseMemObject(all[i]);
+}
+
+/* ---- FP8 KV caches ------------------------------------------------------------ */
+
+/* The KV-cache call with FP8 caches (kvcache_support.h): appends copy the
+ * bytes, pages smaller and larger than a key tile, GQA, split-KV, chunked
+ * prefill rows, descales per (sequence, head), on every piece. */
+static void test_kvcache(void **state)
+{
+    (void)state;
+    static const int lens[3] = {37, 0, 70};
+    /* B Hq Hk d sq new dtype page cap lens causal window softcap alibi splits seed */
+    const kv_case cases[4] = {
+        {3, 4, 2, 64, 1, 2, FCL_DTYPE_FP8_E4M3, 16, 96, lens, 1, -1, 0, 0, 0, 9000},
+        {3, 8, 2, 64, 3, 0, FCL_DTYPE_FP8_E5M2, 0, 80, lens, 1, 30, 0, 1, 3, 9001},
+        {3, 2, 1, 32, 70, 5, FCL_DTYPE_FP8_E4M3, 64, 128, lens, 1, -1, 15.0f, 0, 0, 9002},
+        {3, 4, 4, 48, 2, 1, FCL_DTYPE_FP8_E5M2, 8, 80, lens, 0, -1, 0, 0, 2, 9003},
+    };
+    const fcl_dtype outs[4] = {FCL_DTYPE_FP16, FCL_DTYPE_FP32, FCL_DTYPE_BF16, FCL_DTYPE_FP32};
+    for (int p = 0; p < PIECES; ++p) {
+        fcl_context *ctx = piece_context(p);
+        assert_non_null(ctx);
+        for (int i = 0; i < 4; ++i) {
+            if (p == PIECE_MMA && cases[i].head_dim % 16 != 0)
+                continue;
+            const kv_fp8 f = {outs[i], 1, p == PIECE_MMA};
+            assert_true(kv_run_fp8(ctx, &cases[i], &f));
+        }
+        fcl_context_destroy(ctx);
+    }
 }
 
 int main(void)
@@ -489,6 +524,7 @@ int main(void)
         cmocka_unit_test(test_forward_variants),
         cmocka_unit_test(test_forward_profiles),
         cmocka_unit_test(test_statuses),
+        cmocka_unit_test(test_kvcache),
     };
     return cmocka_run_group_tests(tests, fa_group_setup, fa_group_teardown);
 }
