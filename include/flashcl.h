@@ -633,9 +633,10 @@ FCL_API fcl_status fcl_attention_backward_host(fcl_context *ctx, const fcl_atten
  * after the wait list) to check them.
  * @return as fcl_attention_forward()/backward(); also FCL_ERROR_NULL_ARGUMENT
  *         for a missing aux buffer, FCL_ERROR_INVALID_VALUE for a bad variant
- *         setting (window < -1, softcap < 0, dropout_p outside [0, 1), ...),
+ *         setting (window < -1, softcap < 0, dropout_p outside [0, 1), ...)
+ *         or a descale buffer given with a dtype that is not FP8,
  *         FCL_ERROR_INVALID_CU_SEQLENS, FCL_ERROR_BUFFER_TOO_SMALL for a block
- *         mask or slopes buffer smaller than its shape. */
+ *         mask, slopes or descale buffer smaller than its shape. */
 FCL_API fcl_status fcl_attention_forward_ex(fcl_context *ctx, const fcl_attention_desc *desc,
                                             const fcl_attention_aux *aux, cl_mem q, cl_mem k,
                                             cl_mem v, cl_mem o, cl_mem lse, cl_uint num_wait,
