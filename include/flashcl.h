@@ -141,7 +141,10 @@ FCL_API const char *fcl_status_string(fcl_status status);
  * (exactly: every value of both formats is an fp16 value) and the
  * probabilities are rounded to fp16 for the P V product, as with fp16
  * storage, so O is accurate to fp16's precision there even when out_dtype
- * is FP32; elsewhere the arithmetic is fp32 throughout. */
+ * is FP32; elsewhere the arithmetic is fp32 throughout.  A NaN or infinite
+ * element (E5M2's infinities, either format's NaN) makes the O rows it
+ * reaches NaN or infinite; which of the two is not specified (a key of
+ * probability 0 times an infinity is NaN). */
 typedef enum fcl_dtype {
     FCL_DTYPE_FP32 = 0,
     FCL_DTYPE_FP16 = 1,
