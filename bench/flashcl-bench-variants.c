@@ -166,7 +166,7 @@ int main(int argc, char **argv)
             desc.softcap = va->softcap;
             desc.dropout_p = va->dropout;
             desc.dropout_seed = 1234;
-            fcl_attention_aux aux = {NULL, NULL, NULL, NULL};
+            fcl_attention_aux aux = {0};
             if (va->alibi) {
                 desc.alibi = FCL_ALIBI_PER_HEAD;
                 aux.alibi_slopes = upload(ctx, slopes, H * sizeof *slopes);

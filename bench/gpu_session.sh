@@ -50,7 +50,7 @@ for step in $steps; do
       dev=""
       [ "$step" = tests-cpu ] && \
         dev=$("$B/tools/flashcl-info" --no-probe 2>/dev/null | awk '/^Device/ && /pthread|cpu|CPU/ {print $2; exit}')
-      all="test_forward test_backward test_variants test_tensor_cores test_kvcache test_profiles test_plan test_api test_errors test_cache"
+      all="test_forward test_backward test_variants test_tensor_cores test_kvcache test_profiles test_plan test_api test_errors test_cache test_fp8"
       [ "$step" = tests-fast ] && all="test_forward test_variants test_plan test_api test_errors"
       [ "$step" = tests-tc ] && all="test_tensor_cores test_backward test_forward"
       [ -n "${TESTS:-}" ] && all=$TESTS
@@ -154,6 +154,12 @@ for step in $steps; do
         files="$files${files:+,}$OUT/cpu_t$t.csv"
       done
       python3 bench/compare_cpu.py "$OUT/cpu_t${threads##* }.csv" "$OUT/cpu-scaling" --scaling "$files" ;;
+    fp8)
+      # FP8 storage on the real mma.sync piece: its tests, and its error beside fp16's
+      ( time timeout 300 "$B/tests/test_fp8" ) > "$OUT/test_fp8.log" 2>&1
+      echo "test_fp8: rc=$?"; grep -E "PASSED|FAILED|FAIL " "$OUT/test_fp8.log" | head -20
+      timeout 300 "$B/bench/flashcl-bench-fp8" --out "$OUT/fp8-error.csv" 2>&1 | tee "$OUT/fp8-error.txt"
+      python3 bench/compare_fp8.py "$OUT/fp8-error.csv" "$OUT/fp8-error" ;;
     *) echo "unknown step $step" ;;
   esac
 done

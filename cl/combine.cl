@@ -51,7 +51,7 @@ inline float fcl_merge_lse(__local const float *lse, int n)
 __kernel __attribute__((reqd_work_group_size(FCL_COMBINE_WG, 1, 1)))
 void fcl_combine(__global const float *part_o, __global const float *part_lse, int num_splits,
                  long part_rows, int head_dim, int seqlen_q, int heads_q,
-                 __global fcl_storage *O, long o_off, long o_sb, long o_sh, long o_ss,
+                 __global fcl_ostorage *O, long o_off, long o_sb, long o_sh, long o_ss,
                  __global float *LSE, long lse_off, int write_lse)
 {
     __local float part[FCL_COMBINE_MAX_SPLITS];
@@ -85,7 +85,7 @@ void fcl_combine(__global const float *part_o, __global const float *part_lse, i
     if (slice == 0 && col < head_dim) {
         float out = 0.0f;
         for (int k = 0; k < FCL_COMBINE_SLICES; ++k) out += slice_sum[k][c];
-        fcl_store(O, o_off + b * o_sb + h * o_sh + pos * o_ss + col, isnan(lse) ? NAN : out);
+        fcl_store_o(O, o_off + b * o_sb + h * o_sh + pos * o_ss + col, isnan(lse) ? NAN : out);
     }
     if (write_lse && lid == 0 && get_group_id(0) % col_blocks == 0)
         LSE[lse_off + row] = lse == -INFINITY ? INFINITY : lse;

@@ -1,7 +1,10 @@
 /* common.cl - pieces every flashcl kernel shares: storage types, masking.
  *
  * The host prepends a block of -D style #defines (see src/programs/kernel_options.c):
- *   FCL_DTYPE      0 fp32, 1 fp16, 2 bf16 (storage only; arithmetic is fp32)
+ *   FCL_DTYPE      0 fp32, 1 fp16, 2 bf16, 3 FP8 E4M3, 4 FP8 E5M2 (storage of
+ *                  Q, K, V and the backward's tensors; arithmetic is fp32)
+ *   FCL_OUT_DTYPE  0, 1 or 2: storage of the forward's O (FCL_DTYPE, but
+ *                  for FP8 inputs)
  *   D_PAD          head_dim rounded up to the thread layout; padded columns
  *                  are loaded as zeros and never stored
  *   BR, BC         query rows / key columns per tile
@@ -77,7 +80,59 @@ typedef float fcl_rowv;
 #define FCL_R(x, i) FCL_LANE((x)[(i) / FCL_RW], (i) % FCL_RW)
 #define FCL_S(x, i, j) FCL_LANE((x)[(i) / FCL_RW][j], (i) % FCL_RW)
 
-/* ---- storage types ---------------------------------------------------- */
+/* ---- storage types ----------------------------------------------------
+ * Q, K, V (and every tensor of the backward) are FCL_DTYPE: fcl_storage,
+ * read by fcl_load and written by fcl_store.  The forward's O is
+ * FCL_OUT_DTYPE: fcl_ostorage, written by fcl_store_o, the same type except
+ * for FP8 inputs (whose outputs are 16 or 32 bits). */
+#ifndef FCL_OUT_DTYPE
+#define FCL_OUT_DTYPE FCL_DTYPE
+#endif
+#define FCL_IS_FP8 (FCL_DTYPE == 3 || FCL_DTYPE == 4)
+
+/* bfloat16: the upper 16 bits of an IEEE float. */
+inline ushort fcl_bf16_bits(float v)
+{
+    uint bits = as_uint(v);
+    if (isnan(v))
+        return (ushort)((bits >> 16) | 0x40u); /* keep it a (quiet) NaN */
+    bits += 0x7FFFu + ((bits >> 16) & 1u);     /* round to nearest, ties to even */
+    return (ushort)(bits >> 16);
+}
+
+/* FP8 bytes (s, e, m) as floats: exponent and mantissa moved into an IEEE
+ * float's fields for e > 0, m * 2^(1 - bias - mbits) for the subnormals (an
+ * exact product, not a float subnormal: devices may flush those), then
+ * the specials: E4M3 (OCP E4M3FN: bias 7, 3 mantissa bits) has NaN at
+ * x & 0x7F == 0x7F and no infinities; E5M2 (bias 15, 2 bits; the upper
+ * byte of an fp16) has infinities and NaNs at e = 31.  Every result is
+ * exact.  One body for scalars and vectors (N empty, 8 or 16): the
+ * CPU piece decodes tiles a vector at a time. */
+#define FCL_FP8_DECODER(NAME, N, E4M3)                                                   \
+    inline float##N NAME(uint##N x)                                                      \
+    {                                                                                    \
+        const uint mbits = E4M3 ? 3u : 2u, bias = E4M3 ? 7u : 15u;                       \
+        const uint##N e = (x >> mbits) & (0x7Fu >> mbits), m = x & ((1u << mbits) - 1u); \
+        const uint##N sign = (x & 0x80u) << 24;                                          \
+        const uint##N normal = sign | ((e + (127u - bias)) << 23) | (m << (23u - mbits)); \
+        const uint##N sub = sign | as_uint##N(convert_float##N(m) *                      \
+                                               (E4M3 ? 0x1p-9f : 0x1p-16f));             \
+        uint##N bits = select(normal, sub, as_uint##N(e == 0u));                          \
+        if (E4M3) {                                                                      \
+            bits = select(bits, (uint##N)0x7FC00000u, as_uint##N((x & 0x7Fu) == 0x7Fu));  \
+        } else {                                                                         \
+            const uint##N special = select((uint##N)0x7FC00000u, (uint##N)0x7F800000u,   \
+                                           as_uint##N(m == 0u));                          \
+            bits = select(bits, sign | special, as_uint##N(e == 31u));                    \
+        }                                                                                \
+        return as_float##N(bits);                                                        \
+    }
+FCL_FP8_DECODER(fcl_decode_e4m3, , 1)
+FCL_FP8_DECODER(fcl_decode_e4m3_8, 8, 1)
+FCL_FP8_DECODER(fcl_decode_e4m3_16, 16, 1)
+FCL_FP8_DECODER(fcl_decode_e5m2, , 0)
+FCL_FP8_DECODER(fcl_decode_e5m2_8, 8, 0)
+FCL_FP8_DECODER(fcl_decode_e5m2_16, 16, 0)
 
 #if FCL_DTYPE == 0
 typedef float fcl_storage;
@@ -90,20 +145,48 @@ typedef half fcl_storage;
 inline float fcl_load(__global const fcl_storage *p, long i) { return vload_half((size_t)i, p); }
 inline void fcl_store(__global fcl_storage *p, long i, float v) { vstore_half_rte(v, (size_t)i, p); }
 #elif FCL_DTYPE == 2
-/* bfloat16: the upper 16 bits of an IEEE float. */
 typedef ushort fcl_storage;
 inline float fcl_load(__global const fcl_storage *p, long i) { return as_float((uint)p[i] << 16); }
-inline ushort fcl_bf16_bits(float v)
-{
-    uint bits = as_uint(v);
-    if (isnan(v))
-        return (ushort)((bits >> 16) | 0x40u); /* keep it a (quiet) NaN */
-    bits += 0x7FFFu + ((bits >> 16) & 1u);     /* round to nearest, ties to even */
-    return (ushort)(bits >> 16);
-}
 inline void fcl_store(__global fcl_storage *p, long i, float v) { p[i] = fcl_bf16_bits(v); }
+#elif FCL_IS_FP8
+/* Read only: FP8 is an input of the forward (no fcl_store). */
+typedef uchar fcl_storage;
+#if FCL_DTYPE == 3
+#define fcl_decode_fp8 fcl_decode_e4m3
+#define fcl_decode_fp8_8 fcl_decode_e4m3_8
+#define fcl_decode_fp8_16 fcl_decode_e4m3_16
 #else
-#error "FCL_DTYPE must be 0 (fp32), 1 (fp16) or 2 (bf16)"
+#define fcl_decode_fp8 fcl_decode_e5m2
+#define fcl_decode_fp8_8 fcl_decode_e5m2_8
+#define fcl_decode_fp8_16 fcl_decode_e5m2_16
+#endif
+inline float fcl_load(__global const fcl_storage *p, long i) { return fcl_decode_fp8((uint)p[i]); }
+#else
+#error "FCL_DTYPE must be 0 (fp32), 1 (fp16), 2 (bf16), 3 (FP8 E4M3) or 4 (FP8 E5M2)"
+#endif
+
+/* Element j of src to element i of dst, both of the storage type (the
+ * KV-cache append): FP8 bytes are copied as they are. */
+#if FCL_IS_FP8
+#define fcl_copy(dst, i, src, j) ((dst)[i] = (src)[j])
+#else
+#define fcl_copy(dst, i, src, j) fcl_store((dst), (i), fcl_load((src), (j)))
+#endif
+
+#if FCL_OUT_DTYPE == FCL_DTYPE
+typedef fcl_storage fcl_ostorage;
+#define fcl_store_o fcl_store
+#elif FCL_OUT_DTYPE == 0
+typedef float fcl_ostorage;
+inline void fcl_store_o(__global fcl_ostorage *p, long i, float v) { p[i] = v; }
+#elif FCL_OUT_DTYPE == 1
+typedef half fcl_ostorage;
+inline void fcl_store_o(__global fcl_ostorage *p, long i, float v) { vstore_half_rte(v, (size_t)i, p); }
+#elif FCL_OUT_DTYPE == 2
+typedef ushort fcl_ostorage;
+inline void fcl_store_o(__global fcl_ostorage *p, long i, float v) { p[i] = fcl_bf16_bits(v); }
+#else
+#error "FCL_OUT_DTYPE must be 0 (fp32), 1 (fp16) or 2 (bf16)"
 #endif
 
 /* ---- rows of a tensor --------------------------------------------------

@@ -45,7 +45,7 @@
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
-                 __global const fcl_storage *V, __global fcl_storage *O, __global float *LSE,
+                 __global const fcl_storage *V, __global fcl_ostorage *O, __global float *LSE,
                  long q_off, long q_sb, long q_sh, long q_ss,
                  long k_off, long k_sb, long k_sh, long k_ss,
                  long v_off, long v_sb, long v_sh, long v_ss,
@@ -64,7 +64,10 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
                  __global float *part_lse, long part_rows,
                  /* KV-cache calls (FCL_FEAT_KVCACHE) */
                  __global const int *cache_lens, int seqlen_new, __global const int *page_table,
-                 long pt_stride, int num_pages)
+                 long pt_stride, int num_pages,
+                 /* FP8: descales per (batch, query head) and (batch, K/V head), 0: 1.0 */
+                 __global const float *descale_q, __global const float *descale_k,
+                 __global const float *descale_v)
 {
     FCL_FWD_LOCALS;
 #if FCL_HAS(FCL_FEAT_KVCACHE)
@@ -88,6 +91,19 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
     fcl_sequence_set_keys(&sq, valid ? len + seqlen_new : 0);
 #endif
     const fcl_mask mask = sq.mask;
+#if FCL_IS_FP8
+    /* FP8: Q's and K's descales fold into this head's scale (the score is
+     * scale * dq * dk * q.k of the decoded bytes), V's multiplies the
+     * output.  One query head per work-group: FP8 plans do not pack. */
+#if FCL_PACK > 1
+#error "FP8 descales are per query head: no GQA packing"
+#endif
+    const long bhk = (long)b * (heads_q / q_per_kv) + hk;
+    scale *= (descale_q != 0 ? descale_q[bh] : 1.0f) * (descale_k != 0 ? descale_k[bhk] : 1.0f);
+    const float out_scale = descale_v != 0 ? descale_v[bhk] : 1.0f;
+#else
+    const float out_scale = 1.0f;
+#endif
     /* the query positions of the block's rows, [p0, p1) */
     const int p0 = FCL_POS(r0), p1 = rows > 0 ? FCL_POS(r0 + rows - 1) + 1 : p0;
 
@@ -255,7 +271,7 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
         const long at = fcl_lse_index(b, head, heads_q, lse_rows, sq, pos);
         const float l_i = FCL_R(l, i);
         const float m_i = FCL_R(m, i);
-        const float inv = (l_i > 0.0f) ? 1.0f / l_i : 0.0f;
+        const float inv = (l_i > 0.0f) ? out_scale / l_i : 0.0f;
         const float lse = (l_i > 0.0f) ? FCL_NATURAL_UNITS(m_i * exp_scale) + log(l_i)
                                        : (num_splits > 1 ? -INFINITY : INFINITY);
         const long o_row = fcl_row_offset(o_rows, false, row);
@@ -268,7 +284,7 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
                 part_o[((long)blk.split * part_rows + at) * head_dim + col] =
                     valid ? o * inv : NAN;
             else
-                fcl_store(O, o_row + col, valid ? o * inv : NAN);
+                fcl_store_o(O, o_row + col, valid ? o * inv : NAN);
         }
         if (FCL_FIRST_IN_ROW) {
             if (num_splits > 1)

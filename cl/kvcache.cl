@@ -44,7 +44,7 @@ __kernel void fcl_kvcache_append(__global const int *cache_lens, __global const 
         const int hk = rem / head_dim, c = rem - hk * head_dim;
         const long kn_at = kn_off + b * kn_sb + hk * kn_sh + t * kn_ss + c;
         const long vn_at = vn_off + b * vn_sb + hk * vn_sh + t * vn_ss + c;
-        fcl_store(Kc, fcl_row_offset(kc, true, len + t) + hk * kc_sh + c, fcl_load(Kn, kn_at));
-        fcl_store(Vc, fcl_row_offset(vc, true, len + t) + hk * vc_sh + c, fcl_load(Vn, vn_at));
+        fcl_copy(Kc, fcl_row_offset(kc, true, len + t) + hk * kc_sh + c, Kn, kn_at);
+        fcl_copy(Vc, fcl_row_offset(vc, true, len + t) + hk * vc_sh + c, Vn, vn_at);
     }
 }

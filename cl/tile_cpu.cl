@@ -16,7 +16,7 @@
  * The broadcast side (K, V) is read straight from global memory, which on a
  * CPU is the caches: a tile of K or V is a few KiB to a few tens of KiB,
  * read from L1/L2 once per work-group and tile (an FMA with a broadcast
- * memory operand is one instruction on AVX-512).  16-bit storage is first
+ * memory operand is one instruction on AVX-512).  16-bit and FP8 storage is first
  * widened into an fp32 copy of the tile in __local, by vectors: converting
  * each broadcast scalar on its own doubled the time of fp16 products.
  * Register blocks are FCL_CPU_BLOCK keys or head_dim columns by RMV row
@@ -54,7 +54,7 @@
 #endif
 
 /* The broadcast operand of the products: rows of a global tensor (fp32
- * storage), or the fp32 __local copy of a tile (16-bit storage). */
+ * storage), or the fp32 __local copy of a tile (16-bit and FP8 storage). */
 #if FCL_DTYPE == 0
 #define FCL_CPU_STAGED 0
 typedef __global const fcl_storage *fcl_cpu_src;
@@ -140,8 +140,8 @@ inline void fcl_cpu_tile_rows(long *at, int n, const fcl_rows rows, bool keys, i
 
 /* The broadcast side of a tile of n rows (offsets `at` in `src`, made by
  * fcl_cpu_tile_rows), as the products read it: the rows in place for fp32
- * storage, else widened into dst[n][D_PAD] by 16-element vectors, `at`
- * then pointing there. */
+ * storage, else widened (FP8: decoded) into dst[n][D_PAD] by 16-element
+ * vectors, `at` then pointing there. */
 inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
                                  __global const fcl_storage *src)
 {
@@ -153,6 +153,8 @@ inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
         for (; k + 16 <= D_PAD; k += 16) {
 #if FCL_DTYPE == 1
             vstore16(vload_half16(0, row + k), 0, out + k);
+#elif FCL_IS_FP8
+            vstore16(fcl_decode_fp8_16(convert_uint16(vload16(0, row + k))), 0, out + k);
 #else
             vstore16(as_float16(convert_uint16(vload16(0, row + k)) << 16), 0, out + k);
 #endif

@@ -3,8 +3,9 @@
  * ldmatrix, shfl.sync, cp.async).  Built only with FCL_TILE_MMA=1, which the
  * host sets for NVIDIA devices of compute capability 8.0 and up (or, for
  * tests, with the emulated operations of warp_emulated.cl), fp16/bf16
- * storage, head_dim a multiple of 16 up to 256 (dK/dV above 128 built
- * twice, FCL_DKDV_PART), and 16-byte aligned rows.
+ * storage or (forward only) FP8 storage decoded to fp16 as it is loaded,
+ * head_dim a multiple of 16 up to 256 (dK/dV above 128 built twice,
+ * FCL_DKDV_PART), and rows aligned to 8 elements.
  *
  * Layout: WARPS = TY warps; each owns MB blocks of 16 consecutive rows of the
  * "row" operand (query rows in the forward and dQ, keys in dK/dV).  In the
@@ -132,10 +133,36 @@
         }                                                                \
     } while (0)
 
+/* 8 elements of a row as 8 16-bit tile values.  FP8 is decoded to fp16:
+ * exact for both formats (E4M3's 3 mantissa bits and exponents 2^-9 ..
+ * 2^8, E5M2's 2 bits and 2^-16 .. 2^15, infinities and NaN all exist in
+ * fp16), so the fp16 products serve FP8 unchanged. */
+inline uint4 fcl_load8_h(__global const fcl_storage *src)
+{
+#if FCL_IS_FP8
+    uint4 h;
+    vstore_half8_rte(fcl_decode_fp8_8(convert_uint8(vload8(0, src))), 0, (__private half *)&h);
+    return h;
+#else
+    return *(__global const uint4 *)src;
+#endif
+}
+
+/* 8 elements into a tile in the background (cp.async, zeros when !valid);
+ * FP8 must be decoded on the way, so it is copied at once. */
+inline void fcl_copy8_h_async(__local ushort *dst, __global const fcl_storage *src, bool valid)
+{
+#if FCL_IS_FP8
+    *(__local uint4 *)dst = valid ? fcl_load8_h(src) : (uint4)(0u);
+#else
+    fcl_cp_async16(dst, src, valid);
+#endif
+}
+
 /* rows x D_PAD of 16-bit storage into a padded __local tile, row r from
  * fcl_row_offset(src_rows, keys, r) (common.cl), zero rows from nvalid on,
- * negated when `negate` (the sign bits of fp16 and bf16 alike); 16 bytes per
- * access (the host guarantees the alignment). */
+ * negated when `negate` (the sign bits of fp16 and bf16 alike); 8 elements
+ * per access (the host guarantees the alignment). */
 inline void fcl_load_rows_h(__local ushort *dst, int nrows, __global const fcl_storage *src,
                             const fcl_rows src_rows, bool keys, int nvalid, bool negate, int lid)
 {
@@ -145,7 +172,7 @@ inline void fcl_load_rows_h(__local ushort *dst, int nrows, __global const fcl_s
         const int r = e / chunks, c = e - r * chunks;
         uint4 x = (uint4)(0u);
         if (r < nvalid)
-            x = *(__global const uint4 *)(src + fcl_row_offset(src_rows, keys, r) + c * 8) ^ flip;
+            x = fcl_load8_h(src + fcl_row_offset(src_rows, keys, r) + c * 8) ^ flip;
         *(__local uint4 *)(dst + r * LDH + c * 8) = x;
     }
 }
@@ -159,7 +186,7 @@ inline void fcl_load_rows_h_async(__local ushort *dst, int nrows, __global const
     for (int e = lid; e < nrows * chunks; e += WG) {
         const int r = e / chunks, c = e - r * chunks;
         const bool valid = r < nvalid;
-        fcl_cp_async16(dst + r * LDH + c * 8,
+        fcl_copy8_h_async(dst + r * LDH + c * 8,
                        src + (valid ? fcl_row_offset(src_rows, keys, r) + c * 8 : 0), valid);
     }
     fcl_cp_async_commit();
@@ -233,7 +260,7 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
         const long at = t.base + (long)pg[k] * t.page_stride +
                         (long)((t.first + r) % FCL_PAGE_SIZE) * t.ss + c * 8;
         if (e < BC * chunks)
-            fcl_cp_async16(dst + r * LDH + c * 8, src + (valid ? at : 0), valid);
+            fcl_copy8_h_async(dst + r * LDH + c * 8, src + (valid ? at : 0), valid);
     }
     fcl_cp_async_commit();
 }

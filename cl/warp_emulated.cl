@@ -16,7 +16,7 @@ inline float fcl_exp2(float x) { return native_exp2(x); }
 
 inline float fcl_half_to_float(uint bits16)
 {
-#if FCL_DTYPE == 1
+#if FCL_DTYPE == 1 || FCL_IS_FP8 /* FP8 tiles are decoded to fp16 */
     const ushort h = (ushort)bits16;
     return vload_half(0, (const __private half *)&h);
 #else
@@ -26,7 +26,7 @@ inline float fcl_half_to_float(uint bits16)
 
 inline uint fcl_pack2(float lo, float hi)
 {
-#if FCL_DTYPE == 1
+#if FCL_DTYPE == 1 || FCL_IS_FP8 /* FP8 tiles are decoded to fp16 */
     ushort h[2];
     vstore_half_rte(lo, 0, (__private half *)h);
     vstore_half_rte(hi, 1, (__private half *)h);

@@ -26,7 +26,7 @@
  * uniform control flow. */
 #if FCL_TILE_MMA && !FCL_MMA_EMULATE
 
-#if FCL_DTYPE == 1
+#if FCL_DTYPE == 1 || FCL_IS_FP8 /* FP8 tiles are decoded to fp16 */
 #define FCL_MMA_TYPE "f16"
 #define FCL_CVT_PACK "cvt.rn.f16x2.f32"
 #elif FCL_DTYPE == 2

@@ -125,13 +125,40 @@ FCL_API const char *fcl_status_string(fcl_status status);
 
 /* Storage type of Q, K, V, O and the gradients.  Arithmetic is always fp32.
  * FP16 is IEEE binary16 read with vload_half (no cl_khr_fp16 needed); BF16 is
- * bfloat16 held as 16-bit words.  Outputs are rounded to nearest even. */
-typedef enum fcl_dtype { FCL_DTYPE_FP32 = 0, FCL_DTYPE_FP16 = 1, FCL_DTYPE_BF16 = 2 } fcl_dtype;
+ * bfloat16 held as 16-bit words.  Outputs are rounded to nearest even.
+ *
+ * FP8 (forward only; FlashAttention-3's scheme): Q, K and V are stored as
+ * one byte each, O as fcl_attention_desc.out_dtype (FP32, FP16 or BF16).
+ * Byte x = s eeee mmm (E4M3, OCP "E4M3FN") or s eeeee mm (E5M2) stands for
+ *     (-1)^s * 2^(e - bias) * (1 + m / 2^mbits)   for e > 0,
+ *     (-1)^s * 2^(1 - bias) * (m / 2^mbits)       for e = 0 (subnormals),
+ * bias 7, mbits 3 for E4M3 (largest finite 448; no infinities; x & 0x7F ==
+ * 0x7F is NaN) and bias 15, mbits 2 for E5M2 (largest finite 57344; e = 31
+ * is +-infinity for m = 0 and NaN otherwise: E5M2 is the upper byte of an
+ * IEEE binary16).  That value times the descale of its (batch, head) (see
+ * fcl_attention_aux) is the element the call computes with.  Every device
+ * decodes FP8 in its kernels.  On NVIDIA tensor cores the bytes become fp16
+ * (exactly: every value of both formats is an fp16 value) and the
+ * probabilities are rounded to fp16 for the P V product, as with fp16
+ * storage, so O is accurate to fp16's precision there even when out_dtype
+ * is FP32; elsewhere the arithmetic is fp32 throughout.  A NaN or infinite
+ * element (E5M2's infinities, either format's NaN) makes the O rows it
+ * reaches NaN or infinite; which of the two is not specified (a key of
+ * probability 0 times an infinity is NaN). */
+typedef enum fcl_dtype {
+    FCL_DTYPE_FP32 = 0,
+    FCL_DTYPE_FP16 = 1,
+    FCL_DTYPE_BF16 = 2,
+    FCL_DTYPE_FP8_E4M3 = 3,
+    FCL_DTYPE_FP8_E5M2 = 4
+} fcl_dtype;
 
-/*! fcl_dtype_size() : @return bytes per element of `dtype`, 0 if unknown. */
+/*! fcl_dtype_size() : @return bytes per element of `dtype` (1 for the FP8
+ * types), 0 if unknown. */
 FCL_API size_t fcl_dtype_size(fcl_dtype dtype);
 
-/*! fcl_dtype_name() : @return "fp32", "fp16", "bf16", or "unknown". */
+/*! fcl_dtype_name() : @return "fp32", "fp16", "bf16", "e4m3", "e5m2", or
+ * "unknown". */
 FCL_API const char *fcl_dtype_name(fcl_dtype dtype);
 
 /* Where the elements of one 4-D tensor (batch, head, seq, dim) lie in its
@@ -230,6 +257,12 @@ typedef struct fcl_attention_desc {
     int num_splits;                /* split-KV chunks: 0 automatic (from the device),
                                       1..1024 forced (else FCL_ERROR_INVALID_VALUE);
                                       see fcl_plan.num_splits */
+    /* ---- FP8 storage ---- */
+    fcl_dtype out_dtype;           /* storage type of O when dtype is FCL_DTYPE_FP8_E4M3 or
+                                      _E5M2: FP32, FP16 or BF16 (else
+                                      FCL_ERROR_DTYPE_UNSUPPORTED).  Ignored for the other
+                                      dtypes, whose O has dtype.  fcl_attention_desc_init
+                                      sets it to dtype, or FP16 for an FP8 dtype. */
 } fcl_attention_desc;
 
 /* The device buffers some variants read (NULL where unused).  The block mask
@@ -241,6 +274,19 @@ typedef struct fcl_attention_aux {
     cl_mem cu_seqlens_q;           /* int32[batch + 1]: 0, then running totals */
     cl_mem cu_seqlens_k;           /* int32[batch + 1] */
     cl_mem block_mask;             /* uint8 */
+    /* FP8 dtypes only (for any other dtype a non-NULL one is
+     * FCL_ERROR_INVALID_VALUE); NULL means every descale is 1.0.  fp32:
+     * descale_q holds batch * heads_q values, (b, h) at b * heads_q + h;
+     * descale_k and descale_v batch * heads_kv, (b, hk) at b * heads_kv + hk
+     * (b the sequence with packed sequences).  Element x of Q, K or V stands
+     * for decode(x) * descale (see fcl_dtype), so the score of query i of
+     * head h and key j is s = softmax_scale * dq * dk * (q_i . k_j) with the
+     * bytes' decoded values, before softcap and ALiBi, and LSE is that of
+     * these scores; V's descale multiplies O (O = dv * P decode(V)).  The
+     * values are used as they are (a NaN or infinity spreads into O). */
+    cl_mem descale_q;
+    cl_mem descale_k;
+    cl_mem descale_v;
 } fcl_attention_aux;
 
 /* The same as host arrays, for the host-pointer calls. */
@@ -249,13 +295,17 @@ typedef struct fcl_attention_aux_host {
     const int32_t *cu_seqlens_q;
     const int32_t *cu_seqlens_k;
     const uint8_t *block_mask;
+    const float *descale_q;
+    const float *descale_k;
+    const float *descale_v;
 } fcl_attention_aux_host;
 
 /*! fcl_attention_desc_init() :
  * Sets every field: the sizes given, scale 0 (default), no causal mask, all
  * eight tensors contiguous in `layout`, lse_offset 0, every variant off
- * (windows -1, no softcap, ALiBi, dropout, packing or block mask).  Does
- * nothing if desc is NULL. */
+ * (windows -1, no softcap, ALiBi, dropout, packing or block mask),
+ * out_dtype = dtype (FCL_DTYPE_FP16 for an FP8 dtype).  Does nothing if desc
+ * is NULL. */
 FCL_API void fcl_attention_desc_init(fcl_attention_desc *desc, size_t batch, size_t heads_q,
                                      size_t heads_kv, size_t seqlen_q, size_t seqlen_k,
                                      size_t head_dim, fcl_dtype dtype, fcl_layout_kind layout);
@@ -514,7 +564,10 @@ typedef struct fcl_plan {
  * FCL_KERNEL_FORWARD and FCL_KERNEL_DECODE both give the plan of the
  * forward call: a decode plan (plan.kernel == FCL_KERNEL_DECODE) when it has
  * few query rows (seqlen_q x pack <= 64, see fcl_plan.pack), with its
- * packing and split-KV chunks for desc's sizes.
+ * packing and split-KV chunks for desc's sizes.  FP8 dtypes plan the
+ * forward only (FCL_ERROR_DTYPE_UNSUPPORTED for the backward kernels); their
+ * plans have no GQA packing (pack 1: the packed rows of one block would
+ * belong to query heads of different Q descales).
  * @return FCL_OK and *plan, or the error a launch would return. */
 FCL_API fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *desc,
                                   fcl_kernel_kind kernel, fcl_plan *plan);
@@ -530,6 +583,8 @@ FCL_API fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *de
  * lse_offset + batch*heads_q*seqlen_q floats.  The call returns once the work
  * is enqueued; it waits for `num_wait` events first, and if `event` is not
  * NULL returns an event for its completion (release it with clReleaseEvent).
+ * Buffer sizes count elements of desc->dtype for q, k, v and of the output
+ * type (out_dtype for FP8 dtypes, else dtype) for o.
  * @return FCL_OK, or an error; on error nothing was enqueued or written. */
 FCL_API fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *desc,
                                          cl_mem q, cl_mem k, cl_mem v, cl_mem o, cl_mem lse,
@@ -544,6 +599,10 @@ FCL_API fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_d
  * stored: P is recomputed tile by tile from Q, K and LSE.  Extra device
  * memory: one fp32 value per query row (batch*heads_q*seqlen_q floats).
  * Deterministic: the same inputs give bitwise the same gradients.
+ * FP8 dtypes have no backward (as in FlashAttention-3): with one, once the
+ * NULL-argument, LSE and fcl_attention_desc checks pass (shape, head_dim,
+ * heads, dtype, scale, causal, num_splits, varlen sizes, in that order: as
+ * for any dtype), the call returns FCL_ERROR_DTYPE_UNSUPPORTED.
  * @return FCL_OK, or an error (FCL_ERROR_MISSING_LSE if lse is NULL); on
  *         error nothing was written. */
 FCL_API fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *desc,
@@ -554,7 +613,8 @@ FCL_API fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_
 
 /*! fcl_attention_forward_host() :
  * The same as fcl_attention_forward() on host arrays laid out as desc says
- * (elements of desc->dtype; FP16/BF16 as uint16_t bit patterns).  Copies in,
+ * (elements of desc->dtype; FP16/BF16 as uint16_t bit patterns, FP8 as
+ * uint8_t; o of the output type, see fcl_attention_forward).  Copies in,
  * runs, copies out, and waits.  lse may be NULL.
  * @return FCL_OK, or an error; on error the outputs are untouched. */
 FCL_API fcl_status fcl_attention_forward_host(fcl_context *ctx, const fcl_attention_desc *desc,
@@ -576,9 +636,10 @@ FCL_API fcl_status fcl_attention_backward_host(fcl_context *ctx, const fcl_atten
  * after the wait list) to check them.
  * @return as fcl_attention_forward()/backward(); also FCL_ERROR_NULL_ARGUMENT
  *         for a missing aux buffer, FCL_ERROR_INVALID_VALUE for a bad variant
- *         setting (window < -1, softcap < 0, dropout_p outside [0, 1), ...),
+ *         setting (window < -1, softcap < 0, dropout_p outside [0, 1), ...)
+ *         or a descale buffer given with a dtype that is not FP8,
  *         FCL_ERROR_INVALID_CU_SEQLENS, FCL_ERROR_BUFFER_TOO_SMALL for a block
- *         mask or slopes buffer smaller than its shape. */
+ *         mask, slopes or descale buffer smaller than its shape. */
 FCL_API fcl_status fcl_attention_forward_ex(fcl_context *ctx, const fcl_attention_desc *desc,
                                             const fcl_attention_aux *aux, cl_mem q, cl_mem k,
                                             cl_mem v, cl_mem o, cl_mem lse, cl_uint num_wait,
@@ -663,6 +724,10 @@ FCL_API fcl_status fcl_philox_host(fcl_context *ctx, size_t n, const uint32_t *c
  *       the entries of pages it uses (the first ceil(T_b / page_size)) are
  *       read.  Fastest when page_size is a multiple of the plan's key tile
  *       (fcl_kvcache_plan_query's bc: 16 for decoding on NVIDIA tensor cores).
+ * FP8 dtypes: Q, the caches and the new rows are bytes, O has out_dtype,
+ * and the descales of fcl_kvcache_buffers act as fcl_attention_aux's (the
+ * append copies bytes: new rows must be quantised with their sequence's
+ * descales); FP8 decode plans pack no heads (fcl_plan_query).
  * Q and O are (batch, seqlen_q, heads_q, head_dim) as their layouts say;
  * LSE (optional, fp32) is contiguous (batch, heads_q, seqlen_q) from
  * lse_offset, as for fcl_attention_forward. */
@@ -673,7 +738,8 @@ typedef struct fcl_kvcache_desc {
     size_t head_dim;              /* 1..256 */
     size_t seqlen_q;              /* query rows per sequence, >= 1 */
     size_t seqlen_new;            /* rows appended per sequence before attending, >= 0 */
-    fcl_dtype dtype;              /* of Q, O, the cache and the new rows */
+    fcl_dtype dtype;              /* of Q, O, the cache and the new rows (O: out_dtype
+                                     for FP8) */
     float softmax_scale;          /* 0 means 1/sqrt(head_dim); must be finite */
     int causal;                   /* 0 or 1 */
     int64_t window_left;          /* -1: unbounded (>= -1) */
@@ -690,6 +756,10 @@ typedef struct fcl_kvcache_desc {
     size_t lse_offset;            /* in floats */
     int num_splits;               /* split-KV chunks: 0 automatic, 1..1024 forced
                                      (else FCL_ERROR_INVALID_VALUE) */
+    /* ---- FP8 caches (dtype FCL_DTYPE_FP8_*: Q, both caches and the new rows
+     * are FP8; see fcl_dtype and fcl_attention_aux) ---- */
+    fcl_dtype out_dtype;          /* O's type for FP8 dtypes, as fcl_attention_desc.out_dtype;
+                                     fcl_kvcache_desc_init sets dtype, FP16 for FP8 */
 } fcl_kvcache_desc;
 
 /*! fcl_kvcache_desc_init() :
@@ -724,6 +794,12 @@ typedef struct fcl_kvcache_buffers {
     cl_mem alibi_slopes;          /* fp32, when alibi is set (see fcl_alibi_mode) */
     cl_mem o;
     cl_mem lse;                   /* optional output */
+    /* FP8 dtypes only (else non-NULL is FCL_ERROR_INVALID_VALUE), NULL = 1.0:
+     * fp32 descales as fcl_attention_aux's, descale_q (batch, heads_q),
+     * descale_k and descale_v (batch, heads_kv), b the sequence.  Appended
+     * rows are stored as they are: quantise them with their sequence's
+     * descales. */
+    cl_mem descale_q, descale_k, descale_v;
 } fcl_kvcache_buffers;
 
 /* The same as host arrays (k_cache and v_cache are updated in place when
@@ -737,6 +813,7 @@ typedef struct fcl_kvcache_host {
     const float *alibi_slopes;
     void *o;
     float *lse;
+    const float *descale_q, *descale_k, *descale_v;
 } fcl_kvcache_host;
 
 /*! fcl_attention_kvcache() :

@@ -141,7 +141,8 @@ typedef struct fcl_program_entry {
 typedef struct fcl_build {
     fcl_kernel_kind kind;
     size_t head_dim;
-    fcl_dtype dtype;
+    fcl_dtype dtype;              /* of Q, K, V (FCL_DTYPE) */
+    fcl_dtype out_dtype;          /* of O (FCL_OUT_DTYPE): dtype but for FP8 forwards */
     unsigned features;            /* FCL_FEAT_* and FCL_BUILD_* bits compiled in */
     int pack;                     /* FCL_PACK: query heads packed per row block (forward), else 1 */
     int page_size;                /* FCL_PAGE_SIZE: keys per K/V page, 0 for strided K/V */
@@ -329,6 +330,13 @@ fcl_status fcl_validate_desc(const fcl_attention_desc *desc);
 fcl_status fcl_tensor_extent_bytes(const fcl_tensor_ref *t, uint64_t *bytes);
 fcl_status fcl_validate_tensors(const fcl_context *ctx, const fcl_tensor_ref *tensors, size_t n);
 float fcl_effective_scale(const fcl_attention_desc *desc);
+/* FCL_DTYPE_FP8_E4M3 or FCL_DTYPE_FP8_E5M2 (forward only, desc.c). */
+bool fcl_dtype_is_fp8(fcl_dtype dtype);
+/* O's storage type: out_dtype for FP8 inputs, else dtype. */
+fcl_dtype fcl_output_dtype(const fcl_attention_desc *desc);
+/* FCL_ERROR_DTYPE_UNSUPPORTED for an FP8 dtype: calls without FP8 (the
+ * backward, the KV-cache call) check it after fcl_validate_desc. */
+fcl_status fcl_require_no_fp8(fcl_dtype dtype);
 
 /* ---- kernel arguments and launches (launch.c) ------------------------------ */
 
@@ -391,6 +399,7 @@ typedef struct fcl_variants {
     cl_mem block_mask;
     int64_t block_mask_stride_batch, block_mask_stride_head;
     int block_m, block_n, block_nbn;
+    cl_mem descale_q, descale_k, descale_v; /* FP8: per-head descales, NULL = 1.0 */
 } fcl_variants;
 
 /* Checks desc's variants and aux's buffers (reading cu_seqlens back after

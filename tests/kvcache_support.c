@@ -35,7 +35,9 @@ size_t kv_cache_at(const kv_state *st, size_t b, size_t j, size_t hk)
     return at(&d->k_cache, page, j % d->page_size, hk, 0);
 }
 
-void kv_init(const kv_case *c, kv_state *st)
+void kv_init(const kv_case *c, kv_state *st) { kv_init_fp8(c, NULL, st); }
+
+void kv_init_fp8(const kv_case *c, const kv_fp8 *fp8, kv_state *st)
 {
     memset(st, 0, sizeof *st);
     rng r = {c->seed * 7919 + 13};
@@ -47,7 +49,12 @@ void kv_init(const kv_case *c, kv_state *st)
     d->softcap = c->softcap;
     d->alibi = c->alibi ? FCL_ALIBI_PER_HEAD : FCL_ALIBI_NONE;
     d->num_splits = c->num_splits;
+    if (fp8 != NULL)
+        d->out_dtype = fp8->out_dtype;
+    st->out_dtype = fcl_dtype_size(c->dtype) == 1 ? d->out_dtype : c->dtype;
+    st->p_fp16 = fp8 != NULL && fp8->p_fp16;
     st->es = fcl_dtype_size(c->dtype);
+    st->oes = fcl_dtype_size(st->out_dtype);
     if (c->page_size == 0) {
         fcl_kvcache_desc_set_contiguous(d, c->capacity);
         st->npages = 0;
@@ -82,8 +89,8 @@ void kv_init(const kv_case *c, kv_state *st)
     st->vc = random_bytes(&r, st->ncache, c->dtype, st->es);
     st->kn = random_bytes(&r, st->nnew ? st->nnew : 1, c->dtype, st->es);
     st->vn = random_bytes(&r, st->nnew ? st->nnew : 1, c->dtype, st->es);
-    st->o = malloc(st->nq * st->es);
-    memset(st->o, 0xA5, st->nq * st->es);
+    st->o = malloc(st->nq * st->oes);
+    memset(st->o, 0xA5, st->nq * st->oes);
     st->lse = malloc(c->batch * c->heads_q * c->seqlen_q * sizeof(float));
     memset(st->lse, 0xA5, c->batch * c->heads_q * c->seqlen_q * sizeof(float));
     st->lens = malloc(c->batch * sizeof *st->lens);
@@ -105,6 +112,19 @@ void kv_init(const kv_case *c, kv_state *st)
                 memcpy(st->kc_expect + dst * st->es, st->kn + src * st->es, c->head_dim * st->es);
                 memcpy(st->vc_expect + dst * st->es, st->vn + src * st->es, c->head_dim * st->es);
             }
+    if (fp8 != NULL && fp8->descales)
+        for (int t = 0; t < 3; ++t) {
+            const size_t n = c->batch * (t == 0 ? c->heads_q : c->heads_kv);
+            st->descale[t] = malloc(n * sizeof(float));
+            for (size_t i = 0; i < n; ++i)
+                st->descale[t][i] = (float)exp2(4.0 * rng_uniform(&r) - 2.0);
+        }
+}
+
+/* The descale of tensor t (0 Q, 1 K, 2 V) for (sequence b, head h). */
+static double descale_of(const kv_state *st, int t, size_t b, size_t heads, size_t h)
+{
+    return st->descale[t] != NULL ? (double)st->descale[t][b * heads + h] : 1.0;
 }
 
 void kv_free(kv_state *st)
@@ -121,12 +141,16 @@ void kv_free(kv_state *st)
     free(st->alibi);
     free(st->kc_expect);
     free(st->vc_expect);
+    for (int t = 0; t < 3; ++t)
+        free(st->descale[t]);
 }
 
 fcl_kvcache_host kv_host_arrays(kv_state *st)
 {
-    fcl_kvcache_host a = {st->q, st->kc, st->vc, st->lens, st->pages, st->kn, st->vn,
-                          st->alibi, st->o, st->lse};
+    fcl_kvcache_host a = {st->q,     st->kc,          st->vc,          st->lens,
+                          st->pages, st->kn,          st->vn,          st->alibi,
+                          st->o,     st->lse,         st->descale[0], st->descale[1],
+                          st->descale[2]};
     return a;
 }
 
@@ -152,14 +176,18 @@ int kv_check_outputs(const kv_case *c, const kv_state *st, const char *what)
         for (size_t h = 0; h < Hq; ++h)
             for (size_t i = 0; i < Sq; ++i)
                 for (size_t x = 0; x < D; ++x)
-                    q[((b * Hq + h) * Sq + i) * D + x] = kv_get(st->q + at(&d->q, b, i, h, x) * st->es, c->dtype);
+                    q[((b * Hq + h) * Sq + i) * D + x] =
+                        kv_get(st->q + at(&d->q, b, i, h, x) * st->es, c->dtype) *
+                        descale_of(st, 0, b, Hq, h);
     for (size_t b = 0; b < B; ++b)
         for (size_t hk = 0; hk < Hk; ++hk)
             for (size_t j = 0; j < (size_t)(cu_k[b + 1] - cu_k[b]); ++j)
                 for (size_t x = 0; x < D; ++x) {
                     const size_t e = (kv_cache_at(st, b, j, hk) + x) * st->es;
-                    k[((b * Hk + hk) * tmax + j) * D + x] = kv_get(st->kc_expect + e, c->dtype);
-                    v[((b * Hk + hk) * tmax + j) * D + x] = kv_get(st->vc_expect + e, c->dtype);
+                    k[((b * Hk + hk) * tmax + j) * D + x] =
+                        kv_get(st->kc_expect + e, c->dtype) * descale_of(st, 1, b, Hk, hk);
+                    v[((b * Hk + hk) * tmax + j) * D + x] =
+                        kv_get(st->vc_expect + e, c->dtype) * descale_of(st, 2, b, Hk, hk);
                 }
     double slopes[64];
     for (size_t h = 0; h < Hq && h < 64; ++h)
@@ -167,7 +195,7 @@ int kv_check_outputs(const kv_case *c, const kv_state *st, const char *what)
     ref_variants rv = {c->window_left, -1, c->softcap, c->alibi ? slopes : NULL, 0, 0, 0, 0,
                        cu_q, cu_k, NULL, 0, 0, 0, 0};
     const double scale = (double)(float)(1.0 / sqrt((double)D)); /* the default, as the library rounds it */
-    ref_problem p = {B, Hq, Hk, Sq, tmax, D, scale, c->causal, c->dtype, &rv};
+    ref_problem p = {B, Hq, Hk, Sq, tmax, D, scale, c->causal, st->out_dtype, &rv};
     const size_t no = B * Hq * Sq * D, nl = B * Hq * Sq;
     double *o64 = malloc(no * sizeof *o64), *olp = malloc(no * sizeof *olp);
     double *l64 = malloc(nl * sizeof *l64), *llp = malloc(nl * sizeof *llp);
@@ -179,14 +207,17 @@ int kv_check_outputs(const kv_case *c, const kv_state *st, const char *what)
             for (size_t i = 0; i < Sq; ++i) {
                 for (size_t x = 0; x < D; ++x)
                     ours[((b * Hq + h) * Sq + i) * D + x] =
-                        kv_get(st->o + at(&d->o, b, i, h, x) * st->es, c->dtype);
+                        kv_get(st->o + at(&d->o, b, i, h, x) * st->oes, st->out_dtype);
                 lours[(b * Hq + h) * Sq + i] = st->lse[(b * Hq + h) * Sq + i];
             }
     unsigned char *valid = malloc(no);
     memset(valid, 1, no);
     fa_result res;
     memset(&res, 0, sizeof res);
-    int ok = fa_compare("o", ours, olp, o64, NULL, valid, no, 2.0, c->dtype, D + tmax, &res);
+    /* FP8: the output type's rounding (test_support.h) */
+    const fcl_dtype o_tol =
+        st->p_fp16 && st->out_dtype == FCL_DTYPE_FP32 ? FCL_DTYPE_FP16 : st->out_dtype;
+    int ok = fa_compare("o", ours, olp, o64, NULL, valid, no, 2.0, o_tol, D + tmax, &res);
     ok = fa_compare("lse", lours, llp, l64, NULL, valid, nl, 2.0, FCL_DTYPE_FP32, D + tmax, &res) && ok;
     ok = ok && res.nonfinite == 0;
     if (!ok)
@@ -213,10 +244,12 @@ int kv_check_outputs(const kv_case *c, const kv_state *st, const char *what)
 
 /* Runs a case through the host call; checks caches, outputs, and that a
  * second run from the same inputs is bitwise the same. */
-int kv_run(fcl_context *ctx, const kv_case *c)
+int kv_run(fcl_context *ctx, const kv_case *c) { return kv_run_fp8(ctx, c, NULL); }
+
+int kv_run_fp8(fcl_context *ctx, const kv_case *c, const kv_fp8 *fp8)
 {
     kv_state st;
-    kv_init(c, &st);
+    kv_init_fp8(c, fp8, &st);
     const size_t cache_bytes = st.ncache * st.es;
     unsigned char *kc0 = malloc(cache_bytes), *vc0 = malloc(cache_bytes);
     memcpy(kc0, st.kc, cache_bytes);
@@ -233,14 +266,14 @@ int kv_run(fcl_context *ctx, const kv_case *c)
     }
     ok = ok && kv_check_outputs(c, &st, "host");
     if (ok) { /* again from the original caches: bitwise the same */
-        unsigned char *o1 = malloc(st.nq * st.es);
+        unsigned char *o1 = malloc(st.nq * st.oes);
         float *l1 = malloc(c->batch * c->heads_q * c->seqlen_q * sizeof *l1);
-        memcpy(o1, st.o, st.nq * st.es);
+        memcpy(o1, st.o, st.nq * st.oes);
         memcpy(l1, st.lse, c->batch * c->heads_q * c->seqlen_q * sizeof *l1);
         memcpy(st.kc, kc0, cache_bytes);
         memcpy(st.vc, vc0, cache_bytes);
         ok = fcl_attention_kvcache_host(ctx, &st.desc, &a) == FCL_OK &&
-             memcmp(o1, st.o, st.nq * st.es) == 0 &&
+             memcmp(o1, st.o, st.nq * st.oes) == 0 &&
              memcmp(l1, st.lse, c->batch * c->heads_q * c->seqlen_q * sizeof *l1) == 0;
         if (!ok)
             printf("kvcache: a second run differs\n");

@@ -32,10 +32,23 @@ typedef struct kv_case {
     uint64_t seed;
 } kv_case;
 
-/* Host state of one case: every array in storage bytes. */
+/* FP8 caches (dtype FCL_DTYPE_FP8_*): O's type, random descales 2^u (u
+ * uniform in [-2, 2)) per (sequence, head) for Q, K and V, and whether the
+ * piece rounds P to fp16 (the tensor-core piece: O is then held to fp16's
+ * rounding even when it is fp32; test_support.h). */
+typedef struct kv_fp8 {
+    fcl_dtype out_dtype;
+    int descales;
+    int p_fp16;
+} kv_fp8;
+
+/* Host state of one case: every array in storage bytes (O in its own type). */
 typedef struct kv_state {
     fcl_kvcache_desc desc;
-    size_t es, nq, ncache, nnew, npages;
+    size_t es, oes, nq, ncache, nnew, npages;
+    fcl_dtype out_dtype;
+    int p_fp16;
+    float *descale[3];            /* FP8: of Q, K, V, or NULL */
     unsigned char *q, *kc, *vc, *kn, *vn, *o;
     unsigned char *kc_expect, *vc_expect; /* the caches as the call must leave them */
     int32_t *lens, *pages;
@@ -43,6 +56,8 @@ typedef struct kv_state {
 } kv_state;
 
 void kv_init(const kv_case *c, kv_state *st);
+/* The same with FP8 options (fp8 may be NULL: no descales, fp16 O). */
+void kv_init_fp8(const kv_case *c, const kv_fp8 *fp8, kv_state *st);
 void kv_free(kv_state *st);
 fcl_kvcache_host kv_host_arrays(kv_state *st);
 /* Element index where key j of sequence b, head hk starts in the cache. */
@@ -55,5 +70,6 @@ int kv_check_outputs(const kv_case *c, const kv_state *st, const char *what);
 /* Runs the case through fcl_attention_kvcache_host and checks everything
  * above; 1 on pass, prints on failure. */
 int kv_run(fcl_context *ctx, const kv_case *c);
+int kv_run_fp8(fcl_context *ctx, const kv_case *c, const kv_fp8 *fp8);
 
 #endif

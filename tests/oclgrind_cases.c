@@ -8,7 +8,9 @@
  * pipeline is a race), and the KV-cache call with paged keys, packed heads
  * and split-KV; the CPU piece (cl/tile_cpu.cl) through the cpu-avx2 profile,
  * plain, with every variant and in the KV-cache call (pages smaller than its
- * key tile).  The results are also checked against the reference.  Exit
+ * key tile); FP8 storage with descales on the device's plan, the CPU piece
+ * and the emulated tensor cores (tiles decoded as they are loaded).  The
+ * results are also checked against the reference.  Exit
  * status 0 only if every case passed; the ctest wrapper additionally fails
  * on any Oclgrind report (tests/run_oclgrind.cmake). */
 #include "internal.h"
@@ -109,6 +111,27 @@ int main(void)
         if (ctx == NULL || fcl_debug_emulate_tensor_cores(ctx, i == 1) != FCL_OK)
             return 1;
         failures += !kv_run(ctx, &kv[i == 1]);
+        fcl_context_destroy(ctx);
+    }
+    /* FP8 forwards: E5M2 into fp32 on the device's plan, E4M3 into bf16 on
+     * the CPU piece, E4M3 into fp16 on the emulated tensor cores */
+    fa_variants f8[3];
+    for (int i = 0; i < 3; ++i) {
+        f8[i] = fa_no_variants();
+        f8[i].descales = 1;
+        f8[i].out_dtype = i == 0 ? FCL_DTYPE_FP32 : i == 1 ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
+        f8[i].p_fp16 = i == 2;
+    }
+    const fa_case fp8[3] = {
+        {1, 2, 1, 19, 33, 24, FCL_DTYPE_FP8_E5M2, 1, 0, FCL_LAYOUT_BSHD, 1, {0, 0, 0}, 11, &f8[0]},
+        {1, 2, 1, 21, 35, 20, FCL_DTYPE_FP8_E4M3, 1, 0, FCL_LAYOUT_BSHD, 1, {0, 0, 0}, 12, &f8[1]},
+        {1, 2, 1, 21, 40, 16, FCL_DTYPE_FP8_E4M3, 0, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 13, &f8[2]},
+    };
+    for (int i = 0; i < 3; ++i) {
+        ctx = test_context(i == 1 ? "cpu-avx2" : NULL);
+        if (ctx == NULL || fcl_debug_emulate_tensor_cores(ctx, i == 2) != FCL_OK)
+            return 1;
+        failures += !fa_check_forward(ctx, &fp8[i], &r);
         fcl_context_destroy(ctx);
     }
     printf("oclgrind cases: %d failure(s)\n", failures);

@@ -39,16 +39,7 @@ static void fill(cl_mem m, size_t bytes, unsigned char byte)
 
 static int unchanged(cl_mem m, size_t bytes, unsigned char byte)
 {
-    assert_int_equal(clFinish(fcl_context_cl_queue(ctx)), CL_SUCCESS);
-    unsigned char *h = malloc(bytes);
-    assert_int_equal(clEnqueueReadBuffer(fcl_context_cl_queue(ctx), m, CL_TRUE, 0, bytes, h, 0,
-                                         NULL, NULL),
-                     CL_SUCCESS);
-    int same = 1;
-    for (size_t i = 0; i < bytes; ++i)
-        same &= h[i] == byte;
-    free(h);
-    return same;
+    return fa_buffer_all(ctx, m, bytes, byte);
 }
 
 static int setup(void **state)

@@ -330,7 +330,7 @@ static void test_device_checks_no_append(void **state)
                                 (void *)src[i], &err);
     assert_int_equal(err, CL_SUCCESS);
     const fcl_kvcache_buffers b = {mem[0], mem[1], mem[2], mem[3], mem[4], NULL, NULL, NULL,
-                                   mem[5], mem[6]};
+                                   mem[5], mem[6], NULL, NULL, NULL};
     fcl_plan plan;
     assert_int_equal(fcl_kvcache_plan_query(fa_ctx, &st.desc, &plan), FCL_OK);
     assert_int_equal(plan.num_splits, 3);
@@ -373,7 +373,7 @@ static void test_device_checks(void **state)
                              BUF(st.vc, cache_bytes), BUF(st.lens, c.batch * sizeof(int32_t)),
                              BUF(st.pages, table_bytes), BUF(st.kn, st.nnew * st.es),
                              BUF(st.vn, st.nnew * st.es), NULL, BUF(st.o, st.nq * st.es),
-                             BUF(st.lse, c.batch * c.heads_q * sizeof(float))};
+                             BUF(st.lse, c.batch * c.heads_q * sizeof(float)), NULL, NULL, NULL};
     assert_int_equal(err, CL_SUCCESS);
     assert_int_equal(fcl_attention_kvcache(fa_ctx, &st.desc, &b, 0, NULL, NULL), FCL_OK);
     assert_int_equal(clFinish(queue), CL_SUCCESS);

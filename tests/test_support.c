@@ -1,6 +1,7 @@
 /* test_support.c - see test_support.h. */
 #include "test_support.h"
 
+#include "fp8_codec.h"
 #include "reference.h"
 
 #include <math.h>
@@ -97,6 +98,9 @@ float bf16_bits_to_float(uint16_t b) { return bits_float((uint32_t)b << 16); }
 double round_to_dtype(double x, fcl_dtype dtype)
 {
     switch (dtype) {
+    case FCL_DTYPE_FP8_E4M3:
+    case FCL_DTYPE_FP8_E5M2:
+        return fp8_decode(fp8_encode(x, dtype), dtype);
     case FCL_DTYPE_FP16:
         return half_bits_to_float(float_to_half_bits((float)x));
     case FCL_DTYPE_BF16:
@@ -113,9 +117,42 @@ double unit_roundoff(fcl_dtype dtype)
         return ldexp(1.0, -11);
     case FCL_DTYPE_BF16:
         return ldexp(1.0, -8);
+    case FCL_DTYPE_FP8_E4M3:
+        return ldexp(1.0, -4);
+    case FCL_DTYPE_FP8_E5M2:
+        return ldexp(1.0, -3);
     default:
         return ldexp(1.0, -24);
     }
+}
+
+/* ---- device buffers ------------------------------------------------------------ */
+
+cl_mem fa_filled_buffer(fcl_context *ctx, size_t bytes, unsigned char byte)
+{
+    unsigned char *host = malloc(bytes);
+    memset(host, byte, bytes);
+    cl_int err;
+    cl_mem m = clCreateBuffer(fcl_context_cl_context(ctx), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                              bytes, host, &err);
+    free(host);
+    if (err != CL_SUCCESS) {
+        fprintf(stderr, "clCreateBuffer: %s\n", fcl_status_string(err));
+        return NULL;
+    }
+    return m;
+}
+
+int fa_buffer_all(fcl_context *ctx, cl_mem m, size_t bytes, unsigned char byte)
+{
+    unsigned char *h = malloc(bytes);
+    int same = clFinish(fcl_context_cl_queue(ctx)) == CL_SUCCESS &&
+               clEnqueueReadBuffer(fcl_context_cl_queue(ctx), m, CL_TRUE, 0, bytes, h, 0, NULL,
+                                   NULL) == CL_SUCCESS;
+    for (size_t i = 0; i < bytes && same; ++i)
+        same = h[i] == byte;
+    free(h);
+    return same;
 }
 
 /* ---- contexts -------------------------------------------------------------- */
@@ -175,6 +212,8 @@ static void put_fill(unsigned char *p, size_t es)
     if (es == 4) {
         uint32_t v = 0x7FC0DEADu;
         memcpy(p, &v, 4);
+    } else if (es == 1) {
+        *p = 0x7F; /* a NaN in E4M3 and E5M2 */
     } else {
         uint16_t v = 0x7E5Au; /* a NaN in both fp16 and bf16 */
         memcpy(p, &v, 2);
@@ -193,6 +232,8 @@ void fa_put_value(unsigned char *p, fcl_dtype dt, double x)
     if (dt == FCL_DTYPE_FP32) {
         float f = (float)x;
         memcpy(p, &f, 4);
+    } else if (fcl_dtype_size(dt) == 1) {
+        *p = fp8_encode(x, dt);
     } else {
         uint16_t b = dt == FCL_DTYPE_FP16 ? float_to_half_bits((float)x) : float_to_bf16_bits((float)x);
         memcpy(p, &b, 2);
@@ -206,6 +247,8 @@ double fa_get_value(const unsigned char *p, fcl_dtype dt)
         memcpy(&f, p, 4);
         return f;
     }
+    if (fcl_dtype_size(dt) == 1)
+        return fp8_decode(*p, dt);
     uint16_t b;
     memcpy(&b, p, 2);
     return dt == FCL_DTYPE_FP16 ? half_bits_to_float(b) : bf16_bits_to_float(b);
@@ -247,7 +290,7 @@ static int tensor_create(dev_tensor *t, fcl_context *ctx, fcl_layout layout, siz
     t->seqlen = S;
     t->dim = D;
     t->cu = cu;
-    t->es = dt == FCL_DTYPE_FP32 ? 4 : 2;
+    t->es = fcl_dtype_size(dt);
     size_t last = 0;
     FOR_EACH_ELEMENT(t, at, n, { if (at > last) last = at; })
     t->elems = last + 1 + GUARD_ELEMS;
@@ -364,7 +407,15 @@ fa_variants fa_no_variants(void)
     fa_variants v;
     memset(&v, 0, sizeof v);
     v.window_left = v.window_right = -1;
+    v.out_dtype = FCL_DTYPE_FP16;
     return v;
+}
+
+fcl_dtype fa_out_dtype(const fa_case *c)
+{
+    if (fcl_dtype_size(c->dtype) != 1)
+        return c->dtype;
+    return c->var != NULL ? c->var->out_dtype : FCL_DTYPE_FP16;
 }
 
 void fa_describe(const fa_case *c, char *buf, size_t n)
@@ -382,6 +433,11 @@ void fa_describe(const fa_case *c, char *buf, size_t n)
              v->window_left, v->window_right, (double)v->softcap, (int)v->alibi,
              (double)v->dropout_p, v->seqlens_q ? " varlen" : "", v->block_m, v->block_n,
              v->block_density);
+    if (fcl_dtype_size(c->dtype) == 1) {
+        used = strlen(buf);
+        snprintf(buf + used, n - used, " out=%s%s", fcl_dtype_name(v->out_dtype),
+                 v->descales ? " descales" : "");
+    }
 }
 
 static int report(const char *what, const fa_case *c, int ok, const fa_result *res)
@@ -408,6 +464,9 @@ static int report(const char *what, const fa_case *c, int ok, const fa_result *r
 typedef struct case_state {
     const fa_case *c;
     double *q, *k, *v, *dout;      /* canonical, storage-rounded */
+    double *q_ref, *k_ref, *v_ref; /* what the references read: FP8 values times their
+                                      descales (q, k, v themselves without descales) */
+    float *descale[3];             /* FP8 descales of Q, K, V, or NULL */
     size_t nq, nk, nlse;
     int *cu_q, *cu_k;              /* packed sequences, else NULL */
     float *slopes;                 /* ALiBi slopes as the device sees them */
@@ -466,6 +525,33 @@ static int *prefix_sums(const int *lengths, size_t n)
     return cu;
 }
 
+/* FP8 descales 2^u per (batch, head), u uniform in [-2, 2): on the device,
+ * and multiplied into the references' copies of Q, K and V (canonical
+ * (batch, heads, seq, dim) order: element n belongs to (batch, head)
+ * n / (seqlen * head_dim), the descale's own index). */
+static void init_descales(fcl_context *ctx, case_state *st, rng *r)
+{
+    const fa_case *c = st->c;
+    const size_t heads[3] = {c->heads_q, c->heads_kv, c->heads_kv};
+    const size_t per[3] = {c->seqlen_q * c->head_dim, c->seqlen_k * c->head_dim,
+                           c->seqlen_k * c->head_dim};
+    const size_t n[3] = {st->nq, st->nk, st->nk};
+    const double *x[3] = {st->q, st->k, st->v};
+    double *scaled[3];
+    cl_mem *dev[3] = {&st->aux.descale_q, &st->aux.descale_k, &st->aux.descale_v};
+    for (int t = 0; t < 3; ++t) {
+        const size_t count = c->batch * heads[t];
+        st->descale[t] = malloc(count * sizeof(float));
+        for (size_t i = 0; i < count; ++i)
+            st->descale[t][i] = (float)exp2(4.0 * rng_uniform(r) - 2.0);
+        scaled[t] = malloc(n[t] * sizeof(double));
+        for (size_t i = 0; i < n[t]; ++i)
+            scaled[t][i] = x[t][i] * (double)st->descale[t][i / per[t]];
+        *dev[t] = device_copy(ctx, st->descale[t], count * sizeof(float));
+    }
+    st->q_ref = scaled[0], st->k_ref = scaled[1], st->v_ref = scaled[2];
+}
+
 static void case_init(fcl_context *ctx, const fa_case *c, case_state *st)
 {
     memset(st, 0, sizeof *st);
@@ -481,6 +567,7 @@ static void case_init(fcl_context *ctx, const fa_case *c, case_state *st)
     st->k = random_tensor(&r, st->nk, sc[1], c->dtype);
     st->v = random_tensor(&r, st->nk, sc[2], c->dtype);
     st->dout = random_tensor(&r, st->nq, 1.0, c->dtype);
+    st->q_ref = st->q, st->k_ref = st->k, st->v_ref = st->v;
 
     fcl_attention_desc *d = &st->desc;
     fcl_attention_desc_init(d, c->batch, c->heads_q, c->heads_kv, c->seqlen_q, c->seqlen_k,
@@ -493,10 +580,13 @@ static void case_init(fcl_context *ctx, const fa_case *c, case_state *st)
     d->lse_offset = c->padded ? 3 : 0;
     st->prob = (ref_problem){c->batch, c->heads_q, c->heads_kv, c->seqlen_q, c->seqlen_k,
                              c->head_dim, c->scale != 0 ? (double)c->scale : 1.0 / sqrt((double)c->head_dim),
-                             c->causal, c->dtype, NULL};
+                             c->causal, fa_out_dtype(c), NULL};
+    d->out_dtype = fa_out_dtype(c);
     const fa_variants *v = c->var;
     if (v == NULL)
         return;
+    if (v->descales)
+        init_descales(ctx, st, &r);
     ref_variants *rv = &st->rvar;
     st->prob.var = rv;
     rv->window_left = v->window_left;
@@ -556,11 +646,16 @@ static void case_init(fcl_context *ctx, const fa_case *c, case_state *st)
 
 static void case_free(case_state *st)
 {
+    if (st->q_ref != st->q)
+        free(st->q_ref), free(st->k_ref), free(st->v_ref);
+    for (int i = 0; i < 3; ++i)
+        free(st->descale[i]);
     free(st->q), free(st->k), free(st->v), free(st->dout);
     free(st->cu_q), free(st->cu_k), free(st->slopes), free(st->slopes_d), free(st->blocks);
-    cl_mem aux[4] = {st->aux.alibi_slopes, st->aux.cu_seqlens_q, st->aux.cu_seqlens_k,
-                     st->aux.block_mask};
-    for (int i = 0; i < 4; ++i)
+    cl_mem aux[7] = {st->aux.alibi_slopes, st->aux.cu_seqlens_q, st->aux.cu_seqlens_k,
+                     st->aux.block_mask,   st->aux.descale_q,    st->aux.descale_k,
+                     st->aux.descale_v};
+    for (int i = 0; i < 7; ++i)
         if (aux[i])
             clReleaseMemObject(aux[i]);
 }
@@ -587,7 +682,7 @@ static int make_forward_buffers(fcl_context *ctx, const case_state *st, fwd_buff
     return tensor_create(&fb->q, ctx, d->q, B, Hq, c->seqlen_q, D, st->cu_q, c->dtype, st->q) &&
            tensor_create(&fb->k, ctx, d->k, B, Hk, c->seqlen_k, D, st->cu_k, c->dtype, st->k) &&
            tensor_create(&fb->v, ctx, d->v, B, Hk, c->seqlen_k, D, st->cu_k, c->dtype, st->v) &&
-           tensor_create(&fb->o, ctx, d->o, B, Hq, c->seqlen_q, D, st->cu_q, c->dtype, NULL) &&
+           tensor_create(&fb->o, ctx, d->o, B, Hq, c->seqlen_q, D, st->cu_q, fa_out_dtype(c), NULL) &&
            tensor_create(&fb->lse, ctx, lse_layout(st), B, Hq, c->seqlen_q, 1, st->cu_q,
                          FCL_DTYPE_FP32, NULL);
 }
@@ -682,13 +777,15 @@ int fa_check_forward(fcl_context *ctx, const fa_case *c, fa_result *res)
         double *o = malloc(st.nq * sizeof *o), *lse = malloc(st.nlse * sizeof *lse);
         double *o64 = malloc(st.nq * sizeof *o), *lse64 = malloc(st.nlse * sizeof *lse);
         double *olp = malloc(st.nq * sizeof *o), *lselp = malloc(st.nlse * sizeof *lse);
-        tensor_read(ctx, &fb.o, c->dtype, o, res);
+        tensor_read(ctx, &fb.o, fa_out_dtype(c), o, res);
         tensor_read(ctx, &fb.lse, FCL_DTYPE_FP32, lse, res);
-        ref_forward_f64(&st.prob, st.q, st.k, st.v, o64, lse64);
-        ref_forward_lowp(&st.prob, st.q, st.k, st.v, olp, lselp);
+        ref_forward_f64(&st.prob, st.q_ref, st.k_ref, st.v_ref, o64, lse64);
+        ref_forward_lowp(&st.prob, st.q_ref, st.k_ref, st.v_ref, olp, lselp);
         unsigned char *vo = tensor_valid(&fb.o), *vl = tensor_valid(&fb.lse);
         const size_t terms = c->head_dim + c->seqlen_k;
-        ok = fa_compare("o", o, olp, o64, NULL, vo, st.nq, 2.0, c->dtype, terms, res);
+        const int p_fp16 = c->var != NULL && c->var->p_fp16 && fa_out_dtype(c) == FCL_DTYPE_FP32;
+        ok = fa_compare("o", o, olp, o64, NULL, vo, st.nq, 2.0,
+                        p_fp16 ? FCL_DTYPE_FP16 : fa_out_dtype(c), terms, res);
         ok = fa_compare("lse", lse, lselp, lse64, NULL, vl, st.nlse, 2.0, FCL_DTYPE_FP32, terms, res) &&
              ok;
         res->masked_rows_ok = check_masked_rows(c, o, lse);

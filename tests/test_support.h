@@ -30,7 +30,14 @@
  * eps stays near 1e-6 relative, far below any real bug.  Any NaN or Inf where
  * the reference is finite fails, as does an output element left unwritten or
  * a byte written outside
- * the output tensor (guards and the gaps of strided layouts). */
+ * the output tensor (guards and the gaps of strided layouts).
+ *
+ * FP8 inputs: the references read the values the FP8 bytes stand for
+ * (fp8_codec.h's decoder, times the descales), so the inputs are exact in
+ * both and what is left is the fp32 arithmetic and the rounding of O: u is
+ * then the OUTPUT type's (fp32, fp16 or bf16), and the low-precision
+ * reference rounds its O to that type.  The tensor-core piece rounds P to
+ * fp16 (the A operand of mma.sync): there u is fp16's for an fp32 O. */
 #ifndef FCL_TEST_SUPPORT_H
 #define FCL_TEST_SUPPORT_H
 
@@ -57,6 +64,12 @@ double round_to_dtype(double x, fcl_dtype dtype);
 void fa_put_value(unsigned char *p, fcl_dtype dt, double x);
 double fa_get_value(const unsigned char *p, fcl_dtype dt);
 double unit_roundoff(fcl_dtype dtype);
+
+/* ---- device buffers ---- */
+/* A buffer of `bytes` bytes, each `byte` (NULL after printing why). */
+cl_mem fa_filled_buffer(fcl_context *ctx, size_t bytes, unsigned char byte);
+/* 1 if every one of the first `bytes` bytes of m is `byte` (after the queue finished). */
+int fa_buffer_all(fcl_context *ctx, cl_mem m, size_t bytes, unsigned char byte);
 
 /* ---- test contexts ---- */
 /* The default device (or FLASHCL_DEVICE), optionally emulating a profile.
@@ -85,6 +98,14 @@ typedef struct fa_variants {
     double block_density;           /* fraction of non-zero blocks */
     int block_mask_shared;          /* 1: one mask for every batch entry and head */
     int num_splits;                 /* the forward's split-KV chunks: 0 automatic */
+    /* FP8 storage (dtype FCL_DTYPE_FP8_*; forward only): inputs are random
+     * values rounded to FP8, times the descales when they are on */
+    fcl_dtype out_dtype;            /* O's type; FP16 from fa_no_variants (and without var) */
+    int descales;                   /* 1: random descales 2^u, u uniform in [-2, 2), per
+                                       (batch, head) for Q, K and V */
+    int p_fp16;                     /* 1: the tensor-core piece, which rounds P to fp16 for
+                                       the P V product: O is then held to fp16's u even
+                                       when its type is fp32 */
 } fa_variants;
 
 fa_variants fa_no_variants(void);
@@ -107,6 +128,9 @@ typedef struct fa_result {
     int unwritten, guard_bad, nonfinite;
     int masked_rows_ok;          /* -1 if the case has no fully masked row */
 } fa_result;
+
+/* O's storage type for case c (out_dtype for FP8 inputs, else dtype). */
+fcl_dtype fa_out_dtype(const fa_case *c);
 
 /* Runs the forward on `c` and compares; returns 1 on pass, prints on failure. */
 int fa_check_forward(fcl_context *ctx, const fa_case *c, fa_result *res);

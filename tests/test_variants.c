@@ -364,7 +364,7 @@ static void test_invalid_parameters(void **state)
     d.alibi = FCL_ALIBI_PER_HEAD; /* no slopes given */
     expect_status(&d, NULL, FCL_ERROR_NULL_ARGUMENT);
     const float one_slope = 0.5f;
-    fcl_attention_aux aux = {buffer(sizeof one_slope, &one_slope), NULL, NULL, NULL};
+    fcl_attention_aux aux = {.alibi_slopes = buffer(sizeof one_slope, &one_slope)};
     expect_status(&d, &aux, FCL_ERROR_BUFFER_TOO_SMALL); /* H slopes needed */
     clReleaseMemObject(aux.alibi_slopes);
     d.alibi = (fcl_alibi_mode)3;
@@ -377,7 +377,7 @@ static void test_invalid_parameters(void **state)
     expect_status(&d, NULL, FCL_ERROR_NULL_ARGUMENT);
     unsigned char blocks[9];
     memset(blocks, 1, sizeof blocks);
-    aux = (fcl_attention_aux){NULL, NULL, NULL, buffer(sizeof blocks, blocks)};
+    aux = (fcl_attention_aux){.block_mask = buffer(sizeof blocks, blocks)};
     d.block_mask_stride_head = 9; /* two heads need 18 bytes */
     expect_status(&d, &aux, FCL_ERROR_BUFFER_TOO_SMALL);
     d.block_mask_stride_head = 0;
@@ -393,8 +393,8 @@ static void test_invalid_parameters(void **state)
     const int bad[][3] = {{0, 30, 20}, {1, 10, 20}, {0, 5, 46}, {0, 0, 41}};
     const int good[3] = {0, 20, 40};
     for (int i = 0; i < 4; ++i) {
-        aux = (fcl_attention_aux){NULL, buffer(sizeof bad[i], bad[i]), buffer(sizeof good, good),
-                                  NULL};
+        aux = (fcl_attention_aux){.cu_seqlens_q = buffer(sizeof bad[i], bad[i]),
+                                  .cu_seqlens_k = buffer(sizeof good, good)};
         expect_status(&d, &aux, FCL_ERROR_INVALID_CU_SEQLENS);
         clReleaseMemObject(aux.cu_seqlens_q);
         clReleaseMemObject(aux.cu_seqlens_k);

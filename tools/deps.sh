@@ -3,6 +3,7 @@
 #   tools/deps.sh build   compiler, CMake, OpenCL headers and ICD loader, PoCL
 #   tools/deps.sh test    the above plus cmocka, Oclgrind and pkg-config (the
 #                         package test builds a consumer with it)
+#   tools/deps.sh bench   the build packages plus matplotlib (the benchmarks' plots)
 # Runs apt-get as root (directly, or through sudo when available).
 set -euo pipefail
 
@@ -11,6 +12,9 @@ set -euo pipefail
 want=(build-essential cmake ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo libopenblas-dev)
 if [ "${1:-build}" = "test" ]; then
   want+=(libcmocka-dev oclgrind pkg-config)
+fi
+if [ "${1:-build}" = "bench" ]; then
+  want+=(python3-matplotlib)
 fi
 
 missing=()

@@ -22,7 +22,7 @@ typedef struct options {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: flashcl-info [--head-dim D] [--dtype fp32|fp16|bf16] [--seqlen N]\n"
+            "usage: flashcl-info [--head-dim D] [--dtype fp32|fp16|bf16|e4m3|e5m2] [--seqlen N]\n"
             "                    [--seqlen-k N] [--causal] [--device P:D]\n"
             "                    [--profile NAME|all] [--list-profiles] [--no-probe] [--json]\n"
             "                    [--batch B] [--heads-q H] [--heads-kv H] [--decode-rows R]\n"
@@ -31,7 +31,8 @@ static void usage(FILE *f)
             "and the decode plan of a KV-cache call: B sequences of seqlen-k cached keys,\n"
             "R query rows, H query heads on H K/V heads (default 1, 32, 8, 1), with its\n"
             "GQA packing and split-KV chunks.\n"
-            "--profile plans for an emulated device, running on the chosen (or default) one.\n");
+            "--profile plans for an emulated device, running on the chosen (or default) one.\n"
+            "FP8 (e4m3, e5m2) has the forward only: its other plans are not listed.\n");
 }
 
 static int parse_dtype(const char *s, fcl_dtype *out)
@@ -39,6 +40,8 @@ static int parse_dtype(const char *s, fcl_dtype *out)
     if (strcmp(s, "fp32") == 0) *out = FCL_DTYPE_FP32;
     else if (strcmp(s, "fp16") == 0) *out = FCL_DTYPE_FP16;
     else if (strcmp(s, "bf16") == 0) *out = FCL_DTYPE_BF16;
+    else if (strcmp(s, "e4m3") == 0) *out = FCL_DTYPE_FP8_E4M3;
+    else if (strcmp(s, "e5m2") == 0) *out = FCL_DTYPE_FP8_E5M2;
     else return 0;
     return 1;
 }
@@ -191,8 +194,11 @@ static int show(const options *o, int platform, int device, const char *profile,
     int rc = 0;
     const fcl_kernel_kind kinds[4] = {FCL_KERNEL_FORWARD, FCL_KERNEL_BACKWARD_DKDV,
                                       FCL_KERNEL_BACKWARD_DQ, FCL_KERNEL_DECODE};
+    const int fp8 = fcl_dtype_size(o->dtype) == 1; /* forward only (flashcl.h) */
     for (int i = 0; i < 4; ++i) {
         fcl_plan plan;
+        if (fp8 && kinds[i] != FCL_KERNEL_FORWARD)
+            continue;
         if (kinds[i] == FCL_KERNEL_DECODE) { /* a KV-cache call, contiguous cache */
             fcl_kvcache_desc kv;
             fcl_kvcache_desc_init(&kv, o->batch, o->heads_q, o->heads_kv, o->head_dim,

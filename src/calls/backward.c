@@ -121,6 +121,7 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
     if (lse == NULL)
         return FCL_ERROR_MISSING_LSE;
     FCL_TRY(fcl_validate_desc(desc));
+    FCL_TRY(fcl_require_no_fp8(desc->dtype)); /* no FP8 backward, as in FlashAttention-3 */
     const cl_mem mem[FCL_BACKWARD_TENSORS] = {q, k, v, o, lse, dout, dq, dk, dv};
     fcl_tensor_ref t[FCL_BACKWARD_TENSORS];
     fcl_backward_tensors(desc, mem, t);

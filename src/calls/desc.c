@@ -22,6 +22,9 @@ size_t fcl_dtype_size(fcl_dtype dtype)
     case FCL_DTYPE_FP16:
     case FCL_DTYPE_BF16:
         return 2;
+    case FCL_DTYPE_FP8_E4M3:
+    case FCL_DTYPE_FP8_E5M2:
+        return 1;
     }
     return 0;
 }
@@ -35,6 +38,10 @@ const char *fcl_dtype_name(fcl_dtype dtype)
         return "fp16";
     case FCL_DTYPE_BF16:
         return "bf16";
+    case FCL_DTYPE_FP8_E4M3:
+        return "e4m3";
+    case FCL_DTYPE_FP8_E5M2:
+        return "e5m2";
     }
     return "unknown";
 }
@@ -80,6 +87,22 @@ void fcl_attention_desc_init(fcl_attention_desc *desc, size_t batch, size_t head
     desc->window_left = -1;
     desc->window_right = -1;
     desc->alibi = FCL_ALIBI_NONE;
+    desc->out_dtype = fcl_dtype_is_fp8(dtype) ? FCL_DTYPE_FP16 : dtype;
+}
+
+bool fcl_dtype_is_fp8(fcl_dtype dtype)
+{
+    return dtype == FCL_DTYPE_FP8_E4M3 || dtype == FCL_DTYPE_FP8_E5M2;
+}
+
+fcl_status fcl_require_no_fp8(fcl_dtype dtype)
+{
+    return fcl_dtype_is_fp8(dtype) ? FCL_ERROR_DTYPE_UNSUPPORTED : FCL_OK;
+}
+
+fcl_dtype fcl_output_dtype(const fcl_attention_desc *desc)
+{
+    return fcl_dtype_is_fp8(desc->dtype) ? desc->out_dtype : desc->dtype;
 }
 
 float fcl_effective_scale(const fcl_attention_desc *desc)

@@ -30,13 +30,20 @@ fcl_build fcl_forward_build(const fcl_context *ctx, const fcl_attention_desc *d,
 {
     if (fcl_uses_tensor_cores(ctx, d, FCL_KERNEL_FORWARD))
         features |= FCL_BUILD_TILE_MMA;
+    /* FP8 is planned as 16-bit storage is: every piece holds its tiles
+     * decoded (fp32 __local on the portable and CPU pieces, fp16 on tensor
+     * cores), so only the global reads shrink, and the tile sizes do not
+     * depend on those (the CPU piece's cache working set counts bytes
+     * read, plan_cpu.c).  The output type is part of the build. */
     fcl_build b = fcl_build_of(FCL_KERNEL_FORWARD, d->head_dim, d->dtype, features);
+    b.out_dtype = fcl_output_dtype(d);
     b.page_size = page_size;
     if (d->seqlen_q <= FCL_DECODE_MAX_ROWS) {
         /* Few query rows: a decode plan, with the query heads of a K/V head
          * packed into one row block where the variants allow (dropout,
          * packed sequences and block masks are per head and position). */
-        const bool packable = !(features & (FCL_FEAT_DROPOUT | FCL_FEAT_VARLEN | FCL_FEAT_BLOCKMASK));
+        const bool packable = !(features & (FCL_FEAT_DROPOUT | FCL_FEAT_VARLEN | FCL_FEAT_BLOCKMASK)) &&
+                              !fcl_dtype_is_fp8(d->dtype); /* one Q descale per work-group */
         b.kind = FCL_KERNEL_DECODE;
         b.pack = packable ? pack_factor(d->heads_q / d->heads_kv, d->seqlen_q) : 1;
         b.rows = (int)d->seqlen_q * b.pack;
@@ -171,6 +178,9 @@ static fcl_status set_forward_args(const fcl_resolved *r, cl_kernel kernel, cons
     fcl_arg_mem(&a, j->page_table);
     fcl_arg_long(&a, j->page_table_stride);
     fcl_arg_int(&a, j->num_pages);
+    fcl_arg_mem(&a, j->var->descale_q);
+    fcl_arg_mem(&a, j->var->descale_k);
+    fcl_arg_mem(&a, j->var->descale_v);
     *groups = base_groups * (size_t)c->split.num_splits;
     return a.err;
 }

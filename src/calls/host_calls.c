@@ -24,7 +24,8 @@ fcl_status fcl_host_range(const fcl_tensor_ref *t, const void *base, fcl_layout 
 }
 
 /* Aux arrays, as inputs of known size (0 bytes: absent). */
-enum { AUX_ALIBI, AUX_CU_Q, AUX_CU_K, AUX_BLOCKS, AUX_COUNT };
+enum { AUX_ALIBI, AUX_CU_Q, AUX_CU_K, AUX_BLOCKS, AUX_DESCALE_Q, AUX_DESCALE_K, AUX_DESCALE_V,
+       AUX_COUNT };
 
 static void aux_ranges(const fcl_attention_desc *d, const fcl_attention_aux_host *aux,
                        fcl_host_tensor h[AUX_COUNT])
@@ -49,6 +50,12 @@ static void aux_ranges(const fcl_attention_desc *d, const fcl_attention_aux_host
         h[AUX_BLOCKS].bytes = (d->batch - 1) * d->block_mask_stride_batch +
                               (d->heads_q - 1) * d->block_mask_stride_head + nbm * nbn;
     }
+    /* descales travel whatever the dtype: the call rejects them where unused */
+    const float *descales[3] = {aux->descale_q, aux->descale_k, aux->descale_v};
+    for (int i = 0; i < 3; ++i) {
+        h[AUX_DESCALE_Q + i].src = descales[i];
+        h[AUX_DESCALE_Q + i].bytes = d->batch * (i == 0 ? d->heads_q : d->heads_kv) * sizeof(float);
+    }
 }
 
 typedef fcl_status (*run_fn)(fcl_context *ctx, const fcl_attention_desc *d,
@@ -70,8 +77,10 @@ static fcl_status run_on_host_arrays(fcl_context *ctx, const fcl_attention_desc 
         cl_mem_flags flags = CL_MEM_COPY_HOST_PTR | (t->dst ? CL_MEM_READ_WRITE : CL_MEM_READ_ONLY);
         t->mem = fcl_buffer_create(ctx, flags, t->bytes, (void *)t->src, &st);
     }
-    const fcl_attention_aux aux = {ah[AUX_ALIBI].mem, ah[AUX_CU_Q].mem, ah[AUX_CU_K].mem,
-                                   ah[AUX_BLOCKS].mem};
+    const fcl_attention_aux aux = {ah[AUX_ALIBI].mem,     ah[AUX_CU_Q].mem,
+                                   ah[AUX_CU_K].mem,      ah[AUX_BLOCKS].mem,
+                                   ah[AUX_DESCALE_Q].mem, ah[AUX_DESCALE_K].mem,
+                                   ah[AUX_DESCALE_V].mem};
     if (st == FCL_OK)
         st = run(ctx, d, &aux, h);
     if (st == FCL_OK)
@@ -150,6 +159,7 @@ fcl_status fcl_attention_backward_host_ex(fcl_context *ctx, const fcl_attention_
     if (lse == NULL)
         return FCL_ERROR_MISSING_LSE;
     FCL_TRY(fcl_validate_desc(desc));
+    FCL_TRY(fcl_require_no_fp8(desc->dtype));
     const cl_mem none[FCL_BACKWARD_TENSORS] = {NULL};
     fcl_tensor_ref t[FCL_BACKWARD_TENSORS];
     fcl_backward_tensors(desc, none, t);

@@ -28,6 +28,9 @@ fcl_status fcl_validate_desc(const fcl_attention_desc *desc)
         return FCL_ERROR_HEADS_NOT_DIVISIBLE;
     if (fcl_dtype_size(desc->dtype) == 0)
         return FCL_ERROR_DTYPE_UNSUPPORTED;
+    const fcl_dtype out = fcl_output_dtype(desc);
+    if (fcl_dtype_size(out) == 0 || fcl_dtype_is_fp8(out))
+        return FCL_ERROR_DTYPE_UNSUPPORTED;
     if (!isfinite(desc->softmax_scale))
         return FCL_ERROR_INVALID_VALUE;
     if (desc->causal != 0 && desc->causal != 1)
@@ -221,10 +224,11 @@ void fcl_forward_tensors(const fcl_attention_desc *d, const cl_mem mem[FCL_FORWA
 {
     const tensor_shape sh = shape_of(d);
     const size_t es = fcl_dtype_size(d->dtype), D = d->head_dim;
+    const size_t out_es = fcl_dtype_size(fcl_output_dtype(d));
     t[0] = fcl_tensor_ref_make(mem[0], d->q, sh.batch, d->heads_q, sh.rows_q, D, es, 0);
     t[1] = fcl_tensor_ref_make(mem[1], d->k, sh.batch, d->heads_kv, sh.rows_k, D, es, 0);
     t[2] = fcl_tensor_ref_make(mem[2], d->v, sh.batch, d->heads_kv, sh.rows_k, D, es, 0);
-    t[3] = fcl_tensor_ref_make(mem[3], d->o, sh.batch, d->heads_q, sh.rows_q, D, es, 1);
+    t[3] = fcl_tensor_ref_make(mem[3], d->o, sh.batch, d->heads_q, sh.rows_q, D, out_es, 1);
     t[4] = lse_ref(d, mem[4], 1);
 }
 

@@ -131,6 +131,20 @@ fcl_status fcl_variants_prepare(fcl_context *ctx, const fcl_attention_desc *d,
         v->block_n = (int)d->block_n;
         v->block_nbn = (int)nbn;
     }
+
+    /* FP8 descales: per (batch, query head) for Q, per (batch, K/V head)
+     * for K and V; NULL stands for 1.0 */
+    const cl_mem descales[3] = {aux->descale_q, aux->descale_k, aux->descale_v};
+    cl_mem *kept[3] = {&v->descale_q, &v->descale_k, &v->descale_v};
+    for (int i = 0; i < 3; ++i) {
+        if (descales[i] == NULL)
+            continue;
+        if (!fcl_dtype_is_fp8(d->dtype))
+            return FCL_ERROR_INVALID_VALUE;
+        const uint64_t n = (uint64_t)d->batch * (i == 0 ? d->heads_q : d->heads_kv);
+        FCL_TRY(fcl_check_aux_buffer(ctx, descales[i], n * sizeof(float)));
+        *kept[i] = descales[i];
+    }
     return FCL_OK;
 }
 

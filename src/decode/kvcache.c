@@ -26,6 +26,7 @@ void fcl_kvcache_desc_init(fcl_kvcache_desc *desc, size_t batch, size_t heads_q,
     desc->seqlen_q = seqlen_q;
     desc->seqlen_new = seqlen_new;
     desc->dtype = dtype;
+    desc->out_dtype = fcl_dtype_is_fp8(dtype) ? FCL_DTYPE_FP16 : dtype;
     desc->window_left = -1;
     desc->window_right = -1;
     desc->alibi = FCL_ALIBI_NONE;
@@ -104,6 +105,7 @@ fcl_attention_desc fcl_kvcache_as_forward(const fcl_kvcache_desc *d)
     a.softcap = d->softcap;
     a.alibi = d->alibi;
     a.num_splits = d->num_splits;
+    a.out_dtype = d->out_dtype;
     return a;
 }
 
@@ -111,13 +113,15 @@ void fcl_kvcache_tensors(const fcl_kvcache_desc *d, const fcl_kvcache_buffers *b
                          fcl_tensor_ref t[FCL_KVCACHE_TENSORS], size_t *n)
 {
     const size_t es = fcl_dtype_size(d->dtype), D = d->head_dim;
+    const fcl_attention_desc fwd = fcl_kvcache_as_forward(d);
+    const size_t out_es = fcl_dtype_size(fcl_output_dtype(&fwd));
     const bool paged = d->page_size > 0, append = d->seqlen_new > 0;
     const size_t cache_batch = paged ? d->num_pages : d->batch;
     const size_t cache_rows = paged ? d->page_size : d->cache_seqlen;
     fcl_layout lse = {d->lse_offset, d->heads_q * d->seqlen_q, d->seqlen_q, 1};
     *n = 0;
     t[(*n)++] = fcl_tensor_ref_make(b->q, d->q, d->batch, d->heads_q, d->seqlen_q, D, es, 0);
-    t[(*n)++] = fcl_tensor_ref_make(b->o, d->o, d->batch, d->heads_q, d->seqlen_q, D, es, 1);
+    t[(*n)++] = fcl_tensor_ref_make(b->o, d->o, d->batch, d->heads_q, d->seqlen_q, D, out_es, 1);
     t[(*n)++] = fcl_tensor_ref_make(b->k_cache, d->k_cache, cache_batch, d->heads_kv, cache_rows, D,
                                     es, append);
     t[(*n)++] = fcl_tensor_ref_make(b->v_cache, d->v_cache, cache_batch, d->heads_kv, cache_rows, D,
@@ -176,7 +180,13 @@ fcl_status fcl_kvcache_job(fcl_context *ctx, const fcl_kvcache_desc *desc,
                            const fcl_kvcache_buffers *b, const fcl_attention_desc *fwd,
                            fcl_variants *var, fcl_forward_job *job)
 {
-    const fcl_attention_aux aux = {b != NULL ? b->alibi_slopes : NULL, NULL, NULL, NULL};
+    fcl_attention_aux aux = {.alibi_slopes = NULL};
+    if (b != NULL) {
+        aux.alibi_slopes = b->alibi_slopes;
+        aux.descale_q = b->descale_q;
+        aux.descale_k = b->descale_k;
+        aux.descale_v = b->descale_v;
+    }
     FCL_TRY(fcl_variants_prepare(ctx, fwd, &aux, 0, NULL, var));
     var->features |= FCL_FEAT_KVCACHE;
     memset(job, 0, sizeof *job);

@@ -27,7 +27,7 @@ static fcl_status check_cache_entries(const fcl_kvcache_desc *d, const int32_t *
     return FCL_OK;
 }
 
-enum { AUX_LENS, AUX_PAGES, AUX_ALIBI, AUX_COUNT };
+enum { AUX_LENS, AUX_PAGES, AUX_ALIBI, AUX_DESCALE_Q, AUX_DESCALE_K, AUX_DESCALE_V, AUX_COUNT };
 
 fcl_status fcl_attention_kvcache_host(fcl_context *ctx, const fcl_kvcache_desc *desc,
                                       const fcl_kvcache_host *a)
@@ -43,8 +43,7 @@ fcl_status fcl_attention_kvcache_host(fcl_context *ctx, const fcl_kvcache_desc *
 
     /* the tensors, in fcl_kvcache_tensors' order, re-based to offset 0 */
     fcl_kvcache_desc local = *desc;
-    const fcl_kvcache_buffers none = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                                      a->lse != NULL ? (cl_mem)1 : NULL};
+    const fcl_kvcache_buffers none = {.lse = a->lse != NULL ? (cl_mem)1 : NULL};
     fcl_tensor_ref t[FCL_KVCACHE_TENSORS];
     size_t n = 0;
     fcl_kvcache_tensors(desc, &none, t, &n);
@@ -82,6 +81,13 @@ fcl_status fcl_attention_kvcache_host(fcl_context *ctx, const fcl_kvcache_desc *
         h[n + AUX_ALIBI].bytes =
             (desc->alibi == FCL_ALIBI_PER_BATCH_HEAD ? desc->batch : 1) * desc->heads_q * sizeof(float);
     }
+    /* descales travel whatever the dtype: the call rejects them where unused */
+    const float *descales[3] = {a->descale_q, a->descale_k, a->descale_v};
+    for (int i = 0; i < 3; ++i) {
+        h[n + AUX_DESCALE_Q + i].src = descales[i];
+        h[n + AUX_DESCALE_Q + i].bytes =
+            desc->batch * (i == 0 ? desc->heads_q : desc->heads_kv) * sizeof(float);
+    }
 
     fcl_status st = FCL_OK;
     for (size_t i = 0; i < n + AUX_COUNT && st == FCL_OK; ++i) {
@@ -97,7 +103,9 @@ fcl_status fcl_attention_kvcache_host(fcl_context *ctx, const fcl_kvcache_desc *
                                        desc->seqlen_new > 0 ? h[4].mem : NULL,
                                        desc->seqlen_new > 0 ? h[5].mem : NULL,
                                        h[n + AUX_ALIBI].mem, h[1].mem,
-                                       a->lse != NULL ? h[n - 1].mem : NULL};
+                                       a->lse != NULL ? h[n - 1].mem : NULL,
+                                       h[n + AUX_DESCALE_Q].mem, h[n + AUX_DESCALE_K].mem,
+                                       h[n + AUX_DESCALE_V].mem};
         st = fcl_attention_kvcache(ctx, &local, &b, 0, NULL, NULL);
     }
     if (st == FCL_OK)

@@ -1,8 +1,9 @@
 /* tensor_cores.c - when a call runs on the tensor-core pieces. */
 #include "internal.h"
 
-/* The pieces load 16-byte rows: every row they read must start on a multiple
- * of 8 elements (cl_mem buffers themselves are aligned). */
+/* The pieces load rows 8 elements at a time (16 bytes, 8 for FP8): every
+ * row they read must start on a multiple of 8 elements (cl_mem buffers
+ * themselves are aligned). */
 static bool rows_aligned(const fcl_layout *l)
 {
     return l->offset % 8 == 0 && l->stride_batch % 8 == 0 && l->stride_head % 8 == 0 &&
@@ -19,8 +20,11 @@ bool fcl_uses_tensor_cores(const fcl_context *ctx, const fcl_attention_desc *d,
     const bool device = ctx->emulate_tensor_cores ||
                         (ctx->profile == NULL && in->vendor_id == FCL_VENDOR_ID_NVIDIA &&
                          in->nv_compute_capability >= 80);
-    return !ctx->portable_only && device &&
-           (d->dtype == FCL_DTYPE_FP16 || d->dtype == FCL_DTYPE_BF16) && d->head_dim % 16 == 0 &&
+    /* FP8 (forward only) is decoded to fp16 as its tiles are loaded: exact
+     * for both formats, so the fp16 products serve it unchanged */
+    const bool dtype_ok = d->dtype == FCL_DTYPE_FP16 || d->dtype == FCL_DTYPE_BF16 ||
+                          (!backward && fcl_dtype_is_fp8(d->dtype));
+    return !ctx->portable_only && device && dtype_ok && d->head_dim % 16 == 0 &&
            d->head_dim <= (size_t)fcl_mma_max_head_dim() && rows_aligned(&d->q) &&
            rows_aligned(&d->k) && rows_aligned(&d->v) && (!backward || rows_aligned(&d->dout));
 }

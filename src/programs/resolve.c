@@ -158,14 +158,14 @@ static void release_kernels(fcl_resolved *r)
 
 fcl_build fcl_build_of(fcl_kernel_kind kind, size_t head_dim, fcl_dtype dtype, unsigned features)
 {
-    fcl_build b = {kind, head_dim, dtype, features, 1, 0, 0};
+    fcl_build b = {kind, head_dim, dtype, dtype, features, 1, 0, 0};
     return b;
 }
 
 static bool same_build(const fcl_build *a, const fcl_build *b)
 {
     return a->kind == b->kind && a->head_dim == b->head_dim && a->dtype == b->dtype &&
-           a->features == b->features && a->pack == b->pack && a->page_size == b->page_size &&
+           a->out_dtype == b->out_dtype && a->features == b->features && a->pack == b->pack && a->page_size == b->page_size &&
            a->rows == b->rows;
 }
 
@@ -242,6 +242,7 @@ fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *desc, fcl_
         const fcl_forward_job job = {d, &var, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, 0, 0, 0};
         return fcl_forward_plan_of(ctx, &job, plan);
     }
+    FCL_TRY(fcl_require_no_fp8(desc->dtype)); /* no FP8 backward */
     const unsigned build = fcl_uses_tensor_cores(ctx, desc, kernel) ? FCL_BUILD_TILE_MMA : 0;
     const fcl_build b = fcl_build_of(kernel, desc->head_dim, desc->dtype, build);
     fcl_resolved *r = NULL;
