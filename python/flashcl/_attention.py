@@ -10,7 +10,7 @@ import numpy as np
 from . import _lib
 from ._context import default_context
 from ._errors import ArgumentError, check
-from ._tensors import CL, DTYPE_NAMES, dtype_code, empty, invoke, operands, same_dtype
+from ._tensors import CL, DTYPE_NAMES, Operand, dtype_code, empty, invoke, operands, same_dtype
 
 byref = ctypes.byref
 
@@ -19,16 +19,16 @@ def is_torch(x):
     return type(x).__module__.startswith("torch")
 
 
-def set_variants(desc, n_batch, heads_q, ops, causal, softmax_scale, window, softcap,
-                 dropout_p, seed, dropout_offset):
-    """The options every attention call shares, onto desc's fields."""
-    desc.causal = 1 if causal else 0
-    desc.softmax_scale = 0.0 if softmax_scale is None else softmax_scale
-    set_window(desc, window)
-    desc.softcap = softcap
-    desc.dropout_p = dropout_p
-    desc.dropout_seed = seed
-    desc.dropout_offset = dropout_offset
+def set_variants(desc, n_batch, heads_q, ops, opts):
+    """The options every attention call shares (a dict from _opts), onto desc's fields."""
+    desc.causal = 1 if opts["causal"] else 0
+    scale = opts["softmax_scale"]
+    desc.softmax_scale = 0.0 if scale is None else scale
+    set_window(desc, opts["window"])
+    desc.softcap = opts["softcap"]
+    desc.dropout_p = opts["dropout_p"]
+    desc.dropout_seed = opts["seed"]
+    desc.dropout_offset = opts["dropout_offset"]
     desc.alibi = alibi_mode(ops.get("alibi_slopes"), n_batch, heads_q)
 
 
@@ -102,7 +102,7 @@ def make_desc(ops, packed, cu_q, cu_k, max_seqlen_q, max_seqlen_k, opts):
     else:
         _lib.fcl_attention_desc_init(byref(desc), batch, hq, hkv, sq, sk, d, code,
                                      _lib.LAYOUT_BSHD)
-    set_variants(desc, batch, hq, ops, **opts)
+    set_variants(desc, batch, hq, ops, opts)
     for name in ("q", "k", "v"):
         ops[name].layout(getattr(desc, name))
     return desc
@@ -114,7 +114,7 @@ def lse_shape(desc, packed):
 
 def _aux(kind, ops):
     names = ("alibi_slopes", "cu_seqlens_q", "cu_seqlens_k")
-    if not any(n in ops for n in names):
+    if "alibi_slopes" not in ops and "cu_seqlens_q" not in ops and "cu_seqlens_k" not in ops:
         return None
     aux = _lib.AttentionAux() if kind == CL else _lib.AttentionAuxHost()
     for n in names:
@@ -123,28 +123,26 @@ def _aux(kind, ops):
     return byref(aux)
 
 
-def run_forward(ctx, q, k, v, *, packed=False, cu_seqlens_q=None, cu_seqlens_k=None,
-                max_seqlen_q=None, max_seqlen_k=None, alibi_slopes=None, return_lse=False,
-                **opts):
+def run_forward(ctx, q, k, v, opts, *, packed=False, cu_seqlens_q=None, cu_seqlens_k=None,
+                max_seqlen_q=None, max_seqlen_k=None, alibi_slopes=None, return_lse=False):
     ops, kind = operands(ctx, q=q, k=k, v=v, alibi_slopes=alibi_slopes,
                          cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k)
     desc = make_desc(ops, packed, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, opts)
     out = empty(kind, ctx, ops["q"].shape, ops["q"].dtype)
-    ops_out, _ = operands(ctx, out=out)
-    ops_out["out"].layout(desc.o)
+    out_op = Operand(out, "out")
+    out_op.layout(desc.o)
     lse = empty(kind, ctx, lse_shape(desc, packed), np.float32) if return_lse else None
     aux = _aux(kind, ops)
-    args = (ops["q"].ptr, ops["k"].ptr, ops["v"].ptr, ops_out["out"].ptr,
-            None if lse is None else operands(ctx, lse=lse)[0]["lse"].ptr)
+    args = (ops["q"].ptr, ops["k"].ptr, ops["v"].ptr, out_op.ptr,
+            None if lse is None else Operand(lse, "lse").ptr)
     invoke(ctx, kind, ops.values(), _lib.fcl_attention_forward_host_ex,
            _lib.fcl_attention_forward_ex, (byref(desc), aux) + args, [out, lse],
            "the attention forward")
     return (out, lse) if return_lse else out
 
 
-def run_backward(ctx, dout, q, k, v, out, lse, *, packed=False, cu_seqlens_q=None,
-                 cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, alibi_slopes=None,
-                 **opts):
+def run_backward(ctx, dout, q, k, v, out, lse, opts, *, packed=False, cu_seqlens_q=None,
+                 cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, alibi_slopes=None):
     ops, kind = operands(ctx, q=q, k=k, v=v, out=out, dout=dout, lse=lse,
                          alibi_slopes=alibi_slopes, cu_seqlens_q=cu_seqlens_q,
                          cu_seqlens_k=cu_seqlens_k)
@@ -196,16 +194,13 @@ def _opts(causal, softmax_scale, window, softcap, dropout_p, seed, dropout_offse
 def attention(q, k, v, *, causal=False, softmax_scale=None, window=(-1, -1), softcap=0.0,
               alibi_slopes=None, dropout_p=0.0, seed=0, dropout_offset=0, return_lse=False,
               context=None):
+    opts = _opts(causal, softmax_scale, window, softcap, dropout_p, seed, dropout_offset)
     if is_torch(q):
         from . import _torch
-        return _torch.attention(q, k, v, packed=False, alibi_slopes=alibi_slopes,
-                                return_lse=return_lse, context=context,
-                                **_opts(causal, softmax_scale, window, softcap, dropout_p, seed,
-                                        dropout_offset))
-    return run_forward(context or default_context(), q, k, v, alibi_slopes=alibi_slopes,
-                       return_lse=return_lse,
-                       **_opts(causal, softmax_scale, window, softcap, dropout_p, seed,
-                               dropout_offset))
+        return _torch.attention(q, k, v, opts, return_lse=return_lse, context=context,
+                                alibi_slopes=alibi_slopes)
+    return run_forward(context or default_context(), q, k, v, opts, alibi_slopes=alibi_slopes,
+                       return_lse=return_lse)
 
 
 attention.__doc__ = """O = softmax(scale * Q K^T + mask) V  (fcl_attention_forward).
@@ -225,9 +220,8 @@ def attention_backward(dout, q, k, v, out, lse, *, causal=False, softmax_scale=N
     opts = _opts(causal, softmax_scale, window, softcap, dropout_p, seed, dropout_offset)
     if ops_torch:
         from . import _torch
-        return _torch.backward(ctx, dout, q, k, v, out, lse, packed=False,
-                               alibi_slopes=alibi_slopes, **opts)
-    return run_backward(ctx, dout, q, k, v, out, lse, alibi_slopes=alibi_slopes, **opts)
+        return _torch.backward(ctx, dout, q, k, v, out, lse, opts, alibi_slopes=alibi_slopes)
+    return run_backward(ctx, dout, q, k, v, out, lse, opts, alibi_slopes=alibi_slopes)
 
 
 attention_backward.__doc__ = """(dq, dk, dv) of attention (fcl_attention_backward).
@@ -247,10 +241,10 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max
     opts = _opts(causal, softmax_scale, window, softcap, dropout_p, seed, dropout_offset)
     if is_torch(q):
         from . import _torch
-        return _torch.attention(q, k, v, alibi_slopes=alibi_slopes, return_lse=return_lse,
-                                context=context, **packed, **opts)
-    return run_forward(context or default_context(), q, k, v, alibi_slopes=alibi_slopes,
-                       return_lse=return_lse, **packed, **opts)
+        return _torch.attention(q, k, v, opts, return_lse=return_lse, context=context,
+                                alibi_slopes=alibi_slopes, **packed)
+    return run_forward(context or default_context(), q, k, v, opts, alibi_slopes=alibi_slopes,
+                       return_lse=return_lse, **packed)
 
 
 attention_varlen.__doc__ = """Attention over packed sequences of different lengths
@@ -277,10 +271,10 @@ def attention_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_
     opts = _opts(causal, softmax_scale, window, softcap, dropout_p, seed, dropout_offset)
     if is_torch(q):
         from . import _torch
-        return _torch.backward(ctx, dout, q, k, v, out, lse, alibi_slopes=alibi_slopes,
-                               **packed, **opts)
-    return run_backward(ctx, dout, q, k, v, out, lse, alibi_slopes=alibi_slopes, **packed,
-                        **opts)
+        return _torch.backward(ctx, dout, q, k, v, out, lse, opts, alibi_slopes=alibi_slopes,
+                               **packed)
+    return run_backward(ctx, dout, q, k, v, out, lse, opts, alibi_slopes=alibi_slopes,
+                        **packed)
 
 
 def dropout_mask(batch, heads, seqlen_q, seqlen_k, dropout_p, seed=0, dropout_offset=0, *,

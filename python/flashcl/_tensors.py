@@ -15,16 +15,16 @@ _FP32, _FP16, _U16 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.uin
 DTYPE_NAMES = {_lib.DTYPE_FP32: "fp32", _lib.DTYPE_FP16: "fp16", _lib.DTYPE_BF16: "bf16"}
 
 
+_CODES = {_FP32: _lib.DTYPE_FP32, _FP16: _lib.DTYPE_FP16, _U16: _lib.DTYPE_BF16}
+
+
 def dtype_code(dt):
     """fcl_dtype of a NumPy dtype: float32, float16, and bfloat16 as uint16
     bit patterns or ml_dtypes.bfloat16; None for anything else."""
-    if dt == _FP32:
-        return _lib.DTYPE_FP32
-    if dt == _FP16:
-        return _lib.DTYPE_FP16
-    if dt == _U16 or dt.name == "bfloat16":
-        return _lib.DTYPE_BF16
-    return None
+    code = _CODES.get(dt)
+    if code is None and dt.name == "bfloat16":
+        code = _lib.DTYPE_BF16
+    return code
 
 
 def is_pyopencl(x):
@@ -59,13 +59,14 @@ class Operand:
         strides = []
         for size, st in zip(x.shape, x.strides):
             if size <= 1:
-                st = 0                      # never stepped over: any stride is the same
+                strides.append(0)           # never stepped over: any stride is the same
             elif st <= 0 or st % item:
                 raise ArgumentError(
                     "%s: strides %s (bytes) cannot be described to flashcl: every axis "
                     "needs a positive stride that is a whole number of elements "
                     "(make the array contiguous first)" % (name, x.strides))
-            strides.append(st // item)
+            else:
+                strides.append(st // item)
         self.strides = strides
 
     def expect(self, ndim, what):
@@ -103,15 +104,20 @@ class Operand:
 def operands(ctx, **arrays):
     """Operands of one call (None entries skipped); all NumPy or all PyOpenCL
     arrays, PyOpenCL only with a context wrapping a PyOpenCL queue."""
-    ops = {name: Operand(x, name) for name, x in arrays.items() if x is not None}
-    kinds = {op.kind for op in ops.values()}
-    if len(kinds) > 1:
-        raise ArgumentError("mixed NumPy and PyOpenCL arrays in one call: %s"
-                            % ", ".join("%s %s" % (n, o.kind) for n, o in ops.items()))
-    if CL in kinds and ctx.pyopencl_queue is None:
+    ops, kind = {}, None
+    for name, x in arrays.items():
+        if x is None:
+            continue
+        op = ops[name] = Operand(x, name)
+        if kind is None:
+            kind = op.kind
+        elif op.kind != kind:
+            raise ArgumentError("mixed NumPy and PyOpenCL arrays in one call: %s" % ", ".join(
+                "%s %s" % (n, o.kind) for n, o in ops.items()))
+    if kind == CL and ctx.pyopencl_queue is None:
         raise ArgumentError("PyOpenCL arrays need context=flashcl.Context.from_pyopencl(queue) "
                             "on their own OpenCL context")
-    return ops, (kinds.pop() if kinds else HOST)
+    return ops, kind or HOST
 
 
 def same_dtype(ops, names):

@@ -43,7 +43,8 @@ def _numpy_args(call):
 class AttentionFunction(torch.autograd.Function):
     """o, lse = AttentionFunction.apply(q, k, v, call): the forward keeps
     q, k, v, o, lse; the backward runs fcl_attention_backward with the same
-    options (call: the context and keyword arguments of the forward).  lse
+    options (call: the context, the options of _attention._opts and the
+    other keyword arguments of the forward).  lse
     is not differentiable."""
 
     @staticmethod
@@ -51,7 +52,7 @@ class AttentionFunction(torch.autograd.Function):
         ctx = call["context"]
         kwargs = _numpy_args(call["kwargs"])
         out, lse = run_forward(ctx, to_numpy(q, "q"), to_numpy(k, "k"), to_numpy(v, "v"),
-                               return_lse=True, **kwargs)
+                               call["opts"], return_lse=True, **kwargs)
         o, lse_t = from_numpy(out), torch.from_numpy(lse)
         fctx.save_for_backward(q, k, v, o, lse_t)
         fctx.call = call
@@ -65,20 +66,20 @@ class AttentionFunction(torch.autograd.Function):
         # a gradient arriving with stride-0 axes (from .sum()) is made dense
         dq, dk, dv = run_backward(call["context"], to_numpy(dout.contiguous(), "dout"),
                                   to_numpy(q, "q"), to_numpy(k, "k"), to_numpy(v, "v"),
-                                  to_numpy(o, "out"), to_numpy(lse, "lse"),
+                                  to_numpy(o, "out"), to_numpy(lse, "lse"), call["opts"],
                                   **_numpy_args(call["kwargs"]))
         return from_numpy(dq), from_numpy(dk), from_numpy(dv), None
 
 
-def attention(q, k, v, *, return_lse, context, **kwargs):
-    call = {"context": context or default_context(), "kwargs": kwargs}
+def attention(q, k, v, opts, *, return_lse, context, **kwargs):
+    call = {"context": context or default_context(), "opts": opts, "kwargs": kwargs}
     o, lse = AttentionFunction.apply(q, k, v, call)
     return (o, lse) if return_lse else o
 
 
-def backward(ctx, dout, q, k, v, out, lse, **kwargs):
+def backward(ctx, dout, q, k, v, out, lse, opts, **kwargs):
     grads = run_backward(ctx, to_numpy(dout, "dout"), to_numpy(q, "q"), to_numpy(k, "k"),
-                         to_numpy(v, "v"), to_numpy(out, "out"), to_numpy(lse, "lse"),
+                         to_numpy(v, "v"), to_numpy(out, "out"), to_numpy(lse, "lse"), opts,
                          **_numpy_args(kwargs))
     return tuple(from_numpy(g) for g in grads)
 
