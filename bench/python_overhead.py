@@ -154,7 +154,8 @@ def main():
         out.write("# The Python binding's overhead on a small call\n\n")
         out.write("".join("- %s: %s\n" % kv for kv in meta.items()))
         out.write("\n" + "\n".join(table) + "\n\n" + noop_line + "\n\nPer round (us): %s\n"
-                  % rows)
+                  % {f: {w: [round(x, 1) for x in v] for w, v in d.items()}
+                     for f, d in rows.items()})
     with open(a.out + ".csv", "w") as out:
         out.write("".join("# %s: %s\n" % kv for kv in meta.items()) + "\n".join(csv) + "\n")
     try:

@@ -1,6 +1,5 @@
-"""pytest set-up: the package from this source tree (python/) unless an
-installed one is asked for, and one context for the whole run (kernels are
-compiled once per context)."""
+"""pytest set-up: the package from this source tree (python/), and one
+context for the whole run (kernels are compiled once per context)."""
 import os
 import sys
 
@@ -8,8 +7,7 @@ import numpy as np
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-if os.environ.get("FLASHCL_TEST_INSTALLED") != "1":
-    sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 import flashcl  # noqa: E402
