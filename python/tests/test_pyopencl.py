@@ -91,3 +91,16 @@ def test_arrays_of_another_context_are_refused(rng, queue, wrapped):
         flashcl.attention(q, k, v)
     with pytest.raises(flashcl.ArgumentError, match="mixed"):
         flashcl.attention(q, k.get(), v, context=wrapped)
+
+
+def test_varlen_and_alibi_on_device_arrays_match_host(rng, wrapped, queue):
+    cu = np.array([0, 5, 5, 21], np.int32)
+    q, k, v = (rand(rng, (21, 2, 16), "fp32") for _ in range(3))
+    slopes = np.array([0.5, 0.25], np.float32)
+    dev = [cla.to_device(queue, x) for x in (q, k, v, cu, slopes)]
+    with pytest.raises(flashcl.ArgumentError, match="max_seqlen"):
+        flashcl.attention_varlen(*dev[:3], dev[3], dev[3], context=wrapped)
+    o_d = flashcl.attention_varlen(*dev[:3], dev[3], dev[3], 16, 16, causal=True,
+                                   alibi_slopes=dev[4], context=wrapped)
+    o = flashcl.attention_varlen(q, k, v, cu, cu, causal=True, alibi_slopes=slopes)
+    assert np.array_equal(o_d.get(), o)
