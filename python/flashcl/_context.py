@@ -128,8 +128,6 @@ class Context:
                 value = value.decode(errors="replace")
             elif name == "max_work_item_sizes":
                 value = tuple(value)
-            elif value is None:
-                value = None
             out[name] = value
         return out
 
