@@ -160,6 +160,19 @@ for step in $steps; do
       echo "test_fp8: rc=$?"; grep -E "PASSED|FAILED|FAIL " "$OUT/test_fp8.log" | head -20
       timeout 300 "$B/bench/flashcl-bench-fp8" --out "$OUT/fp8-error.csv" 2>&1 | tee "$OUT/fp8-error.txt"
       python3 bench/compare_fp8.py "$OUT/fp8-error.csv" "$OUT/fp8-error" ;;
+    python)
+      # the Python package's tests through the GPU (the default device picks it; set
+      # FLASHCL_DEVICE to choose), PyTorch 2.11 there: test_torch's gradients are then
+      # checked against torch.nn.functional.scaled_dot_product_attention in float64.
+      # pytest is pure Python: carry Debian's when the machine has none, e.g.
+      #   mkdir -p .carry/python && cp -r /usr/lib/python3/dist-packages/{pytest,_pytest,pluggy,iniconfig,py,packaging} .carry/python
+      # (without pyopencl there its tests report themselves skipped)
+      export PYTHONPATH=$PWD/.carry/python${PYTHONPATH:+:$PYTHONPATH}
+      FLASHCL_LIBRARY=$PWD/$B/libflashcl.so FLASHCL_STRUCT_LAYOUT=$PWD/$B/tests/struct_layout \
+        FLASHCL_TEST_CUDA=1 timeout 500 python3 -m pytest -q -rs -p no:cacheprovider python/tests \
+        2>&1 | tee "$OUT/python.txt"
+      timeout 90 python3 bench/python_overhead.py --build "$B" --out "$OUT/h200-python-overhead" \
+        2>&1 | tee -a "$OUT/python.txt" ;;
     *) echo "unknown step $step" ;;
   esac
 done

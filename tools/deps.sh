@@ -2,7 +2,8 @@
 # deps.sh - installs the Debian packages flashcl needs, only those missing.
 #   tools/deps.sh build   compiler, CMake, OpenCL headers and ICD loader, PoCL
 #   tools/deps.sh test    the above plus cmocka, Oclgrind and pkg-config (the
-#                         package test builds a consumer with it)
+#                         package test builds a consumer with it), and the Python
+#                         packages python/tests and its install test use
 #   tools/deps.sh bench   the build packages plus matplotlib (the benchmarks' plots)
 # Runs apt-get as root (directly, or through sudo when available).
 set -euo pipefail
@@ -12,6 +13,9 @@ set -euo pipefail
 want=(build-essential cmake ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo libopenblas-dev)
 if [ "${1:-build}" = "test" ]; then
   want+=(libcmocka-dev oclgrind pkg-config)
+  # the Python package's tests (python/tests) and its install test (pip, venv);
+  # python3-torch (about 150 MB, 80 s) so the autograd Function is tested
+  want+=(python3-numpy python3-pyopencl python3-pytest python3-pip python3-venv python3-torch)
 fi
 if [ "${1:-build}" = "bench" ]; then
   want+=(python3-matplotlib)

@@ -1,0 +1,109 @@
+"""Decoding against a KV cache (fcl_attention_kvcache[_host]), in
+FlashAttention's flash_attn_with_kvcache conventions."""
+import ctypes
+
+import numpy as np
+
+from . import _lib
+from ._attention import alibi_mode, is_torch, set_window
+from ._context import default_context
+from ._errors import ArgumentError
+from ._tensors import CL, empty, invoke, operands, same_dtype
+
+byref = ctypes.byref
+
+
+def _run(ctx, q, k_cache, v_cache, k, v, cache_seqlens, block_table, alibi_slopes, causal,
+         softmax_scale, window, softcap, num_splits, return_lse):
+    ops, kind = operands(ctx, q=q, k_cache=k_cache, v_cache=v_cache, k_new=k, v_new=v,
+                         cache_seqlens=cache_seqlens, page_table=block_table,
+                         alibi_slopes=alibi_slopes)
+    if (k is None) != (v is None):
+        raise ArgumentError("give both k and v (the rows to append), or neither")
+    code = same_dtype(ops, ["q", "k_cache", "v_cache", "k_new", "v_new"])
+    for n in ("q", "k_cache", "v_cache", "k_new", "v_new"):
+        if n in ops:
+            ops[n].expect(4, "(batch-or-pages, seqlen, heads, head_dim)")
+    b, sq, hq, d = ops["q"].shape
+    kc = ops["k_cache"].shape
+    if tuple(kc) != tuple(ops["v_cache"].shape):
+        raise ArgumentError("k_cache and v_cache must have the same shape, got %s and %s"
+                            % (tuple(kc), tuple(ops["v_cache"].shape)))
+    hkv = kc[2]
+    if kc[3] != d or hq % max(hkv, 1):
+        raise ArgumentError("the cache's heads and head_dim %s do not fit q's %s (heads_q a "
+                            "multiple of heads_kv, same head_dim)" % (tuple(kc), tuple(q.shape)))
+    snew = 0
+    if "k_new" in ops:
+        snew = ops["k_new"].shape[1]
+        for n in ("k_new", "v_new"):
+            if tuple(ops[n].shape) != (b, snew, hkv, d):
+                raise ArgumentError("%s must be (batch, seqlen_new, heads_kv, head_dim) = %s, "
+                                    "got %s" % (n[0], (b, snew, hkv, d), tuple(ops[n].shape)))
+    ops["cache_seqlens"].dense((b,), np.int32, "cache lengths")
+    desc = _lib.KvcacheDesc()
+    _lib.fcl_kvcache_desc_init(byref(desc), b, hq, hkv, d, sq, snew, code)
+    if "page_table" in ops:
+        pt = ops["page_table"]
+        if pt.dtype != np.int32 or len(pt.shape) != 2 or pt.shape[0] != b or \
+                (pt.shape[1] > 1 and pt.strides[1] != 1):
+            raise ArgumentError("block_table must be int32 (batch, max_pages_per_seq) with "
+                                "contiguous rows, got %s %s" % (pt.dtype, tuple(pt.shape)))
+        _lib.fcl_kvcache_desc_set_paged(byref(desc), kc[0], kc[1], pt.shape[1])
+        desc.page_table_stride = pt.strides[0] if b > 1 else pt.shape[1]
+    else:
+        if kc[0] != b:
+            raise ArgumentError("a contiguous cache is (batch, cache_seqlen, heads_kv, "
+                                "head_dim) with q's batch %d, got %s" % (b, tuple(kc)))
+        _lib.fcl_kvcache_desc_set_contiguous(byref(desc), kc[1])
+    desc.causal = 1 if causal else 0
+    desc.softmax_scale = 0.0 if softmax_scale is None else softmax_scale
+    set_window(desc, window)
+    desc.softcap = softcap
+    desc.alibi = alibi_mode(ops.get("alibi_slopes"), b, hq)
+    desc.num_splits = num_splits
+    for n in ("q", "k_cache", "v_cache", "k_new", "v_new"):
+        if n in ops:
+            ops[n].layout(getattr(desc, n))
+    out = empty(kind, ctx, (b, sq, hq, d), ops["q"].dtype)
+    lse = empty(kind, ctx, (b, hq, sq), np.float32) if return_lse else None
+    outs, _ = operands(ctx, o=out, lse=lse)
+    outs["o"].layout(desc.o)
+    arrays = (_lib.KvcacheBuffers if kind == CL else _lib.KvcacheHost)()
+    for n, op in list(ops.items()) + list(outs.items()):
+        setattr(arrays, n, op.ptr)
+    written = [out, lse] + ([k_cache, v_cache] if snew else [])
+    invoke(ctx, kind, ops.values(), _lib.fcl_attention_kvcache_host, _lib.fcl_attention_kvcache,
+           (byref(desc), byref(arrays)), written, "the KV-cache attention")
+    return (out, lse) if return_lse else out
+
+
+def attention_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens, block_table=None,
+                      causal=False, softmax_scale=None, window=(-1, -1), softcap=0.0,
+                      alibi_slopes=None, num_splits=0, return_lse=False, context=None):
+    """Attention of new query rows against a KV cache, appending k, v first
+    (fcl_attention_kvcache; FlashAttention's flash_attn_with_kvcache).
+
+    q: (batch, seqlen_q, heads_q, head_dim).  The cache: contiguous
+    (batch, cache_seqlen, heads_kv, head_dim), or with block_table (int32,
+    (batch, max_pages_per_seq)) paged (num_pages, page_size, heads_kv,
+    head_dim).  cache_seqlens: int32 (batch,), keys each sequence holds
+    before the call (not advanced: the caller does that).  k, v: optional
+    (batch, seqlen_new, heads_kv, head_dim) rows written into the cache at
+    cache_seqlens[b] .. (in place: the caches are updated), then query row i
+    of sequence b attends to its first T_b = cache_seqlens[b] + seqlen_new
+    keys, masks aligned at position T_b - seqlen_q + i.  causal, softmax_scale,
+    window, softcap, alibi_slopes as in attention(); num_splits: split-KV
+    chunks, 0 automatic.  Returns o like q (and lse, float32
+    (batch, heads_q, seqlen_q), with return_lse=True).  Host arrays have
+    their lengths and page indices checked first
+    (FCL_ERROR_INVALID_CACHE_SEQLENS, FCL_ERROR_INVALID_PAGE_TABLE)."""
+    ctx = context or default_context()
+    options = dict(causal=causal, softmax_scale=softmax_scale, window=window, softcap=softcap,
+                   num_splits=num_splits, return_lse=return_lse)
+    arrays = dict(q=q, k_cache=k_cache, v_cache=v_cache, k=k, v=v, cache_seqlens=cache_seqlens,
+                  block_table=block_table, alibi_slopes=alibi_slopes)
+    if is_torch(q):
+        from . import _torch
+        return _torch.kvcache(lambda **a: _run(ctx, **a, **options), arrays)
+    return _run(ctx, **arrays, **options)

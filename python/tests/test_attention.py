@@ -1,0 +1,178 @@
+"""Forward, backward and packed sequences on NumPy arrays against the
+float64 reference (reference.py), in every storage type and variant."""
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import flashcl
+from reference import U, assert_close, forward, load, rand, store
+
+DTYPES = ["fp32", "fp16", "bf16"]
+
+
+def check(rng, dt, b=2, sq=37, sk=45, hq=4, hkv=2, d=32, backward=True, softmax_scale=None,
+          alibi=None, arrays=None, **opts):
+    """Runs attention (and its backward) and compares every output."""
+    q, k, v = arrays or (rand(rng, (b, sq, hq, d), dt), rand(rng, (b, sk, hkv, d), dt),
+                         rand(rng, (b, sk, hkv, d), dt))
+    b, sq, hq, d = q.shape
+    sk = k.shape[1]
+    dout = rand(rng, (b, sq, hq, d), dt)
+    keep = None
+    if opts.get("dropout_p", 0) > 0:
+        keep = flashcl.dropout_mask(b, hq, sq, sk, opts["dropout_p"], opts.get("seed", 0))
+    call = dict(softmax_scale=softmax_scale, alibi_slopes=alibi, **opts)
+    o, lse = flashcl.attention(q, k, v, return_lse=True, **call)
+    assert o.dtype == q.dtype and o.shape == q.shape and lse.shape == (b, hq, sq)
+    ref_opts = dict(causal=opts.get("causal", False), scale=softmax_scale,
+                    window=opts.get("window", (-1, -1)), softcap=opts.get("softcap", 0.0),
+                    alibi=alibi, dropout_p=opts.get("dropout_p", 0.0), keep=keep, dout=dout)
+    o64, lse64, g64, mags = forward(q, k, v, np.float64, **ref_opts)
+    o32, lse32, g32, _ = forward(q, k, v, np.float32, **ref_opts)
+    assert_close("O", o, o32, o64, dt, d + sk, 2)
+    assert_close("LSE", lse, lse32, lse64, "fp32", d + sk, 2)
+    if backward:
+        grads = flashcl.attention_backward(dout, q, k, v, o, lse, **call)
+        for name, ours, lowp, ref, mag in zip(("dQ", "dK", "dV"), grads, g32, g64, mags):
+            assert ours.dtype == q.dtype
+            assert_close(name, ours, lowp, ref, dt, d + max(sq, sk), 3, mag)
+    return o
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_plain_every_dtype(rng, dt):
+    check(rng, dt)
+
+
+def test_causal_with_fully_masked_rows(rng):
+    # seqlen_q > seqlen_k: the first rows see no key (O = 0, LSE = +inf)
+    o = check(rng, "fp16", sq=45, sk=20, causal=True)
+    assert np.all(load(o)[:, :5] == 0)
+
+
+def test_every_variant_together(rng):
+    b, hq = 2, 4
+    slopes = (2.0 ** -np.arange(1, b * hq + 1, dtype=np.float32)).reshape(b, hq)
+    check(rng, "fp32", b=b, hq=hq, window=(9, 3), softcap=4.0, alibi=slopes, dropout_p=0.25,
+          seed=1234, softmax_scale=0.3)
+
+
+def test_dropout_mask_is_random_and_reproducible():
+    m = flashcl.dropout_mask(2, 3, 40, 50, 0.3, seed=5)
+    assert m.shape == (2, 3, 40, 50) and set(np.unique(m)) <= {0, 1}
+    kept = m.mean()
+    # 12000 Bernoulli(0.7) draws: the standard deviation of the mean is 0.004
+    assert abs(kept - 0.7) < 0.02, kept
+    assert np.array_equal(m, flashcl.dropout_mask(2, 3, 40, 50, 0.3, seed=5))
+    assert not np.array_equal(m, flashcl.dropout_mask(2, 3, 40, 50, 0.3, seed=6))
+
+
+def test_strided_views_are_taken_as_they_are(rng):
+    b, s, h, d = 2, 33, 4, 32
+    # q: a (batch, heads, seq, dim) array seen as (batch, seq, heads, dim);
+    # k, v: windows of larger arrays (gaps between rows, a non-zero start)
+    q = rand(rng, (b, h, s, d), "fp32").transpose(0, 2, 1, 3)
+    k = rand(rng, (b, s + 3, h, d + 8), "fp32")[:, 2:s + 2, :, 4:d + 4]
+    v = rand(rng, (b, s, 2 * h, d), "fp32")[:, :, ::2, :]
+    assert not (q.flags.c_contiguous or k.flags.c_contiguous or v.flags.c_contiguous)
+    o = check(rng, "fp32", arrays=(q, k, v), causal=True)
+    dense = flashcl.attention(*(np.ascontiguousarray(x) for x in (q, k, v)), causal=True)
+    assert np.array_equal(o, dense)
+
+
+def test_ml_dtypes_bfloat16(rng):
+    ml_dtypes = pytest.importorskip("ml_dtypes", reason="ml_dtypes is not installed "
+                                    "(Debian 12 has no package); bf16 is tested as uint16")
+    q, k, v = (rand(rng, (1, 16, 2, 32), "bf16") for _ in range(3))
+    o_bits = flashcl.attention(q, k, v)
+    o = flashcl.attention(*(x.view(ml_dtypes.bfloat16) for x in (q, k, v)))
+    assert o.dtype == ml_dtypes.bfloat16
+    assert np.array_equal(o.view(np.uint16), o_bits)
+
+
+def test_bf16_conversion_rounds_to_nearest_even():
+    x = np.array([1.0, -2.5, 1.0 + 2 ** -8, 1.0 + 3 * 2 ** -8, np.inf], np.float32)
+    bits = flashcl.float32_to_bf16(x)
+    assert list(bits) == [0x3F80, 0xC020, 0x3F80, 0x3F82, 0x7F80]
+    assert np.array_equal(flashcl.bf16_to_float32(bits)[:2], x[:2])
+
+
+def _varlen_case(rng, dt, lens_q, lens_k, hq=4, hkv=2, d=32):
+    cu_q = np.concatenate([[0], np.cumsum(lens_q)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(lens_k)]).astype(np.int32)
+    q = rand(rng, (cu_q[-1], hq, d), dt)
+    k, v = (rand(rng, (cu_k[-1], hkv, d), dt) for _ in range(2))
+    return q, k, v, cu_q, cu_k
+
+
+@pytest.mark.parametrize("dt", ["fp32", "fp16"])
+def test_varlen_forward_backward(rng, dt):
+    lens_q, lens_k = [5, 0, 17, 9], [9, 3, 20, 4]
+    q, k, v, cu_q, cu_k = _varlen_case(rng, dt, lens_q, lens_k)
+    dout = rand(rng, q.shape, dt)
+    o, lse = flashcl.attention_varlen(q, k, v, cu_q, cu_k, causal=True, return_lse=True)
+    assert lse.shape == (q.shape[1], q.shape[0])
+    dq, dk, dv = flashcl.attention_varlen_backward(dout, q, k, v, o, lse, cu_q, cu_k,
+                                                   max(lens_q), max(lens_k), causal=True)
+    d = q.shape[2]
+    for i in range(len(lens_q)):
+        rq, rk = slice(cu_q[i], cu_q[i + 1]), slice(cu_k[i], cu_k[i + 1])
+        if lens_q[i] == 0:
+            continue
+        one = lambda x, r: x[r][None]  # noqa: E731  one sequence as batch 1
+        o64, lse64, g64, mags = forward(one(q, rq), one(k, rk), one(v, rk), causal=True,
+                                        dout=one(dout, rq))
+        o32, lse32, g32, _ = forward(one(q, rq), one(k, rk), one(v, rk), np.float32,
+                                     causal=True, dout=one(dout, rq))
+        n = d + lens_k[i]
+        assert_close("O[%d]" % i, one(o, rq), o32, o64, dt, n, 2)
+        assert_close("LSE[%d]" % i, lse[:, rq][None], lse32, lse64, "fp32", n, 2)
+        nb = d + max(lens_q[i], lens_k[i])
+        for name, ours, r, lowp, ref, mag in zip(("dQ", "dK", "dV"), (dq, dk, dv),
+                                                 (rq, rk, rk), g32, g64, mags):
+            assert_close("%s[%d]" % (name, i), one(ours, r), lowp, ref, dt, nb, 3, mag)
+    # keys of the sequence with no query rows get no gradient
+    assert np.all(load(dk)[cu_k[1]:cu_k[2]] == 0)
+
+
+def test_plan_reports_sram_and_tiles(ctx):
+    p = flashcl.plan(64, dtype="fp16", kernel="backward_dq")
+    assert p["kernel"] == "backward_dq" and p["dtype"] == "fp16" and p["head_dim"] == 64
+    assert p["local_mem_usable"] > 0 and p["br"] > 0 and p["bc"] > 0 and p["variant"]
+    assert p["device"] == ctx.info()["name"]
+    assert ctx.info()["local_mem_reported"] == p["local_mem_reported"] or \
+        p["variant"].startswith("cpu")
+    assert flashcl.devices(), "no device listed"
+
+
+def test_calls_release_the_gil():
+    # A long C call in a thread must let this thread run: with the GIL held
+    # the longest pause here would be the whole call.
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((1, 3072, 8, 64)).astype(np.float32) for _ in range(3))
+    flashcl.attention(q[:, :64], k[:, :64], v[:, :64])  # built before timing
+    span = {}
+
+    def worker():
+        t0 = time.perf_counter()
+        flashcl.attention(q, k, v)
+        span["t"] = time.perf_counter() - t0
+
+    th = threading.Thread(target=worker)
+    th.start()
+    last, gap = time.perf_counter(), 0.0
+    while th.is_alive():
+        now = time.perf_counter()
+        gap, last = max(gap, now - last), now
+    th.join()
+    assert span["t"] > 0.05, "the call was too short to tell (%.3f s)" % span["t"]
+    assert gap < 0.5 * span["t"], "this thread stalled %.3f s of a %.3f s call" % (
+        gap, span["t"])
+
+
+def test_unit_roundoff_table_matches_the_header():
+    # the tolerance table follows the storage types' mantissas
+    assert U["fp16"] == np.finfo(np.float16).eps / 2 and U["fp32"] == np.finfo(np.float32).eps / 2
+    assert load(store(1 + 2 ** -8, "bf16")) == 1.0

@@ -1,0 +1,73 @@
+"""Decoding against a KV cache (contiguous and paged, with appends) against
+the float64 reference: each sequence's keys are its cached rows then the
+appended ones, and its query rows sit at the end of them."""
+import numpy as np
+import pytest
+
+import flashcl
+from reference import assert_close, forward, load, rand
+
+
+def _check(o, q, keys, values, dt, causal, window=(-1, -1)):
+    """Every sequence against the reference on its own keys."""
+    d = q.shape[3]
+    for b in range(q.shape[0]):
+        kb, vb = keys[b][None], values[b][None]
+        if kb.shape[1] == 0:
+            assert np.all(load(o[b]) == 0)  # no key: O = 0
+            continue
+        o64, _ = forward(q[b:b + 1], kb, vb, causal=causal, window=window)
+        o32, _ = forward(q[b:b + 1], kb, vb, np.float32, causal=causal, window=window)
+        assert_close("O[%d]" % b, o[b:b + 1], o32, o64, dt, d + kb.shape[1], 2)
+
+
+@pytest.mark.parametrize("dt", ["fp32", "bf16"])
+def test_contiguous_cache_with_appends(rng, dt):
+    b, hq, hkv, d, cache, sq, snew = 3, 4, 2, 32, 40, 2, 3
+    lens = np.array([7, 0, 30], np.int32)
+    kc, vc = (rand(rng, (b, cache, hkv, d), dt) for _ in range(2))
+    knew, vnew = (rand(rng, (b, snew, hkv, d), dt) for _ in range(2))
+    q = rand(rng, (b, sq, hq, d), dt)
+    before = kc.copy(), vc.copy()
+    o = flashcl.attention_kvcache(q, kc, vc, knew, vnew, cache_seqlens=lens, causal=True)
+    for cache_now, old, new in ((kc, before[0], knew), (vc, before[1], vnew)):
+        for i, n in enumerate(lens):
+            assert np.array_equal(cache_now[i, n:n + snew], new[i])        # appended
+            assert np.array_equal(cache_now[i, :n], old[i, :n])            # kept
+            assert np.array_equal(cache_now[i, n + snew:], old[i, n + snew:])
+    _check(o, q, [kc[i, :n + snew] for i, n in enumerate(lens)],
+           [vc[i, :n + snew] for i, n in enumerate(lens)], dt, causal=True)
+
+
+def test_paged_cache_gqa_decoding(rng):
+    dt, b, hq, hkv, d, page, pages, maxp = "fp16", 3, 8, 2, 64, 16, 12, 4
+    lens = np.array([33, 5, 64], np.int32)
+    kc, vc = (rand(rng, (pages, page, hkv, d), dt) for _ in range(2))
+    table = rng.permutation(pages)[:b * maxp].reshape(b, maxp).astype(np.int32)
+    q = rand(rng, (b, 1, hq, d), dt)
+    o, lse = flashcl.attention_kvcache(q, kc, vc, cache_seqlens=lens, block_table=table,
+                                       window=(20, -1), return_lse=True)
+    assert lse.shape == (b, hq, 1)
+
+    def seq(cache, i):
+        return np.concatenate([cache[p] for p in table[i]])[:lens[i]]
+
+    _check(o, q, [seq(kc, i) for i in range(b)], [seq(vc, i) for i in range(b)], dt,
+           causal=False, window=(20, -1))
+
+
+def test_bad_cache_contents_raise_and_write_nothing(rng):
+    q = rand(rng, (2, 1, 2, 32), "fp32")
+    kc, vc = (rand(rng, (2, 8, 2, 32), "fp32") for _ in range(2))
+    knew, vnew = (rand(rng, (2, 1, 2, 32), "fp32") for _ in range(2))
+    before = kc.copy()
+    with pytest.raises(flashcl.Error) as e:
+        flashcl.attention_kvcache(q, kc, vc, knew, vnew, cache_seqlens=np.array([3, 8], np.int32))
+    assert e.value.name == "FCL_ERROR_INVALID_CACHE_SEQLENS"
+    assert np.array_equal(kc, before)
+    table = np.array([[0, 1], [1, 7]], np.int32)  # page 7 of 4
+    kp, vp = (rand(rng, (4, 4, 2, 32), "fp32") for _ in range(2))
+    with pytest.raises(flashcl.Error) as e:
+        flashcl.attention_kvcache(q, kp, vp, cache_seqlens=np.array([2, 6], np.int32),
+                                  block_table=table)
+    assert e.value.name == "FCL_ERROR_INVALID_PAGE_TABLE"
