@@ -159,6 +159,19 @@ inline void fcl_copy8_h_async(__local ushort *dst, __global const fcl_storage *s
 #endif
 }
 
+/* Runs the statement that follows for e = lid, lid + WG, ... below n: the
+ * copies of a tile shared out over the work-group.  Every work-item takes
+ * the same number of steps, those past n doing nothing, as in the paged
+ * loads below: the plain `for (e = lid; e < n; e += WG)`, whose trip count
+ * differs between work-items unless WG divides n (key tiles of 32 and 64
+ * copies at head_dim 16 and 32 in the decode plan's 128 work-items), was
+ * miscompiled by PoCL 3.1 in the emulated build with a block mask compiled
+ * in: wrong O at head_dim 32, a crash at 16, where Oclgrind and an
+ * unoptimised build give the reference's results. */
+#define FCL_FOR_TILE_CHUNKS(e, n, lid)                                              \
+    for (int step_ = 0, e = (lid); step_ < ((n) + WG - 1) / WG; ++step_, e += WG) \
+        if (e < (n))
+
 /* rows x D_PAD of 16-bit storage into a padded __local tile, row r from
  * fcl_row_offset(src_rows, keys, r) (common.cl), zero rows from nvalid on,
  * negated when `negate` (the sign bits of fp16 and bf16 alike); 8 elements
@@ -168,7 +181,7 @@ inline void fcl_load_rows_h(__local ushort *dst, int nrows, __global const fcl_s
 {
     const uint flip = negate ? 0x80008000u : 0u;
     const int chunks = D_PAD / 8;
-    for (int e = lid; e < nrows * chunks; e += WG) {
+    FCL_FOR_TILE_CHUNKS(e, nrows * chunks, lid) {
         const int r = e / chunks, c = e - r * chunks;
         uint4 x = (uint4)(0u);
         if (r < nvalid)
@@ -183,7 +196,7 @@ inline void fcl_load_rows_h_async(__local ushort *dst, int nrows, __global const
                                   const fcl_rows src_rows, bool keys, int nvalid, int lid)
 {
     const int chunks = D_PAD / 8;
-    for (int e = lid; e < nrows * chunks; e += WG) {
+    FCL_FOR_TILE_CHUNKS(e, nrows * chunks, lid) {
         const int r = e / chunks, c = e - r * chunks;
         const bool valid = r < nvalid;
         fcl_copy8_h_async(dst + r * LDH + c * 8,

@@ -5,8 +5,9 @@
  * fragment layouts, masking, variants and barriers without a GPU.  Every
  * test first checks that the calls really plan the tensor-core pieces.
  * Shapes: fp16 and bf16, head_dim 16..256, odd lengths, GQA, causal,
- * variants, packed sequences, and forced tiles with two row blocks per warp
- * (the shapes the tuner may choose).  Tolerances: test_support.h. */
+ * variants, packed sequences, block masks on key tiles that leave
+ * work-items idle, and forced tiles with two row blocks per warp (the
+ * shapes the tuner may choose).  Tolerances: test_support.h. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -171,6 +172,38 @@ static void test_variants(void **state)
     }
 }
 
+/* Block masks where a key tile is fewer 16-byte copies than the
+ * work-group has work-items, so some copy nothing: the decode plan of 64
+ * query rows (4 warps of 16 rows, 16 keys) at head_dim 32 and 16.  Their
+ * copy loops once ran a trip count that differed between work-items, which
+ * PoCL miscompiled with a block mask compiled in (O off by ~1 at 32, a
+ * crash at 16; cl/tile_nv_mma.cl, FCL_FOR_TILE_CHUNKS).  The forward only:
+ * the backward's kernels have other plans, and its check would repeat this
+ * one (it runs our forward first) at twice the build time. */
+static void test_block_mask_short_tiles(void **state)
+{
+    (void)state;
+    const size_t dims[2] = {32, 16};
+    for (int t = 0; t < 2; ++t) {
+        fa_variants v = fa_no_variants();
+        v.block_m = 16;
+        v.block_n = 32;
+        v.block_density = t ? 0.5 : 1.0;
+        fa_case c = {1, 1, 1, 64, 64, dims[t], t ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16, t, 0.0f,
+                     FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 7500 + (uint64_t)t, &v};
+        fcl_attention_desc d;
+        fcl_attention_desc_init(&d, 1, 1, 1, 64, 64, c.head_dim, c.dtype, FCL_LAYOUT_BSHD);
+        d.block_m = v.block_m;
+        d.block_n = v.block_n;
+        fcl_plan p;
+        assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &p), FCL_OK);
+        assert_non_null(strstr(p.variant, "mma-sync"));
+        assert_true(p.bc * c.head_dim / 8 < p.work_group_size);
+        fa_result r;
+        assert_true(fa_check_forward(ctx, &c, &r));
+    }
+}
+
 /* Tiles the defaults do not use: two 16-row blocks per warp, 32-row steps. */
 static void test_forced_tiles(void **state)
 {
@@ -212,6 +245,7 @@ int main(void)
         cmocka_unit_test(test_lengths_and_layout),
         cmocka_unit_test(test_scales),
         cmocka_unit_test(test_variants),
+        cmocka_unit_test(test_block_mask_short_tiles),
         cmocka_unit_test(test_forced_tiles),
         cmocka_unit_test(test_deterministic),
     };
