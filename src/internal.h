@@ -374,7 +374,8 @@ fcl_status fcl_check_aux_buffer(const fcl_context *ctx, cl_mem mem, uint64_t byt
 
 cl_mem fcl_buffer_create(fcl_context *ctx, cl_mem_flags flags, size_t bytes, void *host,
                          fcl_status *status);
-void fcl_buffer_release(fcl_context *ctx, cl_mem mem);
+/* `bytes`: the size it was created with (NULL is a no-op). */
+void fcl_buffer_release(fcl_context *ctx, cl_mem mem, size_t bytes);
 
 /* ---- scratch buffers (workspace.c) ---------------------------------------- */
 
@@ -463,6 +464,9 @@ typedef struct fcl_host_tensor {
     cl_mem mem;
 } fcl_host_tensor;
 
+/* Reads the outputs (dst set) of h[0..n) back through one host staging
+ * copy: the caller's arrays change only once every read has succeeded. */
+fcl_status fcl_host_read_outputs(fcl_context *ctx, const fcl_host_tensor *h, size_t n);
 /* Describes tensor `t` of host array `base` and re-bases its layout to 0. */
 fcl_status fcl_host_range(const fcl_tensor_ref *t, const void *base, fcl_layout *rebased,
                           fcl_host_tensor *h);
@@ -483,6 +487,12 @@ uint64_t fcl_kvcache_page_table_entries(const fcl_kvcache_desc *d);
 fcl_status fcl_kvcache_job(fcl_context *ctx, const fcl_kvcache_desc *desc,
                            const fcl_kvcache_buffers *b, const fcl_attention_desc *fwd,
                            fcl_variants *var, fcl_forward_job *job);
+
+/* ---- host memory (host_alloc.c): every malloc, calloc and realloc ---------- */
+
+void *fcl_host_malloc(size_t bytes);
+void *fcl_host_calloc(size_t count, size_t size);
+void *fcl_host_realloc(void *p, size_t bytes);
 
 /* ---- small helpers (util.c) ------------------------------------------------ */
 

@@ -171,7 +171,7 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
     if (ev_delta != NULL)
         clReleaseEvent(ev_delta);
     /* Released now, freed by OpenCL once the kernels using it are done. */
-    fcl_buffer_release(ctx, delta);
+    fcl_buffer_release(ctx, delta, delta_bytes);
     return st;
 }
 

@@ -1,10 +1,12 @@
 /* host_calls.c - the host-pointer conveniences: copy in, run, copy out, wait.
  * Each tensor travels as the byte range [offset, end of its last element);
  * outputs are copied in first too, so bytes between strided rows that the
- * kernel does not write come back unchanged.  The aux arrays (ALiBi slopes,
+ * kernel does not write come back unchanged, and come back through one
+ * staging copy, so a failed read leaves every output as it was.  The aux arrays (ALiBi slopes,
  * cu_seqlens, block mask) travel whole. */
 #include "internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 
@@ -51,6 +53,37 @@ static void aux_ranges(const fcl_attention_desc *d, const fcl_attention_aux_host
     }
 }
 
+fcl_status fcl_host_read_outputs(fcl_context *ctx, const fcl_host_tensor *h, size_t n)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n; ++i)
+        if (h[i].dst != NULL && h[i].mem != NULL)
+            total += h[i].bytes;
+    if (total == 0)
+        return FCL_OK;
+    unsigned char *staged = fcl_host_malloc(total);
+    if (staged == NULL)
+        return FCL_ERROR_OUT_OF_HOST_MEMORY;
+    fcl_status st = FCL_OK;
+    size_t at = 0;
+    for (size_t i = 0; i < n && st == FCL_OK; ++i) {
+        if (h[i].dst == NULL || h[i].mem == NULL)
+            continue;
+        st = clEnqueueReadBuffer(ctx->queue, h[i].mem, CL_TRUE, 0, h[i].bytes, staged + at, 0,
+                                 NULL, NULL);
+        at += h[i].bytes;
+    }
+    at = 0;
+    for (size_t i = 0; i < n && st == FCL_OK; ++i) {
+        if (h[i].dst == NULL || h[i].mem == NULL)
+            continue;
+        memcpy(h[i].dst, staged + at, h[i].bytes);
+        at += h[i].bytes;
+    }
+    free(staged);
+    return st;
+}
+
 typedef fcl_status (*run_fn)(fcl_context *ctx, const fcl_attention_desc *d,
                              const fcl_attention_aux *aux, fcl_host_tensor *h);
 
@@ -76,16 +109,12 @@ static fcl_status run_on_host_arrays(fcl_context *ctx, const fcl_attention_desc 
         st = run(ctx, d, &aux, h);
     if (st == FCL_OK)
         st = clFinish(ctx->queue);
-    for (size_t i = 0; i < n && st == FCL_OK; ++i) {
-        if (h[i].dst == NULL || h[i].mem == NULL)
-            continue;
-        st = clEnqueueReadBuffer(ctx->queue, h[i].mem, CL_TRUE, 0, h[i].bytes, h[i].dst, 0, NULL,
-                                 NULL);
-    }
+    if (st == FCL_OK)
+        st = fcl_host_read_outputs(ctx, h, n);
     for (size_t i = 0; i < n; ++i)
-        fcl_buffer_release(ctx, h[i].mem);
+        fcl_buffer_release(ctx, h[i].mem, h[i].bytes);
     for (size_t i = 0; i < AUX_COUNT; ++i)
-        fcl_buffer_release(ctx, ah[i].mem);
+        fcl_buffer_release(ctx, ah[i].mem, ah[i].bytes);
     return st;
 }
 

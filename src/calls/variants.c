@@ -39,7 +39,7 @@ static fcl_status check_cu_seqlens(fcl_context *ctx, cl_mem mem, size_t batch, s
                                    size_t total, cl_uint num_wait, const cl_event *wait)
 {
     FCL_TRY(fcl_check_aux_buffer(ctx, mem, (uint64_t)(batch + 1) * sizeof(cl_int)));
-    cl_int *cu = malloc((batch + 1) * sizeof *cu);
+    cl_int *cu = fcl_host_malloc((batch + 1) * sizeof *cu);
     if (cu == NULL)
         return FCL_ERROR_OUT_OF_HOST_MEMORY;
     fcl_status st = clEnqueueReadBuffer(ctx->queue, mem, CL_TRUE, 0, (batch + 1) * sizeof *cu, cu,

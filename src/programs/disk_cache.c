@@ -154,7 +154,7 @@ static unsigned char *read_file(const char *path, size_t *len)
     unsigned char *data = NULL;
     long n = 0;
     if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && (uint64_t)n <= MAX_ENTRY_BYTES &&
-        fseek(f, 0, SEEK_SET) == 0 && (data = malloc((size_t)n)) != NULL &&
+        fseek(f, 0, SEEK_SET) == 0 && (data = fcl_host_malloc((size_t)n)) != NULL &&
         fread(data, 1, (size_t)n, f) != (size_t)n) {
         free(data);
         data = NULL;
@@ -276,7 +276,7 @@ static void evict(const fcl_context *ctx)
         }
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
-            cached_file *grown = realloc(files, cap * sizeof *files);
+            cached_file *grown = fcl_host_realloc(files, cap * sizeof *files);
             if (grown == NULL)
                 break;
             files = grown;
@@ -329,7 +329,7 @@ void fcl_disk_cache_store(fcl_context *ctx, fcl_program_id id, const char *optio
     if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof len, &len, NULL) != CL_SUCCESS ||
         len == 0 || (uint64_t)len > MAX_ENTRY_BYTES)
         return;
-    unsigned char *bin = malloc(len);
+    unsigned char *bin = fcl_host_malloc(len);
     if (bin == NULL)
         return;
     char key[KEY_BYTES], path[PATH_BYTES], tmp[PATH_BYTES + 64];

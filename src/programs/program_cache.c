@@ -66,7 +66,7 @@ static void keep_build_log(fcl_context *ctx, cl_program prog)
     size_t n = 0;
     if (clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &n) != CL_SUCCESS)
         return;
-    char *log = calloc(n + 1, 1);
+    char *log = fcl_host_calloc(n + 1, 1);
     if (log == NULL)
         return;
     if (clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, n, log, NULL) == CL_SUCCESS)
@@ -80,7 +80,7 @@ static fcl_status remember(fcl_context *ctx, const char *key, cl_program prog)
 {
     char *k = fcl_strdup(key);
     fcl_program_entry *grown =
-        realloc(ctx->programs, (ctx->num_programs + 1) * sizeof *ctx->programs);
+        fcl_host_realloc(ctx->programs, (ctx->num_programs + 1) * sizeof *ctx->programs);
     if (k == NULL || grown == NULL) {
         free(k);
         if (grown != NULL)

@@ -11,7 +11,7 @@ char *fcl_strdup(const char *s)
     if (s == NULL)
         return NULL;
     size_t n = strlen(s) + 1;
-    char *d = malloc(n);
+    char *d = fcl_host_malloc(n);
     if (d != NULL)
         memcpy(d, s, n);
     return d;
