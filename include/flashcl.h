@@ -578,7 +578,10 @@ FCL_API fcl_status fcl_attention_backward_host(fcl_context *ctx, const fcl_atten
  *         for a missing aux buffer, FCL_ERROR_INVALID_VALUE for a bad variant
  *         setting (window < -1, softcap < 0, dropout_p outside [0, 1), ...),
  *         FCL_ERROR_INVALID_CU_SEQLENS, FCL_ERROR_BUFFER_TOO_SMALL for a block
- *         mask or slopes buffer smaller than its shape. */
+ *         mask or slopes buffer smaller than its shape, FCL_ERROR_INVALID_SHAPE
+ *         for a block mask whose strides put its size past INT64_MAX bytes,
+ *         FCL_ERROR_BUFFER_ALIASING for an output that shares bytes with an
+ *         aux buffer (the kernels read those while they write). */
 FCL_API fcl_status fcl_attention_forward_ex(fcl_context *ctx, const fcl_attention_desc *desc,
                                             const fcl_attention_aux *aux, cl_mem q, cl_mem k,
                                             cl_mem v, cl_mem o, cl_mem lse, cl_uint num_wait,
@@ -745,7 +748,9 @@ typedef struct fcl_kvcache_host {
  * (split-KV and GQA packing as planned, see fcl_kvcache_plan_query), and the
  * merge of the key chunks.  Waits for
  * `num_wait` events first; `event` (if not NULL) completes with the whole
- * call.  The shapes, layouts, buffer sizes, contexts and aliasing are
+ * call.  The shapes, layouts, buffer sizes, contexts and aliasing (no
+ * output, nor a cache that rows are appended to, may share bytes with
+ * another tensor, cache_seqlens, the page table or the slopes) are
  * checked before anything is enqueued; cache_seqlens and the page table are
  * not read back (that would stall the queue): the device checks them, never
  * reads or writes outside the cache, and a sequence whose length is negative

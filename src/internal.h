@@ -296,6 +296,14 @@ fcl_status fcl_validate_desc(const fcl_attention_desc *desc);
 /* Bytes from the buffer start to one past the tensor's last element. */
 fcl_status fcl_tensor_extent_bytes(const fcl_tensor_ref *t, uint64_t *bytes);
 fcl_status fcl_validate_tensors(const fcl_context *ctx, const fcl_tensor_ref *tensors, size_t n);
+/* A byte array a call reads (cu_seqlens, a block mask, slopes, cache
+ * lengths, a page table), as a tensor of `bytes` one-byte elements. */
+fcl_tensor_ref fcl_aux_ref(cl_mem mem, uint64_t bytes);
+/* No output tensor shares bytes with an aux array (FCL_ERROR_BUFFER_ALIASING):
+ * the kernels read those while they write, and check what they read (a
+ * page index, a sequence's bounds) before they use it again. */
+fcl_status fcl_validate_apart(const fcl_context *ctx, const fcl_tensor_ref *tensors, size_t n,
+                              const fcl_tensor_ref *aux, size_t num_aux);
 float fcl_effective_scale(const fcl_attention_desc *desc);
 
 /* ---- kernel arguments and launches (launch.c) ------------------------------ */
@@ -359,6 +367,8 @@ typedef struct fcl_variants {
     cl_mem block_mask;
     int64_t block_mask_stride_batch, block_mask_stride_head;
     int block_m, block_n, block_nbn;
+    fcl_tensor_ref aux[4];        /* the aux buffers read, for fcl_validate_apart */
+    size_t num_aux;
 } fcl_variants;
 
 /* Checks desc's variants and aux's buffers (reading cu_seqlens back after
@@ -367,6 +377,9 @@ fcl_status fcl_variants_prepare(fcl_context *ctx, const fcl_attention_desc *desc
                                 const fcl_attention_aux *aux, cl_uint num_wait,
                                 const cl_event *wait, fcl_variants *v);
 void fcl_arg_variants(fcl_args *a, const fcl_variants *v);
+/* Bytes of desc's block mask (block_m, block_n > 0): FCL_ERROR_INVALID_SHAPE
+ * past INT64_MAX. */
+fcl_status fcl_block_mask_bytes(const fcl_attention_desc *d, uint64_t *bytes);
 /* An aux buffer: not NULL, of the context, at least `bytes` large. */
 fcl_status fcl_check_aux_buffer(const fcl_context *ctx, cl_mem mem, uint64_t bytes);
 
@@ -505,5 +518,7 @@ void fcl_appendf(char *dst, size_t size, const char *fmt, ...)
 #endif
     ;
 uint64_t fcl_hash64(uint64_t h, const void *data, size_t n);
+/* Adds a * b to *acc; false (and *acc unusable) on overflow of uint64. */
+bool fcl_add_product(uint64_t *acc, uint64_t a, uint64_t b);
 
 #endif /* FCL_INTERNAL_H */

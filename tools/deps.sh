@@ -11,6 +11,8 @@ set -euo pipefail
 want=(build-essential cmake ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo libopenblas-dev)
 if [ "${1:-build}" = "test" ]; then
   want+=(libcmocka-dev oclgrind pkg-config)
+  # tools/sanitize.sh: the fuzzer is built with clang and its libFuzzer
+  want+=(clang libclang-rt-dev)
 fi
 
 missing=()

@@ -127,6 +127,7 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
     FCL_TRY(fcl_validate_tensors(ctx, t, FCL_BACKWARD_TENSORS));
     fcl_variants var;
     FCL_TRY(fcl_variants_prepare(ctx, desc, aux, num_wait, wait_list, &var));
+    FCL_TRY(fcl_validate_apart(ctx, t, FCL_BACKWARD_TENSORS, var.aux, var.num_aux));
 
     /* Build and check every kernel before anything is enqueued: each on
      * tensor cores where it can be; there, above head_dim 128, dK/dV is two

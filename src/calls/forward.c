@@ -272,6 +272,7 @@ fcl_status fcl_attention_forward_ex(fcl_context *ctx, const fcl_attention_desc *
     FCL_TRY(fcl_validate_tensors(ctx, t, lse != NULL ? 5 : 4));
     fcl_variants var;
     FCL_TRY(fcl_variants_prepare(ctx, desc, aux, num_wait, wait_list, &var));
+    FCL_TRY(fcl_validate_apart(ctx, t, lse != NULL ? 5 : 4, var.aux, var.num_aux));
 
     const fcl_forward_job job = {desc, &var, q, k, v, o, lse, 0, NULL, NULL, 0, 0, 0};
     fcl_resolved *r = NULL;

@@ -28,12 +28,12 @@ fcl_status fcl_host_range(const fcl_tensor_ref *t, const void *base, fcl_layout 
 /* Aux arrays, as inputs of known size (0 bytes: absent). */
 enum { AUX_ALIBI, AUX_CU_Q, AUX_CU_K, AUX_BLOCKS, AUX_COUNT };
 
-static void aux_ranges(const fcl_attention_desc *d, const fcl_attention_aux_host *aux,
-                       fcl_host_tensor h[AUX_COUNT])
+static fcl_status aux_ranges(const fcl_attention_desc *d, const fcl_attention_aux_host *aux,
+                             fcl_host_tensor h[AUX_COUNT])
 {
     memset(h, 0, AUX_COUNT * sizeof *h);
     if (aux == NULL)
-        return;
+        return FCL_OK;
     if (d->alibi != FCL_ALIBI_NONE && aux->alibi_slopes != NULL) {
         const size_t n = d->alibi == FCL_ALIBI_PER_BATCH_HEAD ? d->batch * d->heads_q : d->heads_q;
         h[AUX_ALIBI].src = aux->alibi_slopes;
@@ -45,12 +45,12 @@ static void aux_ranges(const fcl_attention_desc *d, const fcl_attention_aux_host
         h[AUX_CU_Q].bytes = h[AUX_CU_K].bytes = (d->batch + 1) * sizeof(int32_t);
     }
     if (d->block_m > 0 && d->block_n > 0 && aux->block_mask != NULL) {
-        const size_t nbm = (d->seqlen_q + d->block_m - 1) / d->block_m;
-        const size_t nbn = (d->seqlen_k + d->block_n - 1) / d->block_n;
+        uint64_t bytes = 0;
+        FCL_TRY(fcl_block_mask_bytes(d, &bytes));
         h[AUX_BLOCKS].src = aux->block_mask;
-        h[AUX_BLOCKS].bytes = (d->batch - 1) * d->block_mask_stride_batch +
-                              (d->heads_q - 1) * d->block_mask_stride_head + nbm * nbn;
+        h[AUX_BLOCKS].bytes = (size_t)bytes;
     }
+    return FCL_OK;
 }
 
 fcl_status fcl_host_read_outputs(fcl_context *ctx, const fcl_host_tensor *h, size_t n)
@@ -94,8 +94,7 @@ static fcl_status run_on_host_arrays(fcl_context *ctx, const fcl_attention_desc 
                                      run_fn run)
 {
     fcl_host_tensor ah[AUX_COUNT];
-    aux_ranges(d, aux_host, ah);
-    fcl_status st = FCL_OK;
+    fcl_status st = aux_ranges(d, aux_host, ah);
     for (size_t i = 0; i < n + AUX_COUNT && st == FCL_OK; ++i) {
         fcl_host_tensor *t = i < n ? &h[i] : &ah[i - n];
         if (t->src == NULL || t->bytes == 0)

@@ -221,6 +221,15 @@ fcl_status fcl_attention_kvcache(fcl_context *ctx, const fcl_kvcache_desc *desc,
     fcl_variants var;
     fcl_forward_job job;
     FCL_TRY(fcl_kvcache_job(ctx, desc, b, &fwd, &var, &job));
+    /* the device reads lengths and pages again after checking them: no
+     * output (O, LSE, an appended cache) may overlap them, nor the slopes */
+    fcl_tensor_ref read[3] = {fcl_aux_ref(b->cache_seqlens, desc->batch * sizeof(int32_t)),
+                              fcl_aux_ref(NULL, 0), fcl_aux_ref(NULL, 0)};
+    if (desc->page_size > 0)
+        read[1] = fcl_aux_ref(b->page_table, fcl_kvcache_page_table_entries(desc) * sizeof(int32_t));
+    if (var.num_aux > 0)
+        read[2] = var.aux[0];
+    FCL_TRY(fcl_validate_apart(ctx, t, n, read, 3));
     fcl_resolved *r = NULL;
     FCL_TRY(fcl_forward_resolve(ctx, &job, &r));
 

@@ -43,6 +43,17 @@ void fcl_appendf(char *dst, size_t size, const char *fmt, ...)
     va_end(ap);
 }
 
+bool fcl_add_product(uint64_t *acc, uint64_t a, uint64_t b)
+{
+    if (a != 0 && b > UINT64_MAX / a)
+        return false;
+    const uint64_t p = a * b;
+    if (*acc > UINT64_MAX - p)
+        return false;
+    *acc += p;
+    return true;
+}
+
 /* FNV-1a, 64 bit: stable across runs and machines, for cache file names. */
 uint64_t fcl_hash64(uint64_t h, const void *data, size_t n)
 {
