@@ -100,7 +100,7 @@ static fcl_status enqueue_delta(fcl_context *ctx, fcl_resolved *dq, const backwa
     fcl_arg_int(&a, c->var->lse_rows);
     fcl_arg_int(&a, (int)d->head_dim);
     fcl_arg_int(&a, (int)d->heads_q);
-    fcl_arg_int(&a, (int)rows);
+    fcl_arg_long(&a, (int64_t)rows);
     err = a.err;
     if (err == CL_SUCCESS)
         err = clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &rows, NULL, num_wait, wait_list,
