@@ -367,6 +367,10 @@ typedef struct fcl_variants {
     cl_mem block_mask;
     int64_t block_mask_stride_batch, block_mask_stride_head;
     int block_m, block_n, block_nbn;
+    /* the longest query and key sequences, which size the launches:
+     * seqlen_q and seqlen_k, or for packed sequences the longest ones
+     * cu_seqlens hold (a generous stated maximum costs no empty groups) */
+    size_t longest_q, longest_k;
     fcl_tensor_ref aux[4];        /* the aux buffers read, for fcl_validate_apart */
     size_t num_aux;
 } fcl_variants;

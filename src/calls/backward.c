@@ -54,7 +54,7 @@ static fcl_status set_dq_args(const fcl_resolved *r, cl_kernel kernel, const voi
     fcl_arg_layout(&a, &d->dout);
     fcl_arg_layout(&a, &d->dq);
     common_tail(&a, c, (int)num_bh);
-    *groups = (d->seqlen_q + r->plan.pub.br - 1) / r->plan.pub.br * num_bh;
+    *groups = (c->var->longest_q + r->plan.pub.br - 1) / r->plan.pub.br * num_bh;
     return a.err;
 }
 
@@ -75,7 +75,7 @@ static fcl_status set_dkdv_args(const fcl_resolved *r, cl_kernel kernel, const v
     fcl_arg_layout(&a, &d->dk);
     fcl_arg_layout(&a, &d->dv);
     common_tail(&a, c, (int)num_bhk);
-    *groups = (d->seqlen_k + r->plan.pub.bc - 1) / r->plan.pub.bc * num_bhk;
+    *groups = (c->var->longest_k + r->plan.pub.bc - 1) / r->plan.pub.bc * num_bhk;
     return a.err;
 }
 

@@ -48,9 +48,11 @@ fcl_status fcl_check_aux_buffer(const fcl_context *ctx, cl_mem mem, uint64_t byt
 }
 
 /* Reads cu_seqlens back and checks: 0 first, never decreasing, no sequence
- * longer than the stated maximum, the last within the packed rows. */
+ * longer than the stated maximum, the last within the packed rows; gives
+ * the longest sequence. */
 static fcl_status check_cu_seqlens(fcl_context *ctx, cl_mem mem, size_t batch, size_t max_len,
-                                   size_t total, cl_uint num_wait, const cl_event *wait)
+                                   size_t total, cl_uint num_wait, const cl_event *wait,
+                                   size_t *longest)
 {
     FCL_TRY(fcl_check_aux_buffer(ctx, mem, (uint64_t)(batch + 1) * sizeof(cl_int)));
     cl_int *cu = fcl_host_malloc((batch + 1) * sizeof *cu);
@@ -60,9 +62,13 @@ static fcl_status check_cu_seqlens(fcl_context *ctx, cl_mem mem, size_t batch, s
                                         num_wait, wait, NULL);
     if (st == FCL_OK && cu[0] != 0)
         st = FCL_ERROR_INVALID_CU_SEQLENS;
-    for (size_t b = 0; b < batch && st == FCL_OK; ++b)
+    *longest = 0;
+    for (size_t b = 0; b < batch && st == FCL_OK; ++b) {
         if (cu[b + 1] < cu[b] || (size_t)(cu[b + 1] - cu[b]) > max_len)
             st = FCL_ERROR_INVALID_CU_SEQLENS;
+        else if ((size_t)(cu[b + 1] - cu[b]) > *longest)
+            *longest = (size_t)(cu[b + 1] - cu[b]);
+    }
     if (st == FCL_OK && (size_t)cu[batch] > total)
         st = FCL_ERROR_INVALID_CU_SEQLENS;
     free(cu);
@@ -116,11 +122,13 @@ fcl_status fcl_variants_prepare(fcl_context *ctx, const fcl_attention_desc *d,
     }
 
     v->lse_rows = (int)d->seqlen_q;
+    v->longest_q = d->seqlen_q;
+    v->longest_k = d->seqlen_k;
     if (d->varlen == 1) {
         FCL_TRY(check_cu_seqlens(ctx, aux->cu_seqlens_q, d->batch, d->seqlen_q, d->total_q,
-                                 num_wait, wait));
+                                 num_wait, wait, &v->longest_q));
         FCL_TRY(check_cu_seqlens(ctx, aux->cu_seqlens_k, d->batch, d->seqlen_k, d->total_k,
-                                 num_wait, wait));
+                                 num_wait, wait, &v->longest_k));
         const uint64_t cu_bytes = (uint64_t)(d->batch + 1) * sizeof(cl_int);
         v->aux[v->num_aux++] = fcl_aux_ref(aux->cu_seqlens_q, cu_bytes);
         v->aux[v->num_aux++] = fcl_aux_ref(aux->cu_seqlens_k, cu_bytes);
