@@ -50,7 +50,7 @@ for step in $steps; do
       dev=""
       [ "$step" = tests-cpu ] && \
         dev=$("$B/tools/flashcl-info" --no-probe 2>/dev/null | awk '/^Device/ && /pthread|cpu|CPU/ {print $2; exit}')
-      all="test_forward test_backward test_variants test_tensor_cores test_kvcache test_profiles test_plan test_api test_errors test_cache"
+      all="test_forward test_backward test_variants test_tensor_cores test_kvcache test_profiles test_plan test_api test_errors test_cache test_threads"
       [ "$step" = tests-fast ] && all="test_forward test_variants test_plan test_api test_errors"
       [ "$step" = tests-tc ] && all="test_tensor_cores test_backward test_forward"
       [ -n "${TESTS:-}" ] && all=$TESTS

@@ -2,8 +2,9 @@
 # sanitize.sh - the library and its tests built again (build-asan/) with
 # AddressSanitizer, UndefinedBehaviorSanitizer (-fno-sanitize-recover=all:
 # any undefined behaviour fails) and LeakSanitizer, and the tests that cover
-# the host code run under them; then the fuzzer's bounded run (clang,
-# build-fuzz/).  tools/test.sh calls it; it expects tools/deps.sh test.
+# the host code run under them; test_threads under ThreadSanitizer
+# (build-tsan/); then the fuzzer's bounded run (clang, build-fuzz/).
+# tools/test.sh calls it; it expects tools/deps.sh test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -23,6 +24,16 @@ export LSAN_OPTIONS=suppressions=$root/tools/lsan.supp:print_suppressions=0
 # the sanitizers do not see, on host paths that these and the fuzzer take.
 (cd build-asan && ctest --output-on-failure -j "$(nproc)" --timeout 900 \
    -R '^(test_errors|test_api|test_plan|test_profiles|test_cache|test_forward|test_faults)$')
+
+# ThreadSanitizer (build-tsan/): four contexts in four threads, forward and
+# backward 20 times each (test_threads).  PoCL is not instrumented; TSan sees
+# the library's memory and every pthread call, PoCL's included.
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DFLASHCL_BUILD_TESTS=ON \
+      -DFLASHCL_BUILD_BENCH=OFF -DFLASHCL_BUILD_TOOLS=OFF \
+      -DCMAKE_C_FLAGS="-Werror -O1 -fsanitize=thread" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" \
+      >/dev/null
+cmake --build build-tsan -j "$(nproc)" --target test_threads
+TSAN_OPTIONS=halt_on_error=1 FLASHCL_CACHE_DIR=off build-tsan/tests/test_threads
 
 # The fuzzer (tests/fuzz/fuzz_attention.c): clang with libFuzzer and the
 # same sanitizers, a minute from the seed corpus in tests/fuzz/corpus (new
