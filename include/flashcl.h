@@ -555,7 +555,9 @@ FCL_API fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_
 /*! fcl_attention_forward_host() :
  * The same as fcl_attention_forward() on host arrays laid out as desc says
  * (elements of desc->dtype; FP16/BF16 as uint16_t bit patterns).  Copies in,
- * runs, copies out, and waits.  lse may be NULL.
+ * runs, copies out, and waits.  lse may be NULL.  The outputs come back
+ * through one host staging copy (host memory of their size during the call,
+ * for every host-pointer call), so that a failed read changes none of them.
  * @return FCL_OK, or an error; on error the outputs are untouched. */
 FCL_API fcl_status fcl_attention_forward_host(fcl_context *ctx, const fcl_attention_desc *desc,
                                               const void *q, const void *k, const void *v,
