@@ -175,6 +175,14 @@ fcl_tensor_ref fcl_aux_ref(cl_mem mem, uint64_t bytes)
 fcl_status fcl_validate_apart(const fcl_context *ctx, const fcl_tensor_ref *tensors, size_t n,
                               const fcl_tensor_ref *aux, size_t num_aux)
 {
+    byte_range in[8];
+    if (num_aux > 8)
+        return FCL_ERROR_INVALID_VALUE;
+    for (size_t j = 0; j < num_aux; ++j) {
+        in[j].root = NULL;
+        if (aux[j].mem != NULL)
+            FCL_TRY(tensor_range(ctx, &aux[j], aux[j].head_dim, &in[j]));
+    }
     for (size_t i = 0; i < n; ++i) {
         if (!tensors[i].is_output || tensors[i].mem == NULL)
             continue;
@@ -182,14 +190,9 @@ fcl_status fcl_validate_apart(const fcl_context *ctx, const fcl_tensor_ref *tens
         byte_range out;
         FCL_TRY(fcl_tensor_extent_bytes(&tensors[i], &extent));
         FCL_TRY(tensor_range(ctx, &tensors[i], extent, &out));
-        for (size_t j = 0; j < num_aux; ++j) {
-            if (aux[j].mem == NULL)
-                continue;
-            byte_range in;
-            FCL_TRY(tensor_range(ctx, &aux[j], aux[j].head_dim, &in));
-            if (meet(&out, &in))
+        for (size_t j = 0; j < num_aux; ++j)
+            if (meet(&in[j], &out))
                 return FCL_ERROR_BUFFER_ALIASING;
-        }
     }
     return FCL_OK;
 }
