@@ -2,8 +2,8 @@
  * Each tensor travels as the byte range [offset, end of its last element);
  * outputs are copied in first too, so bytes between strided rows that the
  * kernel does not write come back unchanged, and come back through one
- * staging copy, so a failed read leaves every output as it was.  The aux arrays (ALiBi slopes,
- * cu_seqlens, block mask) travel whole. */
+ * staging copy, so a failed read leaves every output as it was.  The aux
+ * arrays (ALiBi slopes, cu_seqlens, block mask) travel whole. */
 #include "internal.h"
 
 #include <stdlib.h>
