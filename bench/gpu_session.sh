@@ -50,7 +50,7 @@ for step in $steps; do
       dev=""
       [ "$step" = tests-cpu ] && \
         dev=$("$B/tools/flashcl-info" --no-probe 2>/dev/null | awk '/^Device/ && /pthread|cpu|CPU/ {print $2; exit}')
-      all="test_forward test_backward test_variants test_tensor_cores test_kvcache test_profiles test_plan test_api test_errors test_cache test_fp8"
+      all="test_forward test_backward test_variants test_tensor_cores test_kvcache test_profiles test_plan test_api test_errors test_cache test_fp8 test_threads"
       [ "$step" = tests-fast ] && all="test_forward test_variants test_plan test_api test_errors"
       [ "$step" = tests-tc ] && all="test_tensor_cores test_backward test_forward"
       [ -n "${TESTS:-}" ] && all=$TESTS
@@ -173,6 +173,18 @@ for step in $steps; do
         2>&1 | tee "$OUT/python.txt"
       timeout 90 python3 bench/python_overhead.py --build "$B" --out "$OUT/h200-python-overhead" \
         2>&1 | tee -a "$OUT/python.txt" ;;
+    large)
+      # sizes past 32-bit indices (tests/large_check.c), sampled rows against float64:
+      # issue 14's 32 heads of 524288 tokens, d 128, fp16 (2^31 elements per tensor,
+      # 4 GiB), then 33 heads (2^31 + 2^26 elements: offsets past INT_MAX), then
+      # 2^31 + 8192 query rows in all (the LSE and delta indices) on 16 keys
+      L="$B/tests/flashcl-large-check"
+      for args in "--heads 32 --seqlen 524288 --head-dim 128 --backward --rows 16" \
+                  "--heads 33 --seqlen 524288 --head-dim 128 --causal --backward --rows 16" \
+                  "--heads 8192 --seqlen 262145 --seqlen-k 16 --head-dim 1 --backward --rows 32"; do
+        echo "== flashcl-large-check $args" | tee -a "$OUT/large.txt"
+        ( time timeout 590 "$L" $args ) 2>&1 | tee -a "$OUT/large.txt"
+      done ;;
     *) echo "unknown step $step" ;;
   esac
 done

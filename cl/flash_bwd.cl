@@ -69,11 +69,12 @@ inline float2 fcl_backward_score(float s, float dp, float lse_units, float delta
 __kernel void fcl_backward_delta(__global const fcl_storage *O, __global const fcl_storage *dO,
                                  __global float *delta, long o_off, long o_sb, long o_sh,
                                  long o_ss, long do_off, long do_sb, long do_sh, long do_ss,
-                                 int seqlen_q, int head_dim, int heads_q, int total_rows)
+                                 int seqlen_q, int head_dim, int heads_q, long total_rows)
 {
-    const int gid = (int)get_global_id(0);
+    /* batch * heads_q * seqlen_q rows may pass 2^31 (a long index) */
+    const long gid = (long)get_global_id(0);
     if (gid >= total_rows) return;
-    const int row = gid % seqlen_q, bh = gid / seqlen_q;
+    const int row = (int)(gid % seqlen_q), bh = (int)(gid / seqlen_q);
     const int h = bh % heads_q, b = bh / heads_q;
     const long o = o_off + b * o_sb + h * o_sh + (long)row * o_ss;
     const long g = do_off + b * do_sb + h * do_sh + (long)row * do_ss;

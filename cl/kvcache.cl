@@ -38,10 +38,11 @@ __kernel void fcl_kvcache_append(__global const int *cache_lens, __global const 
     kc.base += (long)b * kc_sb;
     vc.base += (long)b * vc_sb;
 #endif
-    const int per_row = heads_kv * head_dim;
+    const long per_row = (long)heads_kv * head_dim; /* heads_kv up to 2^24: past 2^31 */
     for (long e = lid; e < (long)seqlen_new * per_row; e += wg) {
-        const int t = (int)(e / per_row), rem = (int)(e - (long)t * per_row);
-        const int hk = rem / head_dim, c = rem - hk * head_dim;
+        const int t = (int)(e / per_row);
+        const long rem = e - (long)t * per_row;
+        const int hk = (int)(rem / head_dim), c = (int)(rem - (long)hk * head_dim);
         const long kn_at = kn_off + b * kn_sb + hk * kn_sh + t * kn_ss + c;
         const long vn_at = vn_off + b * vn_sb + hk * vn_sh + t * vn_ss + c;
         fcl_copy(Kc, fcl_row_offset(kc, true, len + t) + hk * kc_sh + c, Kn, kn_at);

@@ -615,7 +615,9 @@ FCL_API fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_
  * The same as fcl_attention_forward() on host arrays laid out as desc says
  * (elements of desc->dtype; FP16/BF16 as uint16_t bit patterns, FP8 as
  * uint8_t; o of the output type, see fcl_attention_forward).  Copies in,
- * runs, copies out, and waits.  lse may be NULL.
+ * runs, copies out, and waits.  lse may be NULL.  The outputs come back
+ * through one host staging copy (host memory of their size during the call,
+ * for every host-pointer call), so that a failed read changes none of them.
  * @return FCL_OK, or an error; on error the outputs are untouched. */
 FCL_API fcl_status fcl_attention_forward_host(fcl_context *ctx, const fcl_attention_desc *desc,
                                               const void *q, const void *k, const void *v,
@@ -639,7 +641,11 @@ FCL_API fcl_status fcl_attention_backward_host(fcl_context *ctx, const fcl_atten
  *         setting (window < -1, softcap < 0, dropout_p outside [0, 1), ...)
  *         or a descale buffer given with a dtype that is not FP8,
  *         FCL_ERROR_INVALID_CU_SEQLENS, FCL_ERROR_BUFFER_TOO_SMALL for a block
- *         mask, slopes or descale buffer smaller than its shape. */
+ *         mask, slopes or descale buffer smaller than its shape,
+ *         FCL_ERROR_INVALID_SHAPE for a block mask whose strides put its size
+ *         past INT64_MAX bytes, FCL_ERROR_BUFFER_ALIASING for an output that
+ *         shares bytes with an aux buffer (the kernels read those while they
+ *         write). */
 FCL_API fcl_status fcl_attention_forward_ex(fcl_context *ctx, const fcl_attention_desc *desc,
                                             const fcl_attention_aux *aux, cl_mem q, cl_mem k,
                                             cl_mem v, cl_mem o, cl_mem lse, cl_uint num_wait,
@@ -822,7 +828,9 @@ typedef struct fcl_kvcache_host {
  * (split-KV and GQA packing as planned, see fcl_kvcache_plan_query), and the
  * merge of the key chunks.  Waits for
  * `num_wait` events first; `event` (if not NULL) completes with the whole
- * call.  The shapes, layouts, buffer sizes, contexts and aliasing are
+ * call.  The shapes, layouts, buffer sizes, contexts and aliasing (no
+ * output, nor a cache that rows are appended to, may share bytes with
+ * another tensor, cache_seqlens, the page table or the slopes) are
  * checked before anything is enqueued; cache_seqlens and the page table are
  * not read back (that would stall the queue): the device checks them, never
  * reads or writes outside the cache, and a sequence whose length is negative

@@ -329,6 +329,14 @@ fcl_status fcl_validate_desc(const fcl_attention_desc *desc);
 /* Bytes from the buffer start to one past the tensor's last element. */
 fcl_status fcl_tensor_extent_bytes(const fcl_tensor_ref *t, uint64_t *bytes);
 fcl_status fcl_validate_tensors(const fcl_context *ctx, const fcl_tensor_ref *tensors, size_t n);
+/* A byte array a call reads (cu_seqlens, a block mask, slopes, cache
+ * lengths, a page table), as a tensor of `bytes` one-byte elements. */
+fcl_tensor_ref fcl_aux_ref(cl_mem mem, uint64_t bytes);
+/* No output tensor shares bytes with an aux array (FCL_ERROR_BUFFER_ALIASING):
+ * the kernels read those while they write, and check what they read (a
+ * page index, a sequence's bounds) before they use it again. */
+fcl_status fcl_validate_apart(const fcl_context *ctx, const fcl_tensor_ref *tensors, size_t n,
+                              const fcl_tensor_ref *aux, size_t num_aux);
 float fcl_effective_scale(const fcl_attention_desc *desc);
 /* FCL_DTYPE_FP8_E4M3 or FCL_DTYPE_FP8_E5M2 (forward only, desc.c). */
 bool fcl_dtype_is_fp8(fcl_dtype dtype);
@@ -400,6 +408,13 @@ typedef struct fcl_variants {
     int64_t block_mask_stride_batch, block_mask_stride_head;
     int block_m, block_n, block_nbn;
     cl_mem descale_q, descale_k, descale_v; /* FP8: per-head descales, NULL = 1.0 */
+    /* the longest query and key sequences, which size the launches:
+     * seqlen_q and seqlen_k, or for packed sequences the longest ones
+     * cu_seqlens hold (a generous stated maximum costs no empty groups) */
+    size_t longest_q, longest_k;
+    fcl_tensor_ref aux[7];        /* the aux buffers read (slopes, cu_seqlens, block
+                                     mask, FP8 descales), for fcl_validate_apart */
+    size_t num_aux;
 } fcl_variants;
 
 /* Checks desc's variants and aux's buffers (reading cu_seqlens back after
@@ -408,6 +423,9 @@ fcl_status fcl_variants_prepare(fcl_context *ctx, const fcl_attention_desc *desc
                                 const fcl_attention_aux *aux, cl_uint num_wait,
                                 const cl_event *wait, fcl_variants *v);
 void fcl_arg_variants(fcl_args *a, const fcl_variants *v);
+/* Bytes of desc's block mask (block_m, block_n > 0): FCL_ERROR_INVALID_SHAPE
+ * past INT64_MAX. */
+fcl_status fcl_block_mask_bytes(const fcl_attention_desc *d, uint64_t *bytes);
 /* An aux buffer: not NULL, of the context, at least `bytes` large. */
 fcl_status fcl_check_aux_buffer(const fcl_context *ctx, cl_mem mem, uint64_t bytes);
 
@@ -415,7 +433,8 @@ fcl_status fcl_check_aux_buffer(const fcl_context *ctx, cl_mem mem, uint64_t byt
 
 cl_mem fcl_buffer_create(fcl_context *ctx, cl_mem_flags flags, size_t bytes, void *host,
                          fcl_status *status);
-void fcl_buffer_release(fcl_context *ctx, cl_mem mem);
+/* `bytes`: the size it was created with (NULL is a no-op). */
+void fcl_buffer_release(fcl_context *ctx, cl_mem mem, size_t bytes);
 
 /* ---- scratch buffers (workspace.c) ---------------------------------------- */
 
@@ -504,6 +523,9 @@ typedef struct fcl_host_tensor {
     cl_mem mem;
 } fcl_host_tensor;
 
+/* Reads the outputs (dst set) of h[0..n) back through one host staging
+ * copy: the caller's arrays change only once every read has succeeded. */
+fcl_status fcl_host_read_outputs(fcl_context *ctx, const fcl_host_tensor *h, size_t n);
 /* Describes tensor `t` of host array `base` and re-bases its layout to 0. */
 fcl_status fcl_host_range(const fcl_tensor_ref *t, const void *base, fcl_layout *rebased,
                           fcl_host_tensor *h);
@@ -525,6 +547,12 @@ fcl_status fcl_kvcache_job(fcl_context *ctx, const fcl_kvcache_desc *desc,
                            const fcl_kvcache_buffers *b, const fcl_attention_desc *fwd,
                            fcl_variants *var, fcl_forward_job *job);
 
+/* ---- host memory (host_alloc.c): every malloc, calloc and realloc ---------- */
+
+void *fcl_host_malloc(size_t bytes);
+void *fcl_host_calloc(size_t count, size_t size);
+void *fcl_host_realloc(void *p, size_t bytes);
+
 /* ---- small helpers (util.c) ------------------------------------------------ */
 
 char *fcl_strdup(const char *s);
@@ -536,5 +564,7 @@ void fcl_appendf(char *dst, size_t size, const char *fmt, ...)
 #endif
     ;
 uint64_t fcl_hash64(uint64_t h, const void *data, size_t n);
+/* Adds a * b to *acc; false (and *acc unusable) on overflow of uint64. */
+bool fcl_add_product(uint64_t *acc, uint64_t a, uint64_t b);
 
 #endif /* FCL_INTERNAL_H */

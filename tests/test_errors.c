@@ -208,6 +208,64 @@ static void test_output_aliasing(void **state)
     assert_true(unchanged(q, tensor_bytes, 0x3C));
 }
 
+/* The arrays the kernels read besides the tensors (block mask, slopes,
+ * cu_seqlens) must not overlap an output either: the kernels read them
+ * again while outputs are written. */
+static void test_aux_aliasing(void **state)
+{
+    (void)state;
+    fcl_attention_desc d = good_desc();
+    d.block_m = d.block_n = 8;
+    d.alibi = FCL_ALIBI_PER_HEAD;
+    fcl_attention_aux aux = {.alibi_slopes = k, .block_mask = o}; /* the mask in O's buffer */
+    fill(o, tensor_bytes, SENTINEL);
+    assert_int_equal(fcl_attention_forward_ex(ctx, &d, &aux, q, k, v, o, lse, 0, NULL, NULL),
+                     FCL_ERROR_BUFFER_ALIASING);
+    assert_true(unchanged(o, tensor_bytes, SENTINEL));
+    aux.block_mask = v;
+    aux.alibi_slopes = lse; /* the slopes in LSE's */
+    fill(lse, (size_t)B * H * S * 4, SENTINEL);
+    assert_int_equal(fcl_attention_forward_ex(ctx, &d, &aux, q, k, v, o, lse, 0, NULL, NULL),
+                     FCL_ERROR_BUFFER_ALIASING);
+    assert_true(unchanged(lse, (size_t)B * H * S * 4, SENTINEL));
+    aux.alibi_slopes = k;
+    fill(dq, tensor_bytes, SENTINEL);
+    aux.block_mask = dq;
+    assert_int_equal(fcl_attention_backward_ex(ctx, &d, &aux, q, k, v, o, lse, dout, dq, dk, dv,
+                                               0, NULL, NULL),
+                     FCL_ERROR_BUFFER_ALIASING);
+    assert_true(unchanged(dq, tensor_bytes, SENTINEL));
+}
+
+/* Block-mask strides whose products pass 2^64: the mask's size must not
+ * wrap around to a small number that the buffer holds (the kernels would
+ * then read at the strides' offsets, outside it). */
+static void test_block_mask_strides_overflow(void **state)
+{
+    (void)state;
+    fcl_attention_desc d = good_desc();
+    d.block_m = d.block_n = 8;
+    d.block_mask_stride_batch = (size_t)1 << 63; /* (B-1) * 2^63 + (H-1) * 2^63 = 2^65 */
+    d.block_mask_stride_head = (size_t)1 << 63;
+    const fcl_attention_aux aux = {.block_mask = k};
+    fill(o, tensor_bytes, SENTINEL);
+    assert_int_equal(fcl_attention_forward_ex(ctx, &d, &aux, q, k, v, o, lse, 0, NULL, NULL),
+                     FCL_ERROR_INVALID_SHAPE);
+    assert_true(unchanged(o, tensor_bytes, SENTINEL));
+    /* the host call checks before it copies the mask */
+    float *a = calloc((size_t)B * H * S * D, sizeof(float));
+    float *out = malloc(tensor_bytes);
+    memset(out, SENTINEL, tensor_bytes);
+    const uint8_t mask[16] = {1};
+    const fcl_attention_aux_host host = {.block_mask = mask};
+    assert_int_equal(fcl_attention_forward_host_ex(ctx, &d, &host, a, a, a, out, NULL),
+                     FCL_ERROR_INVALID_SHAPE);
+    for (size_t i = 0; i < tensor_bytes; ++i)
+        assert_int_equal(((unsigned char *)out)[i], SENTINEL);
+    free(a);
+    free(out);
+}
+
 static void test_wrong_context(void **state)
 {
     (void)state;
@@ -297,6 +355,8 @@ int main(void)
         cmocka_unit_test(test_overlapping_strides),
         cmocka_unit_test(test_buffers_too_small),
         cmocka_unit_test(test_output_aliasing),
+        cmocka_unit_test(test_aux_aliasing),
+        cmocka_unit_test(test_block_mask_strides_overflow),
         cmocka_unit_test(test_wrong_context),
         cmocka_unit_test(test_backward_bad_inputs),
         cmocka_unit_test(test_build_failure_keeps_log),

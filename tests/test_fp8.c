@@ -438,6 +438,15 @@ static void test_statuses(void **state)
                      FCL_ERROR_BUFFER_TOO_SMALL);
     aux.descale_k = ds;
     assert_int_equal(fcl_attention_forward_ex(ctx, &d, &aux, q, k, v, o, lse, 0, NULL, NULL), FCL_OK);
+    /* a descale in an output's bytes: the kernels read it while they write */
+    assert_int_equal(clFinish(fcl_context_cl_queue(ctx)), CL_SUCCESS);
+    cl_mem lse_copy = device_buffer(ctx, 4 * B * H * S, 0xCD);
+    aux.descale_v = lse_copy;
+    assert_int_equal(fcl_attention_forward_ex(ctx, &d, &aux, q, k, v, o, lse_copy, 0, NULL, NULL),
+                     FCL_ERROR_BUFFER_ALIASING);
+    assert_true(fa_buffer_all(ctx, lse_copy, 4 * B * H * S, 0xCD));
+    aux.descale_v = NULL;
+    clReleaseMemObject(lse_copy);
 
     /* descales of a dtype without them */
     fcl_attention_desc d16 = d;

@@ -403,6 +403,22 @@ static void test_device_checks(void **state)
     bad.o = b.k_cache; /* output aliasing the cache */
     assert_int_equal(fcl_attention_kvcache(fa_ctx, &st.desc, &bad, 0, NULL, NULL),
                      FCL_ERROR_BUFFER_ALIASING);
+    /* the device reads the table and the lengths again after checking
+     * them: with either inside a cache it appends to, an append could
+     * change a checked page index before it is used (found by the fuzzer:
+     * a write outside the cache) */
+    bad = b;
+    bad.page_table = b.k_cache;
+    assert_int_equal(fcl_attention_kvcache(fa_ctx, &st.desc, &bad, 0, NULL, NULL),
+                     FCL_ERROR_BUFFER_ALIASING);
+    bad = b;
+    bad.cache_seqlens = b.v_cache;
+    assert_int_equal(fcl_attention_kvcache(fa_ctx, &st.desc, &bad, 0, NULL, NULL),
+                     FCL_ERROR_BUFFER_ALIASING);
+    bad = b;
+    bad.page_table = b.o;
+    assert_int_equal(fcl_attention_kvcache(fa_ctx, &st.desc, &bad, 0, NULL, NULL),
+                     FCL_ERROR_BUFFER_ALIASING);
     bad = b;
     bad.page_table = b.cache_seqlens; /* 12 bytes for a 3-row table */
     assert_int_equal(fcl_attention_kvcache(fa_ctx, &st.desc, &bad, 0, NULL, NULL),

@@ -13,6 +13,8 @@ set -euo pipefail
 want=(build-essential cmake ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo libopenblas-dev)
 if [ "${1:-build}" = "test" ]; then
   want+=(libcmocka-dev oclgrind pkg-config)
+  # tools/sanitize.sh: the fuzzer is built with clang and its libFuzzer
+  want+=(clang libclang-rt-dev)
   # the Python package's tests (python/tests) and its install test (pip, venv);
   # python3-torch (about 150 MB, 80 s) so the autograd Function is tested
   want+=(python3-numpy python3-pyopencl python3-pytest python3-pip python3-venv python3-torch)

@@ -10,3 +10,5 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DFLASHCL_BUILD_TESTS=ON \
 cmake --build build -j "$(nproc)"
 cd build
 ctest --output-on-failure -j "$(nproc)" --timeout 1500
+# the same again under the sanitizers, with injected faults and the fuzzer
+cd .. && bash tools/sanitize.sh

@@ -54,7 +54,7 @@ static fcl_status set_dq_args(const fcl_resolved *r, cl_kernel kernel, const voi
     fcl_arg_layout(&a, &d->dout);
     fcl_arg_layout(&a, &d->dq);
     common_tail(&a, c, (int)num_bh);
-    *groups = (d->seqlen_q + r->plan.pub.br - 1) / r->plan.pub.br * num_bh;
+    *groups = (c->var->longest_q + r->plan.pub.br - 1) / r->plan.pub.br * num_bh;
     return a.err;
 }
 
@@ -75,7 +75,7 @@ static fcl_status set_dkdv_args(const fcl_resolved *r, cl_kernel kernel, const v
     fcl_arg_layout(&a, &d->dk);
     fcl_arg_layout(&a, &d->dv);
     common_tail(&a, c, (int)num_bhk);
-    *groups = (d->seqlen_k + r->plan.pub.bc - 1) / r->plan.pub.bc * num_bhk;
+    *groups = (c->var->longest_k + r->plan.pub.bc - 1) / r->plan.pub.bc * num_bhk;
     return a.err;
 }
 
@@ -100,7 +100,7 @@ static fcl_status enqueue_delta(fcl_context *ctx, fcl_resolved *dq, const backwa
     fcl_arg_int(&a, c->var->lse_rows);
     fcl_arg_int(&a, (int)d->head_dim);
     fcl_arg_int(&a, (int)d->heads_q);
-    fcl_arg_int(&a, (int)rows);
+    fcl_arg_long(&a, (int64_t)rows);
     err = a.err;
     if (err == CL_SUCCESS)
         err = clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &rows, NULL, num_wait, wait_list,
@@ -128,6 +128,7 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
     FCL_TRY(fcl_validate_tensors(ctx, t, FCL_BACKWARD_TENSORS));
     fcl_variants var;
     FCL_TRY(fcl_variants_prepare(ctx, desc, aux, num_wait, wait_list, &var));
+    FCL_TRY(fcl_validate_apart(ctx, t, FCL_BACKWARD_TENSORS, var.aux, var.num_aux));
 
     /* Build and check every kernel before anything is enqueued: each on
      * tensor cores where it can be; there, above head_dim 128, dK/dV is two
@@ -172,7 +173,7 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
     if (ev_delta != NULL)
         clReleaseEvent(ev_delta);
     /* Released now, freed by OpenCL once the kernels using it are done. */
-    fcl_buffer_release(ctx, delta);
+    fcl_buffer_release(ctx, delta, delta_bytes);
     return st;
 }
 

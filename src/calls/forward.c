@@ -120,9 +120,9 @@ static size_t head_groups(const fcl_attention_desc *d, const fcl_build *b)
     return d->batch * (d->heads_q / (size_t)b->pack);
 }
 
-static size_t row_blocks(const fcl_attention_desc *d, const fcl_resolved *r)
+static size_t row_blocks(const fcl_variants *v, const fcl_resolved *r)
 {
-    return div_up(d->seqlen_q * (size_t)r->build.pack, r->plan.pub.br);
+    return div_up(v->longest_q * (size_t)r->build.pack, r->plan.pub.br);
 }
 
 static size_t part_rows(const fcl_attention_desc *d) { return d->batch * d->heads_q * d->seqlen_q; }
@@ -134,7 +134,7 @@ static fcl_status set_forward_args(const fcl_resolved *r, cl_kernel kernel, cons
     const fcl_forward_job *j = c->job;
     const fcl_attention_desc *d = j->desc;
     const size_t num_hg = head_groups(d, &r->build);
-    const size_t base_groups = row_blocks(d, r) * num_hg;
+    const size_t base_groups = row_blocks(j->var, r) * num_hg;
     c->split = j->desc->varlen ? (fcl_split){1, 0}
                                : fcl_forward_splits(c->ctx, &r->plan.pub, base_groups, d->seqlen_k,
                                                     d->num_splits);
@@ -229,7 +229,7 @@ fcl_status fcl_forward_plan_of(fcl_context *ctx, const fcl_forward_job *job, fcl
     const fcl_attention_desc *d = job->desc;
     const fcl_split s = d->varlen ? (fcl_split){1, 0}
                                   : fcl_forward_splits(ctx, &r->plan.pub,
-                                                       row_blocks(d, r) * head_groups(d, &r->build),
+                                                       row_blocks(job->var, r) * head_groups(d, &r->build),
                                                        d->seqlen_k, d->num_splits);
     *plan = r->plan.pub;
     plan->pack = (size_t)r->build.pack;
@@ -282,6 +282,7 @@ fcl_status fcl_attention_forward_ex(fcl_context *ctx, const fcl_attention_desc *
     FCL_TRY(fcl_validate_tensors(ctx, t, lse != NULL ? 5 : 4));
     fcl_variants var;
     FCL_TRY(fcl_variants_prepare(ctx, desc, aux, num_wait, wait_list, &var));
+    FCL_TRY(fcl_validate_apart(ctx, t, lse != NULL ? 5 : 4, var.aux, var.num_aux));
 
     const fcl_forward_job job = {desc, &var, q, k, v, o, lse, 0, NULL, NULL, 0, 0, 0};
     fcl_resolved *r = NULL;

@@ -1,10 +1,12 @@
 /* host_calls.c - the host-pointer conveniences: copy in, run, copy out, wait.
  * Each tensor travels as the byte range [offset, end of its last element);
  * outputs are copied in first too, so bytes between strided rows that the
- * kernel does not write come back unchanged.  The aux arrays (ALiBi slopes,
- * cu_seqlens, block mask) travel whole. */
+ * kernel does not write come back unchanged, and come back through one
+ * staging copy, so a failed read leaves every output as it was.  The aux
+ * arrays (ALiBi slopes, cu_seqlens, block mask) travel whole. */
 #include "internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 
@@ -27,12 +29,12 @@ fcl_status fcl_host_range(const fcl_tensor_ref *t, const void *base, fcl_layout 
 enum { AUX_ALIBI, AUX_CU_Q, AUX_CU_K, AUX_BLOCKS, AUX_DESCALE_Q, AUX_DESCALE_K, AUX_DESCALE_V,
        AUX_COUNT };
 
-static void aux_ranges(const fcl_attention_desc *d, const fcl_attention_aux_host *aux,
-                       fcl_host_tensor h[AUX_COUNT])
+static fcl_status aux_ranges(const fcl_attention_desc *d, const fcl_attention_aux_host *aux,
+                             fcl_host_tensor h[AUX_COUNT])
 {
     memset(h, 0, AUX_COUNT * sizeof *h);
     if (aux == NULL)
-        return;
+        return FCL_OK;
     if (d->alibi != FCL_ALIBI_NONE && aux->alibi_slopes != NULL) {
         const size_t n = d->alibi == FCL_ALIBI_PER_BATCH_HEAD ? d->batch * d->heads_q : d->heads_q;
         h[AUX_ALIBI].src = aux->alibi_slopes;
@@ -44,11 +46,10 @@ static void aux_ranges(const fcl_attention_desc *d, const fcl_attention_aux_host
         h[AUX_CU_Q].bytes = h[AUX_CU_K].bytes = (d->batch + 1) * sizeof(int32_t);
     }
     if (d->block_m > 0 && d->block_n > 0 && aux->block_mask != NULL) {
-        const size_t nbm = (d->seqlen_q + d->block_m - 1) / d->block_m;
-        const size_t nbn = (d->seqlen_k + d->block_n - 1) / d->block_n;
+        uint64_t bytes = 0;
+        FCL_TRY(fcl_block_mask_bytes(d, &bytes));
         h[AUX_BLOCKS].src = aux->block_mask;
-        h[AUX_BLOCKS].bytes = (d->batch - 1) * d->block_mask_stride_batch +
-                              (d->heads_q - 1) * d->block_mask_stride_head + nbm * nbn;
+        h[AUX_BLOCKS].bytes = (size_t)bytes;
     }
     /* descales travel whatever the dtype: the call rejects them where unused */
     const float *descales[3] = {aux->descale_q, aux->descale_k, aux->descale_v};
@@ -56,6 +57,38 @@ static void aux_ranges(const fcl_attention_desc *d, const fcl_attention_aux_host
         h[AUX_DESCALE_Q + i].src = descales[i];
         h[AUX_DESCALE_Q + i].bytes = d->batch * (i == 0 ? d->heads_q : d->heads_kv) * sizeof(float);
     }
+    return FCL_OK;
+}
+
+fcl_status fcl_host_read_outputs(fcl_context *ctx, const fcl_host_tensor *h, size_t n)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n; ++i)
+        if (h[i].dst != NULL && h[i].mem != NULL)
+            total += h[i].bytes;
+    if (total == 0)
+        return FCL_OK;
+    unsigned char *staged = fcl_host_malloc(total);
+    if (staged == NULL)
+        return FCL_ERROR_OUT_OF_HOST_MEMORY;
+    fcl_status st = FCL_OK;
+    size_t at = 0;
+    for (size_t i = 0; i < n && st == FCL_OK; ++i) {
+        if (h[i].dst == NULL || h[i].mem == NULL)
+            continue;
+        st = clEnqueueReadBuffer(ctx->queue, h[i].mem, CL_TRUE, 0, h[i].bytes, staged + at, 0,
+                                 NULL, NULL);
+        at += h[i].bytes;
+    }
+    at = 0;
+    for (size_t i = 0; i < n && st == FCL_OK; ++i) {
+        if (h[i].dst == NULL || h[i].mem == NULL)
+            continue;
+        memcpy(h[i].dst, staged + at, h[i].bytes);
+        at += h[i].bytes;
+    }
+    free(staged);
+    return st;
 }
 
 typedef fcl_status (*run_fn)(fcl_context *ctx, const fcl_attention_desc *d,
@@ -68,8 +101,7 @@ static fcl_status run_on_host_arrays(fcl_context *ctx, const fcl_attention_desc 
                                      run_fn run)
 {
     fcl_host_tensor ah[AUX_COUNT];
-    aux_ranges(d, aux_host, ah);
-    fcl_status st = FCL_OK;
+    fcl_status st = aux_ranges(d, aux_host, ah);
     for (size_t i = 0; i < n + AUX_COUNT && st == FCL_OK; ++i) {
         fcl_host_tensor *t = i < n ? &h[i] : &ah[i - n];
         if (t->src == NULL || t->bytes == 0)
@@ -85,16 +117,12 @@ static fcl_status run_on_host_arrays(fcl_context *ctx, const fcl_attention_desc 
         st = run(ctx, d, &aux, h);
     if (st == FCL_OK)
         st = clFinish(ctx->queue);
-    for (size_t i = 0; i < n && st == FCL_OK; ++i) {
-        if (h[i].dst == NULL || h[i].mem == NULL)
-            continue;
-        st = clEnqueueReadBuffer(ctx->queue, h[i].mem, CL_TRUE, 0, h[i].bytes, h[i].dst, 0, NULL,
-                                 NULL);
-    }
+    if (st == FCL_OK)
+        st = fcl_host_read_outputs(ctx, h, n);
     for (size_t i = 0; i < n; ++i)
-        fcl_buffer_release(ctx, h[i].mem);
+        fcl_buffer_release(ctx, h[i].mem, h[i].bytes);
     for (size_t i = 0; i < AUX_COUNT; ++i)
-        fcl_buffer_release(ctx, ah[i].mem);
+        fcl_buffer_release(ctx, ah[i].mem, ah[i].bytes);
     return st;
 }
 

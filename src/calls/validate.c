@@ -43,29 +43,17 @@ fcl_status fcl_validate_desc(const fcl_attention_desc *desc)
     return FCL_OK;
 }
 
-/* Adds a*b to *acc; false on overflow of uint64. */
-static bool add_product(uint64_t *acc, uint64_t a, uint64_t b)
-{
-    if (a != 0 && b > UINT64_MAX / a)
-        return false;
-    uint64_t p = a * b;
-    if (*acc > UINT64_MAX - p)
-        return false;
-    *acc += p;
-    return true;
-}
-
 fcl_status fcl_tensor_extent_bytes(const fcl_tensor_ref *t, uint64_t *bytes)
 {
     /* index of the last element + 1 */
     uint64_t last = t->layout.offset;
-    if (!add_product(&last, t->batch - 1, t->layout.stride_batch) ||
-        !add_product(&last, t->heads - 1, t->layout.stride_head) ||
-        !add_product(&last, t->seqlen - 1, t->layout.stride_seq) ||
-        !add_product(&last, 1, t->head_dim))
+    if (!fcl_add_product(&last, t->batch - 1, t->layout.stride_batch) ||
+        !fcl_add_product(&last, t->heads - 1, t->layout.stride_head) ||
+        !fcl_add_product(&last, t->seqlen - 1, t->layout.stride_seq) ||
+        !fcl_add_product(&last, 1, t->head_dim))
         return FCL_ERROR_INVALID_SHAPE;
     uint64_t b = 0;
-    if (!add_product(&b, last, t->elem_size) || b > (uint64_t)INT64_MAX)
+    if (!fcl_add_product(&b, last, t->elem_size) || b > (uint64_t)INT64_MAX)
         return FCL_ERROR_INVALID_SHAPE;
     *bytes = b;
     return FCL_OK;
@@ -127,6 +115,38 @@ typedef struct byte_range {
     uint64_t begin, end;
 } byte_range;
 
+/* The bytes of tensor t in its root buffer (t->mem not NULL), after
+ * checking its context and size. */
+static fcl_status tensor_range(const fcl_context *ctx, const fcl_tensor_ref *t, uint64_t extent,
+                               byte_range *r)
+{
+    cl_context owner = NULL;
+    size_t size = 0;
+    cl_int err = clGetMemObjectInfo(t->mem, CL_MEM_CONTEXT, sizeof owner, &owner, NULL);
+    if (err != CL_SUCCESS)
+        return err;
+    if (owner != ctx->cl_ctx)
+        return FCL_ERROR_WRONG_CONTEXT;
+    err = clGetMemObjectInfo(t->mem, CL_MEM_SIZE, sizeof size, &size, NULL);
+    if (err != CL_SUCCESS)
+        return err;
+    if ((uint64_t)size < extent)
+        return FCL_ERROR_BUFFER_TOO_SMALL;
+    uint64_t base = 0;
+    FCL_TRY(root_of(t->mem, &r->root, &base));
+    uint64_t first = 0;
+    if (!fcl_add_product(&first, t->layout.offset, t->elem_size))
+        return FCL_ERROR_INVALID_SHAPE;
+    r->begin = base + first;
+    r->end = base + extent;
+    return FCL_OK;
+}
+
+static bool meet(const byte_range *a, const byte_range *b)
+{
+    return a->root != NULL && a->root == b->root && a->begin < b->end && b->begin < a->end;
+}
+
 fcl_status fcl_validate_tensors(const fcl_context *ctx, const fcl_tensor_ref *tensors, size_t n)
 {
     byte_range ranges[16];
@@ -138,38 +158,44 @@ fcl_status fcl_validate_tensors(const fcl_context *ctx, const fcl_tensor_ref *te
         uint64_t extent = 0;
         FCL_TRY(fcl_tensor_extent_bytes(t, &extent));
         ranges[i].root = NULL;
-        if (t->mem == NULL)
-            continue; /* host call: the library allocates the buffer */
-        cl_context owner = NULL;
-        size_t size = 0;
-        cl_int err = clGetMemObjectInfo(t->mem, CL_MEM_CONTEXT, sizeof owner, &owner, NULL);
-        if (err != CL_SUCCESS)
-            return err;
-        if (owner != ctx->cl_ctx)
-            return FCL_ERROR_WRONG_CONTEXT;
-        err = clGetMemObjectInfo(t->mem, CL_MEM_SIZE, sizeof size, &size, NULL);
-        if (err != CL_SUCCESS)
-            return err;
-        if ((uint64_t)size < extent)
-            return FCL_ERROR_BUFFER_TOO_SMALL;
-        uint64_t base = 0;
-        FCL_TRY(root_of(t->mem, &ranges[i].root, &base));
-        uint64_t first = 0;
-        if (!add_product(&first, t->layout.offset, t->elem_size))
-            return FCL_ERROR_INVALID_SHAPE;
-        ranges[i].begin = base + first;
-        ranges[i].end = base + extent;
+        if (t->mem != NULL) /* NULL: host call, the library allocates the buffer */
+            FCL_TRY(tensor_range(ctx, t, extent, &ranges[i]));
     }
     /* An output must not share bytes with any other tensor of the call. */
-    for (size_t i = 0; i < n; ++i) {
-        if (!tensors[i].is_output || ranges[i].root == NULL)
-            continue;
-        for (size_t j = 0; j < n; ++j) {
-            if (j == i || ranges[j].root != ranges[i].root)
-                continue;
-            if (ranges[i].begin < ranges[j].end && ranges[j].begin < ranges[i].end)
+    for (size_t i = 0; i < n; ++i)
+        for (size_t j = 0; j < n && tensors[i].is_output; ++j)
+            if (j != i && meet(&ranges[i], &ranges[j]))
                 return FCL_ERROR_BUFFER_ALIASING;
-        }
+    return FCL_OK;
+}
+
+fcl_tensor_ref fcl_aux_ref(cl_mem mem, uint64_t bytes)
+{
+    const fcl_layout whole = {0, 0, 0, 0};
+    return fcl_tensor_ref_make(mem, whole, 1, 1, 1, (size_t)bytes, 1, 0);
+}
+
+fcl_status fcl_validate_apart(const fcl_context *ctx, const fcl_tensor_ref *tensors, size_t n,
+                              const fcl_tensor_ref *aux, size_t num_aux)
+{
+    byte_range in[10];
+    if (num_aux > sizeof in / sizeof in[0])
+        return FCL_ERROR_INVALID_VALUE;
+    for (size_t j = 0; j < num_aux; ++j) {
+        in[j].root = NULL;
+        if (aux[j].mem != NULL)
+            FCL_TRY(tensor_range(ctx, &aux[j], aux[j].head_dim, &in[j]));
+    }
+    for (size_t i = 0; i < n; ++i) {
+        if (!tensors[i].is_output || tensors[i].mem == NULL)
+            continue;
+        uint64_t extent = 0;
+        byte_range out;
+        FCL_TRY(fcl_tensor_extent_bytes(&tensors[i], &extent));
+        FCL_TRY(tensor_range(ctx, &tensors[i], extent, &out));
+        for (size_t j = 0; j < num_aux; ++j)
+            if (meet(&in[j], &out))
+                return FCL_ERROR_BUFFER_ALIASING;
     }
     return FCL_OK;
 }

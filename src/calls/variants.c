@@ -16,6 +16,20 @@ static int kernel_window(int64_t w, size_t longest)
     return (int)w;
 }
 
+fcl_status fcl_block_mask_bytes(const fcl_attention_desc *d, uint64_t *bytes)
+{
+    const uint64_t nbm = (d->seqlen_q + d->block_m - 1) / d->block_m;
+    const uint64_t nbn = (d->seqlen_k + d->block_n - 1) / d->block_n;
+    uint64_t total = 0;
+    /* the strides are the kernels' 64-bit signed offsets: no more than INT64_MAX in all */
+    if (!fcl_add_product(&total, d->batch - 1, d->block_mask_stride_batch) ||
+        !fcl_add_product(&total, d->heads_q - 1, d->block_mask_stride_head) ||
+        !fcl_add_product(&total, nbm, nbn) || total > (uint64_t)INT64_MAX)
+        return FCL_ERROR_INVALID_SHAPE;
+    *bytes = total;
+    return FCL_OK;
+}
+
 /* Size and context of an aux buffer. */
 fcl_status fcl_check_aux_buffer(const fcl_context *ctx, cl_mem mem, uint64_t bytes)
 {
@@ -34,21 +48,27 @@ fcl_status fcl_check_aux_buffer(const fcl_context *ctx, cl_mem mem, uint64_t byt
 }
 
 /* Reads cu_seqlens back and checks: 0 first, never decreasing, no sequence
- * longer than the stated maximum, the last within the packed rows. */
+ * longer than the stated maximum, the last within the packed rows; gives
+ * the longest sequence. */
 static fcl_status check_cu_seqlens(fcl_context *ctx, cl_mem mem, size_t batch, size_t max_len,
-                                   size_t total, cl_uint num_wait, const cl_event *wait)
+                                   size_t total, cl_uint num_wait, const cl_event *wait,
+                                   size_t *longest)
 {
     FCL_TRY(fcl_check_aux_buffer(ctx, mem, (uint64_t)(batch + 1) * sizeof(cl_int)));
-    cl_int *cu = malloc((batch + 1) * sizeof *cu);
+    cl_int *cu = fcl_host_malloc((batch + 1) * sizeof *cu);
     if (cu == NULL)
         return FCL_ERROR_OUT_OF_HOST_MEMORY;
     fcl_status st = clEnqueueReadBuffer(ctx->queue, mem, CL_TRUE, 0, (batch + 1) * sizeof *cu, cu,
                                         num_wait, wait, NULL);
     if (st == FCL_OK && cu[0] != 0)
         st = FCL_ERROR_INVALID_CU_SEQLENS;
-    for (size_t b = 0; b < batch && st == FCL_OK; ++b)
+    *longest = 0;
+    for (size_t b = 0; b < batch && st == FCL_OK; ++b) {
         if (cu[b + 1] < cu[b] || (size_t)(cu[b + 1] - cu[b]) > max_len)
             st = FCL_ERROR_INVALID_CU_SEQLENS;
+        else if ((size_t)(cu[b + 1] - cu[b]) > *longest)
+            *longest = (size_t)(cu[b + 1] - cu[b]);
+    }
     if (st == FCL_OK && (size_t)cu[batch] > total)
         st = FCL_ERROR_INVALID_CU_SEQLENS;
     free(cu);
@@ -81,6 +101,7 @@ fcl_status fcl_variants_prepare(fcl_context *ctx, const fcl_attention_desc *d,
     if (d->alibi == FCL_ALIBI_PER_HEAD || d->alibi == FCL_ALIBI_PER_BATCH_HEAD) {
         const size_t n = d->alibi == FCL_ALIBI_PER_HEAD ? d->heads_q : d->batch * d->heads_q;
         FCL_TRY(fcl_check_aux_buffer(ctx, aux->alibi_slopes, (uint64_t)n * sizeof(float)));
+        v->aux[v->num_aux++] = fcl_aux_ref(aux->alibi_slopes, (uint64_t)n * sizeof(float));
         v->features |= FCL_FEAT_ALIBI;
         v->alibi = aux->alibi_slopes;
         v->alibi_stride_batch = d->alibi == FCL_ALIBI_PER_HEAD ? 0 : (int64_t)d->heads_q;
@@ -101,11 +122,16 @@ fcl_status fcl_variants_prepare(fcl_context *ctx, const fcl_attention_desc *d,
     }
 
     v->lse_rows = (int)d->seqlen_q;
+    v->longest_q = d->seqlen_q;
+    v->longest_k = d->seqlen_k;
     if (d->varlen == 1) {
         FCL_TRY(check_cu_seqlens(ctx, aux->cu_seqlens_q, d->batch, d->seqlen_q, d->total_q,
-                                 num_wait, wait));
+                                 num_wait, wait, &v->longest_q));
         FCL_TRY(check_cu_seqlens(ctx, aux->cu_seqlens_k, d->batch, d->seqlen_k, d->total_k,
-                                 num_wait, wait));
+                                 num_wait, wait, &v->longest_k));
+        const uint64_t cu_bytes = (uint64_t)(d->batch + 1) * sizeof(cl_int);
+        v->aux[v->num_aux++] = fcl_aux_ref(aux->cu_seqlens_q, cu_bytes);
+        v->aux[v->num_aux++] = fcl_aux_ref(aux->cu_seqlens_k, cu_bytes);
         v->features |= FCL_FEAT_VARLEN;
         v->cu_q = aux->cu_seqlens_q;
         v->cu_k = aux->cu_seqlens_k;
@@ -118,11 +144,11 @@ fcl_status fcl_variants_prepare(fcl_context *ctx, const fcl_attention_desc *d,
         if (d->block_m == 0 || d->block_n == 0 || d->block_m > d->seqlen_q ||
             d->block_n > d->seqlen_k)
             return FCL_ERROR_INVALID_VALUE;
-        const uint64_t nbm = (d->seqlen_q + d->block_m - 1) / d->block_m;
+        uint64_t bytes = 0;
+        FCL_TRY(fcl_block_mask_bytes(d, &bytes));
         const uint64_t nbn = (d->seqlen_k + d->block_n - 1) / d->block_n;
-        const uint64_t bytes = (uint64_t)(d->batch - 1) * d->block_mask_stride_batch +
-                               (uint64_t)(d->heads_q - 1) * d->block_mask_stride_head + nbm * nbn;
         FCL_TRY(fcl_check_aux_buffer(ctx, aux->block_mask, bytes));
+        v->aux[v->num_aux++] = fcl_aux_ref(aux->block_mask, bytes);
         v->features |= FCL_FEAT_BLOCKMASK;
         v->block_mask = aux->block_mask;
         v->block_mask_stride_batch = (int64_t)d->block_mask_stride_batch;
@@ -144,6 +170,7 @@ fcl_status fcl_variants_prepare(fcl_context *ctx, const fcl_attention_desc *d,
         const uint64_t n = (uint64_t)d->batch * (i == 0 ? d->heads_q : d->heads_kv);
         FCL_TRY(fcl_check_aux_buffer(ctx, descales[i], n * sizeof(float)));
         *kept[i] = descales[i];
+        v->aux[v->num_aux++] = fcl_aux_ref(descales[i], n * sizeof(float));
     }
     return FCL_OK;
 }

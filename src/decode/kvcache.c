@@ -231,6 +231,18 @@ fcl_status fcl_attention_kvcache(fcl_context *ctx, const fcl_kvcache_desc *desc,
     fcl_variants var;
     fcl_forward_job job;
     FCL_TRY(fcl_kvcache_job(ctx, desc, b, &fwd, &var, &job));
+    /* the device reads lengths and pages again after checking them: no
+     * output (O, LSE, an appended cache) may overlap them, nor the slopes
+     * and descales */
+    fcl_tensor_ref read[2 + sizeof var.aux / sizeof var.aux[0]];
+    size_t num_read = 0;
+    read[num_read++] = fcl_aux_ref(b->cache_seqlens, desc->batch * sizeof(int32_t));
+    if (desc->page_size > 0)
+        read[num_read++] =
+            fcl_aux_ref(b->page_table, fcl_kvcache_page_table_entries(desc) * sizeof(int32_t));
+    for (size_t i = 0; i < var.num_aux; ++i)
+        read[num_read++] = var.aux[i];
+    FCL_TRY(fcl_validate_apart(ctx, t, n, read, num_read));
     fcl_resolved *r = NULL;
     FCL_TRY(fcl_forward_resolve(ctx, &job, &r));
 

@@ -110,11 +110,9 @@ fcl_status fcl_attention_kvcache_host(fcl_context *ctx, const fcl_kvcache_desc *
     }
     if (st == FCL_OK)
         st = clFinish(ctx->queue);
-    for (size_t i = 0; i < n && st == FCL_OK; ++i)
-        if (h[i].dst != NULL && h[i].mem != NULL)
-            st = clEnqueueReadBuffer(ctx->queue, h[i].mem, CL_TRUE, 0, h[i].bytes, h[i].dst, 0,
-                                     NULL, NULL);
+    if (st == FCL_OK)
+        st = fcl_host_read_outputs(ctx, h, n);
     for (size_t i = 0; i < n + AUX_COUNT; ++i)
-        fcl_buffer_release(ctx, h[i].mem);
+        fcl_buffer_release(ctx, h[i].mem, h[i].bytes);
     return st;
 }

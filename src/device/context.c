@@ -65,7 +65,7 @@ fcl_status fcl_context_create(const fcl_context_options *opts, fcl_context **out
     if (opts == NULL)
         opts = &defaults;
 
-    fcl_context *ctx = calloc(1, sizeof *ctx);
+    fcl_context *ctx = fcl_host_calloc(1, sizeof *ctx);
     if (ctx == NULL)
         return FCL_ERROR_OUT_OF_HOST_MEMORY;
     fcl_status st = fcl_select_device(opts->platform_index, opts->device_index, &ctx->device);
@@ -113,7 +113,7 @@ fcl_status fcl_context_create_from_cl(cl_context cl_ctx, cl_command_queue queue,
     if (q_ctx != cl_ctx || q_dev != device)
         return FCL_ERROR_INVALID_VALUE;
 
-    fcl_context *ctx = calloc(1, sizeof *ctx);
+    fcl_context *ctx = fcl_host_calloc(1, sizeof *ctx);
     if (ctx == NULL)
         return FCL_ERROR_OUT_OF_HOST_MEMORY;
     err = clRetainContext(cl_ctx);

@@ -26,7 +26,7 @@ static fcl_status query_string(cl_device_id dev, cl_device_info what, char **out
     cl_int err = clGetDeviceInfo(dev, what, 0, NULL, &n);
     if (err != CL_SUCCESS)
         return err;
-    char *s = calloc(n + 1, 1);
+    char *s = fcl_host_calloc(n + 1, 1);
     if (s == NULL)
         return FCL_ERROR_OUT_OF_HOST_MEMORY;
     err = clGetDeviceInfo(dev, what, n, s, NULL);
@@ -114,13 +114,13 @@ fcl_status fcl_probe_device(cl_device_id dev, fcl_device_info *info, char **exte
     QUERY(dev, CL_DEVICE_PLATFORM, platform);
     cl_int err = clGetPlatformInfo(platform, CL_PLATFORM_NAME, sizeof info->platform_name,
                                    info->platform_name, NULL);
-    if (err != CL_SUCCESS) {
+    if (err == CL_INVALID_VALUE) {
         /* A name longer than the field: fetch it whole, then truncate. */
         size_t n = 0;
         err = clGetPlatformInfo(platform, CL_PLATFORM_NAME, 0, NULL, &n);
         if (err != CL_SUCCESS)
             return err;
-        char *s = calloc(n + 1, 1);
+        char *s = fcl_host_calloc(n + 1, 1);
         if (s == NULL)
             return FCL_ERROR_OUT_OF_HOST_MEMORY;
         err = clGetPlatformInfo(platform, CL_PLATFORM_NAME, n, s, NULL);
@@ -129,6 +129,8 @@ fcl_status fcl_probe_device(cl_device_id dev, fcl_device_info *info, char **exte
         free(s);
         if (err != CL_SUCCESS)
             return err;
+    } else if (err != CL_SUCCESS) {
+        return err;
     }
     info->platform_name[sizeof info->platform_name - 1] = '\0';
 

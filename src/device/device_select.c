@@ -15,7 +15,8 @@ static fcl_status get_platforms(cl_platform_id *platforms, cl_uint *count)
 {
     cl_uint n = 0;
     cl_int err = clGetPlatformIDs(MAX_PLATFORMS, platforms, &n);
-    if (err == CL_PLATFORM_NOT_FOUND_KHR || n == 0) {
+    /* no platform is not an error; a failed query is (n stays 0 then too) */
+    if (err == CL_PLATFORM_NOT_FOUND_KHR || (err == CL_SUCCESS && n == 0)) {
         *count = 0;
         return FCL_OK;
     }

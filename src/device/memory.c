@@ -22,14 +22,13 @@ cl_mem fcl_buffer_create(fcl_context *ctx, cl_mem_flags flags, size_t bytes, voi
     return mem;
 }
 
-void fcl_buffer_release(fcl_context *ctx, cl_mem mem)
+void fcl_buffer_release(fcl_context *ctx, cl_mem mem, size_t bytes)
 {
     if (mem == NULL)
         return;
-    size_t bytes = 0;
-    if (clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof bytes, &bytes, NULL) == CL_SUCCESS &&
-        bytes <= ctx->mem.current_bytes)
-        ctx->mem.current_bytes -= bytes;
+    /* the size the caller asked for, not a query: a release path that can
+     * fail would leave the counts wrong */
+    ctx->mem.current_bytes -= bytes <= ctx->mem.current_bytes ? bytes : ctx->mem.current_bytes;
     clReleaseMemObject(mem);
 }
 

@@ -21,7 +21,7 @@ fcl_status fcl_scratch_get(fcl_context *ctx, fcl_scratch_slot slot, size_t bytes
         fcl_status st = FCL_OK;
         cl_mem mem = fcl_buffer_create(ctx, CL_MEM_READ_WRITE, bytes, NULL, &st);
         FCL_TRY(st);
-        fcl_buffer_release(ctx, s->mem);
+        fcl_buffer_release(ctx, s->mem, s->bytes);
         s->mem = mem;
         s->bytes = bytes;
     }
@@ -37,7 +37,7 @@ fcl_status fcl_scratch_wait_list(fcl_context *ctx, cl_uint num_wait, const cl_ev
     w->owned = NULL;
     if (ctx->queue_in_order || ctx->scratch_busy == NULL)
         return FCL_OK;
-    w->owned = malloc((num_wait + 1) * sizeof *w->owned);
+    w->owned = fcl_host_malloc((num_wait + 1) * sizeof *w->owned);
     if (w->owned == NULL)
         return FCL_ERROR_OUT_OF_HOST_MEMORY;
     for (cl_uint i = 0; i < num_wait; ++i)
@@ -60,7 +60,7 @@ void fcl_scratch_used_until(fcl_context *ctx, cl_event done)
 void fcl_scratch_release(fcl_context *ctx)
 {
     for (int i = 0; i < FCL_SCRATCH_COUNT; ++i) {
-        fcl_buffer_release(ctx, ctx->scratch[i].mem);
+        fcl_buffer_release(ctx, ctx->scratch[i].mem, ctx->scratch[i].bytes);
         ctx->scratch[i].mem = NULL;
         ctx->scratch[i].bytes = 0;
     }

@@ -154,7 +154,7 @@ static unsigned char *read_file(const char *path, size_t *len)
     unsigned char *data = NULL;
     long n = 0;
     if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && (uint64_t)n <= MAX_ENTRY_BYTES &&
-        fseek(f, 0, SEEK_SET) == 0 && (data = malloc((size_t)n)) != NULL &&
+        fseek(f, 0, SEEK_SET) == 0 && (data = fcl_host_malloc((size_t)n)) != NULL &&
         fread(data, 1, (size_t)n, f) != (size_t)n) {
         free(data);
         data = NULL;
@@ -276,7 +276,7 @@ static void evict(const fcl_context *ctx)
         }
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
-            cached_file *grown = realloc(files, cap * sizeof *files);
+            cached_file *grown = fcl_host_realloc(files, cap * sizeof *files);
             if (grown == NULL)
                 break;
             files = grown;

@@ -2,6 +2,8 @@
  * resource fallback. */
 #include "internal.h"
 
+#include <limits.h>
+
 static void set_arg(fcl_args *a, size_t size, const void *value)
 {
     if (a->err == CL_SUCCESS)
@@ -43,6 +45,10 @@ fcl_status fcl_launch(fcl_context *ctx, fcl_resolved *r, fcl_set_args_fn set_arg
     for (int attempt = 0; attempt < MAX_LAUNCH_ATTEMPTS; ++attempt) {
         size_t groups = 0;
         FCL_TRY(set_args(r, r->kernel, user, &groups));
+        /* the tiled kernels take their work-group index as an int: more
+         * groups would need 2^31 row or key blocks (2^35 rows and more) */
+        if (groups > (size_t)INT_MAX)
+            return FCL_ERROR_INVALID_SHAPE;
         size_t local = r->plan.pub.work_group_size;
         size_t global = groups * local;
         cl_int err = clEnqueueNDRangeKernel(ctx->queue, r->kernel, 1, NULL, &global, &local,

@@ -67,7 +67,7 @@ void fcl_keep_build_log(fcl_context *ctx, cl_program prog)
     size_t n = 0;
     if (clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &n) != CL_SUCCESS)
         return;
-    char *log = calloc(n + 1, 1);
+    char *log = fcl_host_calloc(n + 1, 1);
     if (log == NULL)
         return;
     if (clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, n, log, NULL) == CL_SUCCESS)
@@ -95,7 +95,7 @@ fcl_status fcl_program_binary(cl_program prog, unsigned char **bin, size_t *len)
         return err;
     if (n == 0)
         return CL_INVALID_PROGRAM_EXECUTABLE;
-    unsigned char *b = malloc(n);
+    unsigned char *b = fcl_host_malloc(n);
     if (b == NULL)
         return FCL_ERROR_OUT_OF_HOST_MEMORY;
     err = clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof b, &b, NULL);
@@ -114,7 +114,7 @@ static fcl_status remember(fcl_context *ctx, const char *key, cl_program prog)
 {
     char *k = fcl_strdup(key);
     fcl_program_entry *grown =
-        realloc(ctx->programs, (ctx->num_programs + 1) * sizeof *ctx->programs);
+        fcl_host_realloc(ctx->programs, (ctx->num_programs + 1) * sizeof *ctx->programs);
     if (k == NULL || grown == NULL) {
         free(k);
         if (grown != NULL)

@@ -153,7 +153,7 @@ fcl_status fcl_ptx_to_sm90a(const char *ptx, size_t len, char **out, size_t *out
 
     /* The rewrite only shortens lines, but for the 'a' of sm_90a. */
     const size_t cap = (size_t)(end - ptx) + 2;
-    char *buf = malloc(cap);
+    char *buf = fcl_host_malloc(cap);
     if (buf == NULL)
         return FCL_ERROR_OUT_OF_HOST_MEMORY;
     char *w = buf;

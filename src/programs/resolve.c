@@ -177,8 +177,8 @@ fcl_status fcl_resolve(fcl_context *ctx, const fcl_build *build, fcl_resolved **
             return FCL_OK;
         }
     }
-    fcl_resolved *r = calloc(1, sizeof *r);
-    fcl_resolved **grown = realloc(ctx->resolved, (ctx->num_resolved + 1) * sizeof *grown);
+    fcl_resolved *r = fcl_host_calloc(1, sizeof *r);
+    fcl_resolved **grown = fcl_host_realloc(ctx->resolved, (ctx->num_resolved + 1) * sizeof *grown);
     if (r == NULL || grown == NULL) {
         free(r);
         if (grown != NULL)

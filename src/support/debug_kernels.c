@@ -42,9 +42,9 @@ fcl_status fcl_philox_host(fcl_context *ctx, size_t n, const uint32_t *ctr, cons
         st = clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &n, NULL, 0, NULL, NULL);
     if (st == FCL_OK)
         st = clEnqueueReadBuffer(ctx->queue, o, CL_TRUE, 0, n * 16, out, 0, NULL, NULL);
-    fcl_buffer_release(ctx, c);
-    fcl_buffer_release(ctx, k);
-    fcl_buffer_release(ctx, o);
+    fcl_buffer_release(ctx, c, n * 16);
+    fcl_buffer_release(ctx, k, n * 8);
+    fcl_buffer_release(ctx, o, n * 16);
     clReleaseKernel(kernel);
     return st;
 }
@@ -89,7 +89,7 @@ fcl_status fcl_dropout_mask_host(fcl_context *ctx, const fcl_attention_desc *des
         st = clEnqueueNDRangeKernel(ctx->queue, kernel, 3, NULL, global, NULL, 0, NULL, NULL);
     if (st == FCL_OK)
         st = clEnqueueReadBuffer(ctx->queue, m, CL_TRUE, 0, bytes, mask, 0, NULL, NULL);
-    fcl_buffer_release(ctx, m);
+    fcl_buffer_release(ctx, m, bytes);
     clReleaseKernel(kernel);
     return st;
 }

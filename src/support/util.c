@@ -11,7 +11,7 @@ char *fcl_strdup(const char *s)
     if (s == NULL)
         return NULL;
     size_t n = strlen(s) + 1;
-    char *d = malloc(n);
+    char *d = fcl_host_malloc(n);
     if (d != NULL)
         memcpy(d, s, n);
     return d;
@@ -41,6 +41,17 @@ void fcl_appendf(char *dst, size_t size, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(dst + used, size - used, fmt, ap);
     va_end(ap);
+}
+
+bool fcl_add_product(uint64_t *acc, uint64_t a, uint64_t b)
+{
+    if (a != 0 && b > UINT64_MAX / a)
+        return false;
+    const uint64_t p = a * b;
+    if (*acc > UINT64_MAX - p)
+        return false;
+    *acc += p;
+    return true;
 }
 
 /* FNV-1a, 64 bit: stable across runs and machines, for cache file names. */
