@@ -2,7 +2,8 @@
 # deps.sh - installs the Debian packages flashcl needs, only those missing.
 #   tools/deps.sh build   compiler, CMake, OpenCL headers and ICD loader, PoCL
 #   tools/deps.sh test    the above plus cmocka, Oclgrind and pkg-config (the
-#                         package test builds a consumer with it)
+#                         package test builds a consumer with it), and Open MPI
+#                         (flashcl_mpi and its tests under mpirun)
 # Runs apt-get as root (directly, or through sudo when available).
 set -euo pipefail
 
@@ -11,6 +12,7 @@ set -euo pipefail
 want=(build-essential cmake ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo libopenblas-dev)
 if [ "${1:-build}" = "test" ]; then
   want+=(libcmocka-dev oclgrind pkg-config)
+  want+=(openmpi-bin libopenmpi-dev)
 fi
 
 missing=()
