@@ -46,6 +46,7 @@ if(FLASHCL_BUILD_TESTS)
   add_executable(test_mpi tests/test_mpi.c)
   target_link_libraries(test_mpi PRIVATE flashcl_mpi_static fcl_test_support)
   target_compile_options(test_mpi PRIVATE ${FCL_WARNINGS})
+  set_target_properties(test_mpi PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/tests")
   # Open MPI's settings as environment variables (other MPIs ignore them):
   # more ranks than cores, root allowed (CI runs as root), shared memory and
   # loopback only, no warnings about the missing fast networks.
@@ -70,6 +71,7 @@ if(FLASHCL_BUILD_BENCH)
   target_include_directories(flashcl-bench-mpi PRIVATE "${PROJECT_BINARY_DIR}/generated/bench")
   target_link_libraries(flashcl-bench-mpi PRIVATE flashcl_mpi_static m)
   target_compile_options(flashcl-bench-mpi PRIVATE ${FCL_WARNINGS})
+  set_target_properties(flashcl-bench-mpi PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/bench")
 endif()
 
 # ---- install: component `mpi` of the CMake package, pkg-config flashcl-mpi --

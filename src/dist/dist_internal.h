@@ -40,6 +40,13 @@ size_t dist_max_rows(const fcl_mpi_desc *d, int ranks);
 
 /* ---- the handle (mpi_context.c) ------------------------------------------ */
 
+/* combine.cl's work-group as this part builds it: 64 columns of a row, one
+ * work-item each, summing its column over the (two) parts alone: the
+ * default, 8 work-items a column for many split-KV parts, wastes 6 of 8 on
+ * two parts (and costs 0.25 s a merge of 4096 rows under PoCL, whose
+ * work-groups run their work-items in loops cut at each barrier). */
+enum { DIST_COMBINE_COLS = 64, DIST_COMBINE_SLICES = 1 };
+
 /* Kernels of one program: common.cl + combine.cl + dist.cl for one dtype. */
 typedef struct dist_kernels {
     cl_program program;

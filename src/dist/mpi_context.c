@@ -146,8 +146,10 @@ static fcl_status build_kernels(fcl_mpi *m, fcl_dtype dt, dist_kernels *k)
     k->program = clCreateProgramWithSource(cl_ctx, 3, sources, NULL, &err);
     if (err != CL_SUCCESS)
         return err;
-    char options[64];
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -DFCL_DTYPE=%d", (int)dt);
+    char options[128];
+    snprintf(options, sizeof options,
+             "-cl-std=CL1.2 -DFCL_DTYPE=%d -DFCL_COMBINE_COLS=%d -DFCL_COMBINE_SLICES=%d", (int)dt,
+             DIST_COMBINE_COLS, DIST_COMBINE_SLICES);
     err = clBuildProgram(k->program, 1, &dev, options, NULL, NULL);
     if (err == CL_BUILD_PROGRAM_FAILURE)
         return FCL_ERROR_BUILD_FAILED;

@@ -137,9 +137,7 @@ fcl_status dist_store(fcl_mpi *m, const dist_kernels *k, const dist_shape *sh, s
     return launch(m, k->store, a, 11, sh->d->head_dim, sh->d->batch * heads * n, NULL);
 }
 
-/* combine.cl's work-group: 32 columns of a row, summed over 8 slices of
- * the parts (its FCL_COMBINE_COLS and FCL_COMBINE_SLICES). */
-enum { COMBINE_COLS = 32, COMBINE_WG = 256 };
+enum { COMBINE_COLS = DIST_COMBINE_COLS, COMBINE_WG = DIST_COMBINE_COLS * DIST_COMBINE_SLICES };
 
 fcl_status dist_combine(fcl_mpi *m, const dist_kernels *k, const dist_shape *sh, cl_mem parts,
                         cl_mem parts_lse, int num_parts, cl_mem out, const fcl_layout *ol,
