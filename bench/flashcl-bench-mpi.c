@@ -6,11 +6,13 @@
  *
  *   mpirun -np R flashcl-bench-mpi [--seqlens 131072,524288] [--heads 8]
  *       [--head-dim 128] [--dtype fp16] [--causal 1] [--sharding zigzag]
- *       [--reps 3] [--out FILE.csv]
+ *       [--reps 3] [--warmup first|each] [--out FILE.csv]
  *
  * B = 1.  Every rank draws its own shard's inputs (the numbers do not
  * matter to the time).  A call's time is the slowest rank's, after a
- * barrier; the median over the repetitions is reported, with the wait share
+ * barrier, after one unmeasured call of each kind (before the first N only
+ * by default: kernels and buffers do not depend on N beyond growing, and a
+ * 4M-token warm-up costs minutes); the median over the repetitions is reported, with the wait share
  * of the median call (the largest over ranks).  One rank is the plain
  * single-device call (fcl_attention_*_host), so R = 1 is the baseline of the
  * speed-up that bench/compare_mpi.py computes from the files of 1, 2, 4
@@ -119,6 +121,7 @@ int main(int argc, char **argv)
     size_t heads = 8, head_dim = 128;
     fcl_dtype dtype = FCL_DTYPE_FP16;
     int causal = 1, reps = 3;
+    int warmup_each = 0; /* 1: warm up before every N; 0: before the first (then -1) */
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (strcmp(k, "--seqlens") == 0) seqlens = v;
@@ -129,6 +132,7 @@ int main(int argc, char **argv)
         else if (strcmp(k, "--sharding") == 0) sharding = v;
         else if (strcmp(k, "--reps") == 0) reps = atoi(v);
         else if (strcmp(k, "--out") == 0) out_path = v;
+        else if (strcmp(k, "--warmup") == 0) warmup_each = strcmp(v, "each") == 0;
     }
     if (reps < 1 || reps > 32)
         reps = 3;
@@ -156,7 +160,7 @@ int main(int argc, char **argv)
                          "bwd_wait_share,fwd_tflops,bwd_tflops\n",
                     info.name, info.platform_name, info.driver_version, date, FCL_GIT_COMMIT, size);
     }
-    for (const char *p = seqlens; *p;) {
+    for (const char *p = seqlens; *p; warmup_each = warmup_each > 0 ? 1 : -1) {
         const size_t n = strtoul(p, NULL, 10);
         const char *comma = strchr(p, ',');
         p = comma ? comma + 1 : p + strlen(p);
@@ -176,10 +180,12 @@ int main(int argc, char **argv)
         }
         float *lse = malloc(sh.rows * heads * sizeof(float));
         sample fw[32], bw[32];
-        measure(m, 0, &d, a, lse); /* warm-up: kernels built, buffers grown */
+        if (warmup_each >= 0) /* warm-up: kernels built, buffers grown */
+            measure(m, 0, &d, a, lse);
         for (int r = 0; r < reps; ++r)
             fw[r] = measure(m, 0, &d, a, lse);
-        measure(m, 1, &d, a, lse);
+        if (warmup_each >= 0)
+            measure(m, 1, &d, a, lse);
         for (int r = 0; r < reps; ++r)
             bw[r] = measure(m, 1, &d, a, lse);
         qsort(fw, (size_t)reps, sizeof fw[0], cmp_sample);

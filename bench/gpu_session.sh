@@ -154,6 +154,32 @@ for step in $steps; do
         files="$files${files:+,}$OUT/cpu_t$t.csv"
       done
       python3 bench/compare_cpu.py "$OUT/cpu_t${threads##* }.csv" "$OUT/cpu-scaling" --scaling "$files" ;;
+    mpi)
+      # ring attention (flashcl_mpi) on 1, 2 and 4 GPUs of one host (kind nvidia-h200-x4),
+      # causal fp16 d 128, B 1, H 8: Open MPI's run-time carried in .carry/mpi (made here
+      # by bench/carry_mpi.sh, no packages there), one rank per GPU by local rank
+      C=$PWD/.carry/mpi
+      if [ ! -x "$C/usr/bin/mpirun.openmpi" ]; then echo "no $C: run bash bench/carry_mpi.sh first"; continue; fi
+      mpi_env=(env OPAL_PREFIX="$C/usr" PATH="$C/usr/bin:$PATH" NCCL_NVLS_ENABLE=0
+        LD_LIBRARY_PATH="$C/usr/lib/x86_64-linux-gnu/openmpi/lib:$C/usr/lib/x86_64-linux-gnu:$C/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH"
+        PMIX_MCA_mca_base_component_path="$C/usr/lib/x86_64-linux-gnu/pmix2/lib/pmix"
+        OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
+        OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_btl_base_warn_component_unused=0)
+      gpus=$(nvidia-smi -L | wc -l)
+      files=""
+      # (the 4M run measures once, after 128k has built the kernels)
+      for run in "1 131072,524288,1048576 3" "2 131072,524288,1048576 3" "4 131072,524288,1048576 3" \
+                 "4 131072,4194304 1"; do
+        read -r np seqlens reps <<< "$run"
+        [ "$np" -gt "$gpus" ] && continue
+        f="$OUT/mpi_np${np}_$(echo "$seqlens" | tr , _).csv"
+        "${mpi_env[@]}" timeout 590 mpirun.openmpi -np "$np" --bind-to none \
+          "$B/bench/flashcl-bench-mpi" --seqlens "$seqlens" --reps "$reps" --out "$f" 2>&1 \
+          | tee -a "$OUT/mpi.txt"
+        files="$files $f"
+      done
+      # shellcheck disable=SC2086  # the files are words
+      python3 bench/compare_mpi.py "$OUT/mpi-scaling" $files ;;
     *) echo "unknown step $step" ;;
   esac
 done
