@@ -74,7 +74,8 @@
  * rank the calls are exactly fcl_attention_forward_host/backward_host.
  *
  * Errors.  Every call here is collective over the communicator: every rank
- * must make it, with descriptors that agree (every field of fcl_mpi_desc).
+ * must make it, with descriptors that agree (every field of fcl_mpi_desc; a
+ * NULL desc counts as one of all zeros, so it disagrees with any other).
  * Before any work the ranks compare their descriptors and their own checks;
  * every rank then returns the same status: FCL_ERROR_RANKS_DISAGREE if the
  * descriptors differ, else the error of the lowest-numbered rank that found
@@ -230,7 +231,8 @@ typedef struct fcl_mpi_timing {
     double total_seconds;         /* the whole call, checks and copies included */
     double ring_seconds;          /* the ring steps */
     double wait_seconds;          /* of ring_seconds: waiting on messages */
-    int steps;                    /* ring steps (the number of ranks) */
+    int steps;                    /* ring steps: the number of ranks (0 with one rank,
+                                     whose call is the plain one) */
 } fcl_mpi_timing;
 
 /*! fcl_mpi_last_timing() :

@@ -15,6 +15,7 @@ typedef struct backward_buffers {
     cl_mem dq_out, dkv_out, acc_in_mem, acc_out_mem, staging;
     void *acc_in, *acc_out, *host_out;
     size_t dkv_elems;             /* of one of dK, dV as a row array: max_rows rows */
+    cl_event acc_ready;           /* acc_in's upload into dkv_in */
     dist_kv_ring kv;
 } backward_buffers;
 
@@ -92,8 +93,7 @@ static fcl_status backward_pass_on(fcl_mpi *m, const dist_shape *s, backward_buf
     if (t > 0) {
         dist_kernels *k32 = NULL;
         DIST_TRY(dist_kernels_for(m, FCL_DTYPE_FP32, &k32));
-        DIST_TRY(clEnqueueWriteBuffer(queue, b->dkv_in, CL_FALSE, 0, bytes, b->acc_in, 0, NULL,
-                                      NULL));
+        DIST_TRY(dist_after_upload(m, &b->acc_ready));
         /* both halves (dK, dV) as one row array of 2 * batch entries */
         fcl_layout all = fcl_layout_contiguous(FCL_LAYOUT_BHSD, d->heads_kv, s->max_rows, d->head_dim);
         dist_shape twice = *s;
@@ -186,18 +186,27 @@ fcl_status fcl_mpi_attention_backward_host(fcl_mpi *m, const fcl_mpi_desc *desc,
         if (t > 0 && sent == FCL_OK) /* the previous step's sum on, this one's in */
             sent = dist_post(m, &msg, b.acc_out, b.acc_in, acc_bytes, acc_bytes, TAG_DKV);
         if (st == FCL_OK)
+            st = dist_after_upload(m, &b.kv.ready); /* this step's shard is in */
+        if (st == FCL_OK)
             st = backward_step(m, &s, &b, t);
-        const fcl_status waited = dist_finish_step(m, &msg, st == FCL_OK);
+        /* while the device computes: the next shard, and the sum that came
+         * with this one, to the device */
+        dist_upload up[DIST_MAX_UPLOADS];
+        int n = dist_kv_upload(&s, &b.kv, t, &up[0]);
+        if (t > 0)
+            up[n++] = (dist_upload){b.dkv_in, b.acc_in, acc_bytes, &b.acc_ready};
+        const fcl_status waited = dist_finish_step(m, &msg, st == FCL_OK, up, n);
         st = st != FCL_OK ? st : sent != FCL_OK ? sent : waited;
         if (st == FCL_OK)
             st = backward_pass_on(m, &s, &b, t);
-        if (st == FCL_OK)
-            st = dist_kv_advance(m, &s, &b.kv, t);
     }
+    dist_kv_end(m, &b.kv);
+    if (b.acc_ready != NULL)
+        clReleaseEvent(b.acc_ready);
     /* The last sums go home: shard rank + 1's to the next rank, ours from the previous. */
     dist_messages msg = {.count = 0};
     const fcl_status sent = dist_post(m, &msg, b.acc_out, b.acc_in, acc_bytes, acc_bytes, TAG_DKV);
-    const fcl_status waited = dist_finish_step(m, &msg, 0);
+    const fcl_status waited = dist_finish_step(m, &msg, 0, NULL, 0);
     st = st != FCL_OK ? st : sent != FCL_OK ? sent : waited;
     m->timing.ring_seconds = dist_now() - ring_start;
     m->timing.steps = m->size;

@@ -75,6 +75,7 @@ struct fcl_mpi {
     int rank, size, local_rank;
     fcl_context *ctx;
     int owns_ctx;
+    cl_command_queue copy_queue;  /* uploads that overlap the context queue's work */
     dist_kernels kernels[3];      /* by dtype; fp32 also sums partials */
     dist_buffer buffers[DIST_SLOTS];
     fcl_mpi_timing timing;
@@ -170,10 +171,26 @@ typedef struct dist_messages {
 } dist_messages;
 fcl_status dist_post(fcl_mpi *m, dist_messages *msg, void *send, void *recv, size_t send_bytes,
                      size_t recv_bytes, int tag);
-/* Waits for the step's device work (a marker after it) and its messages;
- * adds to timing.wait_seconds the time spent on messages after the device
- * was done.  Returns the device's or MPI's failure. */
-fcl_status dist_finish_step(fcl_mpi *m, dist_messages *msg, int device_ok);
+/* Host memory to copy to the device as soon as a step's messages are in
+ * (while the device still computes), on the copy queue; `done` receives
+ * the copy's event.  The device buffer must be free by then. */
+typedef struct dist_upload {
+    cl_mem dst;
+    const void *src;
+    size_t bytes;
+    cl_event *done;
+} dist_upload;
+enum { DIST_MAX_UPLOADS = 2 };
+
+/* Waits for the step's device work (a marker after it) and its messages,
+ * starting `uploads` (n of them, none unless device_ok) once the messages
+ * are in; adds to timing.wait_seconds the time spent on messages after the
+ * device was done.  Returns the device's, OpenCL's or MPI's failure. */
+fcl_status dist_finish_step(fcl_mpi *m, dist_messages *msg, int device_ok,
+                            const dist_upload *uploads, int n);
+/* Makes the context's queue wait for an upload's event (and releases it);
+ * nothing when *done is NULL. */
+fcl_status dist_after_upload(fcl_mpi *m, cl_event *done);
 
 double dist_now(void);
 
@@ -184,6 +201,7 @@ typedef struct dist_kv_ring {
     cl_mem dev[2];
     cl_mem staging[2];
     void *host[2];
+    cl_event ready;               /* the next shard's upload, NULL when done */
 } dist_kv_ring;
 
 int dist_source(const dist_shape *s, int t);
@@ -196,7 +214,10 @@ fcl_status dist_kv_load(fcl_mpi *m, const dist_shape *s, dist_kv_ring *kv, const
  * the previous one (none at the last step). */
 fcl_status dist_kv_post(fcl_mpi *m, const dist_shape *s, dist_kv_ring *kv, int t,
                         dist_messages *msg);
-/* After step t's messages: step t+1's shard to the device. */
-fcl_status dist_kv_advance(fcl_mpi *m, const dist_shape *s, dist_kv_ring *kv, int t);
+/* The upload of step t+1's shard once step t's messages are in (n = 0 at
+ * the last step); the next step starts with dist_after_upload(&kv->ready). */
+int dist_kv_upload(const dist_shape *s, dist_kv_ring *kv, int t, dist_upload *up);
+/* After the ring: the copy queue drained, a pending upload's event released. */
+void dist_kv_end(fcl_mpi *m, dist_kv_ring *kv);
 
 #endif

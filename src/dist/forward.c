@@ -137,12 +137,15 @@ fcl_status fcl_mpi_attention_forward_host(fcl_mpi *m, const fcl_mpi_desc *desc, 
         dist_messages msg = {.count = 0};
         fcl_status sent = dist_kv_post(m, &s, &b.kv, t, &msg);
         if (st == FCL_OK)
-            st = forward_step(m, &s, &b, t, &cur);
-        const fcl_status waited = dist_finish_step(m, &msg, st == FCL_OK);
-        st = st != FCL_OK ? st : sent != FCL_OK ? sent : waited;
+            st = dist_after_upload(m, &b.kv.ready); /* this step's shard is in */
         if (st == FCL_OK)
-            st = dist_kv_advance(m, &s, &b.kv, t);
+            st = forward_step(m, &s, &b, t, &cur);
+        dist_upload up[DIST_MAX_UPLOADS];
+        const int n = dist_kv_upload(&s, &b.kv, t, &up[0]);
+        const fcl_status waited = dist_finish_step(m, &msg, st == FCL_OK, up, n);
+        st = st != FCL_OK ? st : sent != FCL_OK ? sent : waited;
     }
+    dist_kv_end(m, &b.kv);
     m->timing.ring_seconds = dist_now() - ring_start;
     m->timing.steps = m->size;
     if (st == FCL_OK)

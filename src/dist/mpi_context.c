@@ -115,6 +115,8 @@ void fcl_mpi_destroy(fcl_mpi *m)
     if (m == NULL)
         return;
     dist_buffers_free(m);
+    if (m->copy_queue != NULL)
+        clReleaseCommandQueue(m->copy_queue);
     for (int i = 0; i < 3; ++i)
         kernels_free(&m->kernels[i]);
     if (m->owns_ctx)

@@ -202,10 +202,31 @@ fcl_status dist_post(fcl_mpi *m, dist_messages *msg, void *send, void *recv, siz
     return post_pieces(m, msg, send, send_bytes, next, tag, 1);
 }
 
+static fcl_status start_uploads(fcl_mpi *m, const dist_upload *up, int n)
+{
+    for (int i = 0; i < n; ++i)
+        DIST_TRY(clEnqueueWriteBuffer(m->copy_queue, up[i].dst, CL_FALSE, 0, up[i].bytes, up[i].src,
+                                      0, NULL, up[i].done));
+    return n > 0 ? clFlush(m->copy_queue) : FCL_OK;
+}
+
+fcl_status dist_after_upload(fcl_mpi *m, cl_event *done)
+{
+    if (*done == NULL)
+        return FCL_OK;
+    const fcl_status st =
+        clEnqueueMarkerWithWaitList(fcl_context_cl_queue(m->ctx), 1, done, NULL);
+    clReleaseEvent(*done);
+    *done = NULL;
+    return st;
+}
+
 /* Polls the messages (MPI progresses them only inside its calls) and the
- * device's marker until both are done; the time between the device's end
- * and the messages' is the step's wait. */
-fcl_status dist_finish_step(fcl_mpi *m, dist_messages *msg, int device_ok)
+ * device's marker until both are done, starting the uploads as soon as the
+ * messages are in; the time between the device's end and the messages' is
+ * the step's wait. */
+fcl_status dist_finish_step(fcl_mpi *m, dist_messages *msg, int device_ok,
+                            const dist_upload *uploads, int n)
 {
     cl_event marker = NULL;
     fcl_status st = FCL_OK;
@@ -215,51 +236,44 @@ fcl_status dist_finish_step(fcl_mpi *m, dist_messages *msg, int device_ok)
         st = clFlush(fcl_context_cl_queue(m->ctx));
     int device_done = marker == NULL, messages_done = msg->count == 0;
     double device_end = dist_now();
-    while (!device_done || !messages_done) {
-        if (!messages_done) {
-            if (device_done) { /* nothing else to watch: block in MPI */
-                if (MPI_Waitall(msg->count, msg->req, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
-                    st = st != FCL_OK ? st : FCL_ERROR_MPI;
-                messages_done = 1;
-                break;
-            }
-            int flag = 0;
-            if (MPI_Testall(msg->count, msg->req, &flag, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
-                st = st != FCL_OK ? st : FCL_ERROR_MPI;
-                flag = 1;
-            }
-            messages_done = flag;
+    while (!messages_done) {
+        if (device_done) { /* nothing else to watch: block in MPI */
+            if (MPI_Waitall(msg->count, msg->req, MPI_STATUSES_IGNORE) != MPI_SUCCESS && st == FCL_OK)
+                st = FCL_ERROR_MPI;
+            break;
         }
-        if (!device_done) {
-            if (messages_done) {
-                cl_int err = clWaitForEvents(1, &marker);
-                if (err != CL_SUCCESS && st == FCL_OK)
-                    st = err;
-                device_done = 1;
-                device_end = dist_now();
-                break;
-            }
-            cl_int status = CL_QUEUED;
-            cl_int err = clGetEventInfo(marker, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status,
-                                        &status, NULL);
-            if (err != CL_SUCCESS || status <= CL_COMPLETE) {
-                if (st == FCL_OK)
-                    st = err != CL_SUCCESS ? err : status < 0 ? status : FCL_OK;
-                device_done = 1;
-                device_end = dist_now();
-            }
+        int flag = 0;
+        if (MPI_Testall(msg->count, msg->req, &flag, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
+            st = st != FCL_OK ? st : FCL_ERROR_MPI;
+            flag = 1;
         }
-        if (!device_done && !messages_done) {
-            const struct timespec pause = {0, 20000}; /* 20 us: leave the cores to the device */
-            nanosleep(&pause, NULL);
+        if (flag)
+            break;
+        cl_int status = CL_QUEUED;
+        cl_int err = clGetEventInfo(marker, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status,
+                                    &status, NULL);
+        if (err != CL_SUCCESS || status <= CL_COMPLETE) {
+            if (st == FCL_OK)
+                st = err != CL_SUCCESS ? err : status < 0 ? status : FCL_OK;
+            device_done = 1;
+            device_end = dist_now();
+            continue;
         }
+        const struct timespec pause = {0, 20000}; /* 20 us: leave the cores to the device */
+        nanosleep(&pause, NULL);
     }
-    const double end = dist_now();
-    if (msg->count > 0 && end > device_end)
-        m->timing.wait_seconds += end - device_end;
+    const double messages_end = dist_now();
+    if (msg->count > 0 && messages_end > device_end && device_done)
+        m->timing.wait_seconds += messages_end - device_end;
     msg->count = 0;
-    if (marker != NULL)
+    if (st == FCL_OK && device_ok)
+        st = start_uploads(m, uploads, n);
+    if (marker != NULL) {
+        cl_int err = clWaitForEvents(1, &marker);
+        if (err != CL_SUCCESS && st == FCL_OK)
+            st = err;
         clReleaseEvent(marker);
+    }
     return st;
 }
 
@@ -277,6 +291,15 @@ static size_t kv_bytes(const dist_shape *s, int source)
 
 fcl_status dist_kv_begin(fcl_mpi *m, const dist_shape *s, dist_kv_ring *kv)
 {
+    if (m->copy_queue == NULL) {
+        cl_int err = CL_SUCCESS;
+        m->copy_queue = clCreateCommandQueue(fcl_context_cl_context(m->ctx),
+                                             fcl_context_cl_device(m->ctx), 0, &err);
+        if (err != CL_SUCCESS) {
+            m->copy_queue = NULL;
+            return err;
+        }
+    }
     const size_t most = 2 * dist_kv_elems(s, s->max_rows) * s->elem;
     DIST_TRY(dist_buffer_get(m, SLOT_KV0, most, &kv->dev[0]));
     DIST_TRY(dist_buffer_get(m, SLOT_KV1, most, &kv->dev[1]));
@@ -304,11 +327,20 @@ fcl_status dist_kv_post(fcl_mpi *m, const dist_shape *s, dist_kv_ring *kv, int t
                      kv_bytes(s, dist_source(s, t)), kv_bytes(s, dist_source(s, t + 1)), TAG_KV);
 }
 
-fcl_status dist_kv_advance(fcl_mpi *m, const dist_shape *s, dist_kv_ring *kv, int t)
+void dist_kv_end(fcl_mpi *m, dist_kv_ring *kv)
+{
+    if (m->copy_queue != NULL)
+        clFinish(m->copy_queue);
+    if (kv->ready != NULL)
+        clReleaseEvent(kv->ready);
+    kv->ready = NULL;
+}
+
+int dist_kv_upload(const dist_shape *s, dist_kv_ring *kv, int t, dist_upload *up)
 {
     if (t + 1 >= s->ranks)
-        return FCL_OK;
-    const int n = (t + 1) % 2;
-    return clEnqueueWriteBuffer(fcl_context_cl_queue(m->ctx), kv->dev[n], CL_FALSE, 0,
-                                kv_bytes(s, dist_source(s, t + 1)), kv->host[n], 0, NULL, NULL);
+        return 0;
+    const int n = (t + 1) % 2; /* its last reader, step t - 1, has finished */
+    *up = (dist_upload){kv->dev[n], kv->host[n], kv_bytes(s, dist_source(s, t + 1)), &kv->ready};
+    return 1;
 }
