@@ -198,13 +198,21 @@ FCL_API int fcl_mpi_local_rank(const fcl_mpi *m);
  * Collective.  O and LSE of this rank's shard (see above) from host arrays
  * of this rank's shard of Q, K, V.  lse may be NULL (not written).
  * @return the same status on every rank: FCL_OK; FCL_ERROR_RANKS_DISAGREE;
- *         FCL_ERROR_NULL_ARGUMENT (m, desc, q, k, v or o NULL);
- *         FCL_ERROR_INVALID_VALUE (causal not 0/1, unknown sharding or
- *         layout, softmax_scale not finite or < 0); FCL_ERROR_INVALID_SHAPE
- *         (a size 0, seqlen < C, or sizes too large); the statuses of
- *         fcl_attention_forward for the same sizes
+ *         else the first error of the lowest-numbered rank that has one, its
+ *         checks made in this order:
+ *         FCL_ERROR_NULL_ARGUMENT (desc, q, k, v or o NULL);
+ *         FCL_ERROR_INVALID_VALUE (causal not 0/1, layout unknown,
+ *         softmax_scale not finite); FCL_ERROR_INVALID_SHAPE (batch, heads_q,
+ *         heads_kv or head_dim 0); FCL_ERROR_INVALID_VALUE (sharding
+ *         unknown); FCL_ERROR_INVALID_SHAPE (seqlen < C);
+ *         FCL_ERROR_DTYPE_UNSUPPORTED (dtype unknown); then the statuses
+ *         fcl_attention_forward (and, for the backward, fcl_attention_backward)
+ *         gives for this rank's whole shard against the longest shard
  *         (FCL_ERROR_HEAD_DIM_UNSUPPORTED, FCL_ERROR_HEADS_NOT_DIVISIBLE,
- *         FCL_ERROR_DTYPE_UNSUPPORTED, OpenCL errors ...); FCL_ERROR_MPI.
+ *         FCL_ERROR_INVALID_SHAPE for sizes too large, OpenCL errors, ...);
+ *         errors of device memory; during the ring an OpenCL error or
+ *         FCL_ERROR_MPI.  m NULL: FCL_ERROR_NULL_ARGUMENT at once on that
+ *         rank (there is no communicator to tell the others).
  *         On error no rank's outputs were written. */
 FCL_API fcl_status fcl_mpi_attention_forward_host(fcl_mpi *m, const fcl_mpi_desc *desc,
                                                   const void *q, const void *k, const void *v,
@@ -214,8 +222,9 @@ FCL_API fcl_status fcl_mpi_attention_forward_host(fcl_mpi *m, const fcl_mpi_desc
  * Collective.  dQ, dK, dV of this rank's shard from its shard of Q, K, V, the
  * forward's O and LSE (as fcl_mpi_attention_forward_host wrote them: the
  * whole sequence's, not a per-shard result) and dO.
- * @return as the forward; FCL_ERROR_MISSING_LSE when lse is NULL;
- *         FCL_ERROR_NULL_ARGUMENT for any other NULL array.  On error no
+ * @return as the forward: first FCL_ERROR_NULL_ARGUMENT for a NULL desc,
+ *         q, k, v, o, dout, dq, dk or dv, then FCL_ERROR_MISSING_LSE when lse
+ *         is NULL, then the forward's other checks in its order.  On error no
  *         rank's outputs were written. */
 FCL_API fcl_status fcl_mpi_attention_backward_host(fcl_mpi *m, const fcl_mpi_desc *desc,
                                                    const void *q, const void *k, const void *v,

@@ -14,7 +14,7 @@ fcl_status dist_check_desc(const fcl_mpi_desc *d, int ranks)
         return FCL_ERROR_INVALID_VALUE;
     if (d->layout != FCL_LAYOUT_BSHD && d->layout != FCL_LAYOUT_BHSD)
         return FCL_ERROR_INVALID_VALUE;
-    if (!isfinite(d->softmax_scale) || d->softmax_scale < 0.0f)
+    if (!isfinite(d->softmax_scale))
         return FCL_ERROR_INVALID_VALUE;
     if (d->batch == 0 || d->heads_q == 0 || d->heads_kv == 0 || d->head_dim == 0)
         return FCL_ERROR_INVALID_SHAPE;
