@@ -166,6 +166,13 @@ for step in $steps; do
         OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
         OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_btl_base_warn_component_unused=0)
       gpus=$(nvidia-smi -L | wc -l)
+      # first the tests, on 2 and 4 GPUs (tensor cores, real devices)
+      for np in 2 4; do
+        [ "$np" -gt "$gpus" ] && continue
+        "${mpi_env[@]}" timeout 400 mpirun.openmpi -np "$np" --bind-to none "$B/tests/test_mpi" \
+          > "$OUT/test_mpi_np$np.log" 2>&1
+        echo "test_mpi -np $np: rc=$?"; grep -E "test_mpi:|FAIL" "$OUT/test_mpi_np$np.log" | head -20
+      done
       files=""
       # (the 4M run measures once, after 128k has built the kernels)
       for run in "1 131072,524288,1048576 3" "2 131072,524288,1048576 3" "4 131072,524288,1048576 3" \
