@@ -173,7 +173,13 @@ typedef struct fcl_mpi fcl_mpi;
  * l % (number of GPUs) in fcl_list_devices() order; without GPUs (or with
  * FLASHCL_DEVICE set, or opts' device indices set) the device is the one
  * fcl_context_create(opts) picks.  With ctx != NULL that context is used (and
- * not destroyed by fcl_mpi_destroy); opts is then ignored.
+ * not destroyed by fcl_mpi_destroy; it must outlive the handle); opts is
+ * then ignored.  The handle keeps device buffers and mapped host buffers
+ * for the messages between calls (grown to the largest call so far; with
+ * fp16/bf16 and heads_q = heads_kv up to about 25 times the bytes of the
+ * rank's Q shard on the device and 15 times in host memory, the sums being
+ * fp32) and a second command queue on the context's device for
+ * copies, until fcl_mpi_destroy.
  * MPI must be initialised.  Every rank returns the same status.
  * @return FCL_OK and *out; else *out is NULL: FCL_ERROR_NULL_ARGUMENT (out),
  *         FCL_ERROR_MPI (MPI not initialised, or an MPI call failed), an

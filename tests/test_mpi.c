@@ -451,6 +451,22 @@ int main(int argc, char **argv)
                 run_bad_call(&bad[i]);
         /* the ranks still work together after the errors */
         run_case(&cases[quick ? 1 : 0], 0);
+        /* a handle on the caller's context: used, and left alive by destroy */
+        fcl_mpi *own = g_m, *other = NULL;
+        st = fcl_mpi_create(MPI_COMM_WORLD, fcl_mpi_context(own), NULL, &other);
+        EXPECT(st == FCL_OK && fcl_mpi_context(other) == fcl_mpi_context(own) &&
+                   fcl_mpi_local_rank(other) == fcl_mpi_local_rank(own) &&
+                   fcl_mpi_local_rank(own) >= 0 && fcl_mpi_local_rank(own) < g_size,
+               "fcl_mpi_create on a given context: %s", fcl_status_string(st));
+        if (st == FCL_OK && !quick) {
+            g_m = other;
+            run_case(&cases[4], 0);
+            g_m = own;
+            fcl_mpi_destroy(other);
+            run_case(&cases[4], 0);
+        } else {
+            fcl_mpi_destroy(other);
+        }
     }
     fcl_mpi_destroy(g_m);
     int failures = 0, checks = 0;
