@@ -5,7 +5,7 @@
 # in $OUT.  Usage: bash bench/gpu_session.sh [steps...]  (default: info tests bench)
 # Expects a build folder made on a compatible x86-64 machine (BUILD, default
 # build) and cmocka's shared library in .carry/lib (no packages can be
-# installed there).
+# installed there); step mpi also Open MPI in .carry/mpi (bench/carry_mpi.sh).
 set -u
 OUT=${OUT:-/tmp/flashcl-out}
 B=${BUILD:-build}
