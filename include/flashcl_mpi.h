@@ -211,7 +211,7 @@ FCL_API int fcl_mpi_local_rank(const fcl_mpi *m);
  *         softmax_scale not finite); FCL_ERROR_INVALID_SHAPE (batch, heads_q,
  *         heads_kv or head_dim 0); FCL_ERROR_INVALID_VALUE (sharding
  *         unknown); FCL_ERROR_INVALID_SHAPE (seqlen < C);
- *         FCL_ERROR_DTYPE_UNSUPPORTED (dtype unknown); then the statuses
+ *         FCL_ERROR_DTYPE_UNSUPPORTED (dtype not fp32, fp16 or bf16); then the statuses
  *         fcl_attention_forward (and, for the backward, fcl_attention_backward)
  *         gives for this rank's whole shard against the longest shard
  *         (FCL_ERROR_HEAD_DIM_UNSUPPORTED, FCL_ERROR_HEADS_NOT_DIVISIBLE,

@@ -334,6 +334,7 @@ static void head_dim_300(fcl_mpi_desc *d, const void **q, const float **lse) { (
 static void heads_3_2(fcl_mpi_desc *d, const void **q, const float **lse) { (void)q, (void)lse, d->heads_q = 3, d->heads_kv = 2; }
 static void too_short(fcl_mpi_desc *d, const void **q, const float **lse) { (void)q, (void)lse, d->seqlen = 2 * (size_t)g_size - 1; }
 static void bad_flag(fcl_mpi_desc *d, const void **q, const float **lse) { (void)q, (void)lse, d->causal = 2; }
+static void bad_dtype(fcl_mpi_desc *d, const void **q, const float **lse) { (void)q, (void)lse, d->dtype = (fcl_dtype)7; }
 
 static void run_bad_call(const bad_call *bc)
 {
@@ -445,6 +446,7 @@ int main(int argc, char **argv)
             {"heads 3 over 2 everywhere", -1, 1, FCL_ERROR_HEADS_NOT_DIVISIBLE, heads_3_2},
             {"fewer positions than chunks", -1, 0, FCL_ERROR_INVALID_SHAPE, too_short},
             {"causal = 2 everywhere", -1, 0, FCL_ERROR_INVALID_VALUE, bad_flag},
+            {"an unknown dtype everywhere", -1, 1, FCL_ERROR_DTYPE_UNSUPPORTED, bad_dtype},
         };
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i)
             if (bad[i].want != FCL_OK)

@@ -19,9 +19,11 @@ fcl_status dist_shape_make(const fcl_mpi_desc *d, int ranks, int rank, dist_shap
     s->rank = rank;
     s->rows = sh.rows;
     s->max_rows = dist_max_rows(d, ranks);
-    s->elem = fcl_dtype_size(d->dtype);
-    if (s->elem == 0)
+    /* the ring's sums are written back in the storage type, so it must be
+     * one flashcl's calls also write: not an input-only type */
+    if (d->dtype != FCL_DTYPE_FP32 && d->dtype != FCL_DTYPE_FP16 && d->dtype != FCL_DTYPE_BF16)
         return FCL_ERROR_DTYPE_UNSUPPORTED;
+    s->elem = fcl_dtype_size(d->dtype);
     /* Sizes that the flashcl call for the whole local problem accepts
      * (checked before the ring) fit size_t; these are no larger. */
     s->q_elems = d->batch * s->rows * d->heads_q * d->head_dim;
