@@ -124,36 +124,6 @@ for step in $steps; do
           --rows 1 --pages 0,16 --prefill-seqlens "" --reps 20 --inner 10 $order \
           --out "$OUT/decode_pages${order:+_sequential}.csv" 2>&1 | tee -a "$OUT/decode_pages.txt"
       done ;;
-    startup)
-      # a new process's first call: kernels built cold, loaded from the disk cache, built
-      timeout 500 "$B/bench/flashcl-bench-startup" --reps "${STARTUP_REPS:-3}" --out "$OUT/startup.csv" 2>&1 \
-        | tee "$OUT/startup.txt" ;;
-    cpu)
-      # the machine's CPU through PoCL: flashcl beside OpenBLAS (libopenblas.so.0 and its
-      # Fortran run-time carried in .carry/lib) and PyTorch's CPU SDPA, same shapes
-      dev=$("$B/tools/flashcl-info" --no-probe 2>/dev/null | awk '/^Device/ && /pthread|cpu|CPU/ {print $2; exit}')
-      echo "CPU device: ${dev:-none}" | tee "$OUT/cpu.txt"
-      nproc | tee -a "$OUT/cpu.txt"
-      FLASHCL_DEVICE=$dev timeout 430 "$B/bench/flashcl-bench-cpu" --reps 3 --out "$OUT/cpu.csv" 2>&1 \
-        | tee -a "$OUT/cpu.txt"
-      timeout 150 python3 bench/sdpa_cpu.py --csv "$OUT/cpu_sdpa.csv" 2>&1 | tee -a "$OUT/cpu.txt"
-      python3 bench/compare_cpu.py "$OUT/cpu.csv" "$OUT/cpu-vs-openblas-pytorch" \
-        --torch "$OUT/cpu_sdpa.csv" ;;
-    cpu-scaling)
-      # the same cores on 1, 2, 4, 8, 16 threads: PoCL (both its variables, for PoCL 3 and
-      # 4+), OpenBLAS and PyTorch
-      dev=$("$B/tools/flashcl-info" --no-probe 2>/dev/null | awk '/^Device/ && /pthread|cpu|CPU/ {print $2; exit}')
-      files=""
-      threads=${THREADS:-1 2 4 8 16}
-      for t in $threads; do
-        POCL_MAX_PTHREAD_COUNT=$t POCL_CPU_MAX_CU_NUM=$t OPENBLAS_NUM_THREADS=$t FLASHCL_DEVICE=$dev \
-          timeout $((40 + 120 / t)) "$B/bench/flashcl-bench-cpu" --quick --no-decode --reps "${SCALING_REPS:-2}" \
-          --out "$OUT/cpu_t$t.csv" 2>&1 | tee -a "$OUT/cpu_scaling.txt"
-        timeout 40 python3 bench/sdpa_cpu.py --threads "$t" --head-dims 128 --seqlens 1024,4096 \
-          --decode-seqlens "" --csv "$OUT/cpu_sdpa_t$t.csv" 2>&1 | tee -a "$OUT/cpu_scaling.txt"
-        files="$files${files:+,}$OUT/cpu_t$t.csv"
-      done
-      python3 bench/compare_cpu.py "$OUT/cpu_t${threads##* }.csv" "$OUT/cpu-scaling" --scaling "$files" ;;
     mpi)
       # ring attention (flashcl_mpi) on 1, 2 and 4 GPUs of one host (kind nvidia-h200-x4),
       # causal fp16 d 128, B 1, H 8: Open MPI's run-time carried in .carry/mpi (made here
@@ -187,6 +157,36 @@ for step in $steps; do
       done
       # shellcheck disable=SC2086  # the files are words
       python3 bench/compare_mpi.py "$OUT/mpi-scaling" $files ;;
+    startup)
+      # a new process's first call: kernels built cold, loaded from the disk cache, built
+      timeout 500 "$B/bench/flashcl-bench-startup" --reps "${STARTUP_REPS:-3}" --out "$OUT/startup.csv" 2>&1 \
+        | tee "$OUT/startup.txt" ;;
+    cpu)
+      # the machine's CPU through PoCL: flashcl beside OpenBLAS (libopenblas.so.0 and its
+      # Fortran run-time carried in .carry/lib) and PyTorch's CPU SDPA, same shapes
+      dev=$("$B/tools/flashcl-info" --no-probe 2>/dev/null | awk '/^Device/ && /pthread|cpu|CPU/ {print $2; exit}')
+      echo "CPU device: ${dev:-none}" | tee "$OUT/cpu.txt"
+      nproc | tee -a "$OUT/cpu.txt"
+      FLASHCL_DEVICE=$dev timeout 430 "$B/bench/flashcl-bench-cpu" --reps 3 --out "$OUT/cpu.csv" 2>&1 \
+        | tee -a "$OUT/cpu.txt"
+      timeout 150 python3 bench/sdpa_cpu.py --csv "$OUT/cpu_sdpa.csv" 2>&1 | tee -a "$OUT/cpu.txt"
+      python3 bench/compare_cpu.py "$OUT/cpu.csv" "$OUT/cpu-vs-openblas-pytorch" \
+        --torch "$OUT/cpu_sdpa.csv" ;;
+    cpu-scaling)
+      # the same cores on 1, 2, 4, 8, 16 threads: PoCL (both its variables, for PoCL 3 and
+      # 4+), OpenBLAS and PyTorch
+      dev=$("$B/tools/flashcl-info" --no-probe 2>/dev/null | awk '/^Device/ && /pthread|cpu|CPU/ {print $2; exit}')
+      files=""
+      threads=${THREADS:-1 2 4 8 16}
+      for t in $threads; do
+        POCL_MAX_PTHREAD_COUNT=$t POCL_CPU_MAX_CU_NUM=$t OPENBLAS_NUM_THREADS=$t FLASHCL_DEVICE=$dev \
+          timeout $((40 + 120 / t)) "$B/bench/flashcl-bench-cpu" --quick --no-decode --reps "${SCALING_REPS:-2}" \
+          --out "$OUT/cpu_t$t.csv" 2>&1 | tee -a "$OUT/cpu_scaling.txt"
+        timeout 40 python3 bench/sdpa_cpu.py --threads "$t" --head-dims 128 --seqlens 1024,4096 \
+          --decode-seqlens "" --csv "$OUT/cpu_sdpa_t$t.csv" 2>&1 | tee -a "$OUT/cpu_scaling.txt"
+        files="$files${files:+,}$OUT/cpu_t$t.csv"
+      done
+      python3 bench/compare_cpu.py "$OUT/cpu_t${threads##* }.csv" "$OUT/cpu-scaling" --scaling "$files" ;;
     *) echo "unknown step $step" ;;
   esac
 done

@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # deps.sh - installs the Debian packages flashcl needs, only those missing.
 #   tools/deps.sh build   compiler, CMake, OpenCL headers and ICD loader, PoCL
-#   tools/deps.sh test    the above plus cmocka, Oclgrind and pkg-config (the
-#                         package test builds a consumer with it), and Open MPI
-#                         (flashcl_mpi and its tests under mpirun)
+#   tools/deps.sh test    the above plus cmocka, Oclgrind, Open MPI and pkg-config (the
+#                         package test builds a consumer with it)
 # Runs apt-get as root (directly, or through sudo when available).
 set -euo pipefail
 
@@ -11,8 +10,7 @@ set -euo pipefail
 # into the library
 want=(build-essential cmake ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo libopenblas-dev)
 if [ "${1:-build}" = "test" ]; then
-  want+=(libcmocka-dev oclgrind pkg-config)
-  want+=(openmpi-bin libopenmpi-dev)
+  want+=(libcmocka-dev oclgrind pkg-config openmpi-bin libopenmpi-dev)
 fi
 
 missing=()
