@@ -11,11 +11,12 @@
 enum { TAG_DKV = 2 };
 
 typedef struct backward_buffers {
-    cl_mem q, o, dout, lse, call_lse, dq_part, dk_part, dv_part, dq_acc, dkv_step, dkv_in;
+    cl_mem q, o, dout, lse, call_lse, dq_part, dk_part, dv_part, dq_acc, dkv_step[2], dkv_in;
     cl_mem dq_out, dkv_out, acc_in_mem, acc_out_mem, staging;
     void *acc_in, *acc_out, *host_out;
     size_t dkv_elems;             /* of one of dK, dV as a row array: max_rows rows */
     cl_event acc_ready;           /* acc_in's upload into dkv_in */
+    cl_event acc_out_ready;       /* the read of a step's sum into acc_out */
     dist_kv_ring kv;
 } backward_buffers;
 
@@ -36,7 +37,9 @@ static fcl_status backward_buffers_get(fcl_mpi *m, const dist_shape *s, void *bu
     DIST_TRY(dist_buffer_get(m, SLOT_DK_PART, kv_most * s->elem, &b->dk_part));
     DIST_TRY(dist_buffer_get(m, SLOT_DV_PART, kv_most * s->elem, &b->dv_part));
     DIST_TRY(dist_buffer_get(m, SLOT_ACC, s->q_elems * sizeof(float), &b->dq_acc));
-    DIST_TRY(dist_buffer_get(m, SLOT_DKV_STEP, 2 * kv_most * sizeof(float), &b->dkv_step));
+    /* a step's sums: two, as one is read back while the next step fills the other */
+    DIST_TRY(dist_buffer_get(m, SLOT_DKV_STEP, 2 * kv_most * sizeof(float), &b->dkv_step[0]));
+    DIST_TRY(dist_buffer_get(m, SLOT_DKV_STEP1, 2 * kv_most * sizeof(float), &b->dkv_step[1]));
     DIST_TRY(dist_buffer_get(m, SLOT_DKV_IN, 2 * kv_most * sizeof(float), &b->dkv_in));
     DIST_TRY(dist_buffer_get(m, SLOT_OUT_A, q_bytes, &b->dq_out));
     DIST_TRY(dist_buffer_get(m, SLOT_OUT_B, 2 * s->kv_elems * s->elem, &b->dkv_out));
@@ -62,7 +65,7 @@ static fcl_status backward_step(fcl_mpi *m, const dist_shape *s, backward_buffer
     DIST_TRY(dist_kernels_for(m, d->dtype, &kd));
     cl_command_queue queue = fcl_context_cl_queue(m->ctx);
     const float zero = 0.0f;
-    DIST_TRY(clEnqueueFillBuffer(queue, b->dkv_step, &zero, sizeof zero, 0,
+    DIST_TRY(clEnqueueFillBuffer(queue, b->dkv_step[t % 2], &zero, sizeof zero, 0,
                                  2 * b->dkv_elems * sizeof(float), 0, NULL, NULL));
     for (size_t i = 0; i < n; ++i) {
         const dist_call *c = &calls[i];
@@ -75,16 +78,18 @@ static fcl_status backward_step(fcl_mpi *m, const dist_shape *s, backward_buffer
                                         b->dq_part, b->dk_part, b->dv_part, 0, NULL, NULL));
         DIST_TRY(dist_accumulate(m, kd, s, d->heads_q, b->dq_acc, 0, s->rows, c->q0, b->dq_part,
                                  &cd.dq, c->nq, 0));
-        DIST_TRY(dist_accumulate(m, kd, s, d->heads_kv, b->dkv_step, 0, s->max_rows, c->k0,
+        DIST_TRY(dist_accumulate(m, kd, s, d->heads_kv, b->dkv_step[t % 2], 0, s->max_rows, c->k0,
                                  b->dk_part, &cd.dk, c->nk, 0));
-        DIST_TRY(dist_accumulate(m, kd, s, d->heads_kv, b->dkv_step, b->dkv_elems, s->max_rows,
+        DIST_TRY(dist_accumulate(m, kd, s, d->heads_kv, b->dkv_step[t % 2], b->dkv_elems, s->max_rows,
                                  c->k0, b->dv_part, &cd.dv, c->nk, 0));
     }
     return FCL_OK;
 }
 
 /* After step t: the sum that came with the shard (none at step 0) joins
- * this step's, and the total goes to the staging memory it leaves from. */
+ * this step's, and the total is read into the staging memory it leaves
+ * from, on the copy queue while the next step computes (the message goes
+ * when the read is done: dist_post_after). */
 static fcl_status backward_pass_on(fcl_mpi *m, const dist_shape *s, backward_buffers *b, int t)
 {
     const fcl_mpi_desc *d = s->d;
@@ -100,10 +105,21 @@ static fcl_status backward_pass_on(fcl_mpi *m, const dist_shape *s, backward_buf
         fcl_mpi_desc d2 = *d;
         d2.batch *= 2;
         twice.d = &d2;
-        DIST_TRY(dist_accumulate(m, k32, &twice, d->heads_kv, b->dkv_step, 0, s->max_rows, 0,
+        DIST_TRY(dist_accumulate(m, k32, &twice, d->heads_kv, b->dkv_step[t % 2], 0, s->max_rows, 0,
                                  b->dkv_in, &all, s->max_rows, 0));
     }
-    return clEnqueueReadBuffer(queue, b->dkv_step, CL_TRUE, 0, bytes, b->acc_out, 0, NULL, NULL);
+    cl_event summed = NULL;
+    DIST_TRY(clEnqueueMarkerWithWaitList(queue, 0, NULL, &summed));
+    fcl_status st = clFlush(queue);
+    if (st == FCL_OK) /* acc_in's upload is over before its next message arrives */
+        st = clFinish(m->copy_queue);
+    if (st == FCL_OK)
+        st = clEnqueueReadBuffer(m->copy_queue, b->dkv_step[t % 2], CL_FALSE, 0, bytes, b->acc_out,
+                                 1, &summed, &b->acc_out_ready);
+    if (st == FCL_OK)
+        st = clFlush(m->copy_queue);
+    clReleaseEvent(summed);
+    return st;
 }
 
 /* dQ's sum and this rank's own dK/dV sum (in acc_in, home from the ring)
@@ -127,6 +143,17 @@ static fcl_status backward_finish(fcl_mpi *m, const dist_shape *s, backward_buff
     DIST_TRY(clEnqueueReadBuffer(queue, b->dq_out, CL_FALSE, 0, q_bytes, b->host_out, 0, NULL, NULL));
     return clEnqueueReadBuffer(queue, b->dkv_out, CL_TRUE, 0, 2 * s->kv_elems * s->elem,
                                (char *)b->host_out + q_bytes, 0, NULL, NULL);
+}
+
+/* The last step's sum to the next rank (once read back, when it was) and
+ * the previous rank's into acc_in. */
+static fcl_status post_sum(fcl_mpi *m, backward_buffers *b, dist_messages *msg, size_t bytes)
+{
+    if (b->acc_out_ready == NULL) /* nothing read (a failure here): send what is there */
+        return dist_post(m, msg, b->acc_out, b->acc_in, bytes, bytes, TAG_DKV);
+    const cl_event ready = b->acc_out_ready;
+    b->acc_out_ready = NULL;
+    return dist_post_after(m, msg, ready, b->acc_out, b->acc_in, bytes, TAG_DKV);
 }
 
 static fcl_status upload_inputs(fcl_mpi *m, const dist_shape *s, backward_buffers *b,
@@ -184,7 +211,7 @@ fcl_status fcl_mpi_attention_backward_host(fcl_mpi *m, const fcl_mpi_desc *desc,
         dist_messages msg = {.count = 0};
         fcl_status sent = dist_kv_post(m, &s, &b.kv, t, &msg);
         if (t > 0 && sent == FCL_OK) /* the previous step's sum on, this one's in */
-            sent = dist_post(m, &msg, b.acc_out, b.acc_in, acc_bytes, acc_bytes, TAG_DKV);
+            sent = post_sum(m, &b, &msg, acc_bytes);
         if (st == FCL_OK)
             st = dist_after_upload(m, &b.kv.ready); /* this step's shard is in */
         if (st == FCL_OK)
@@ -203,11 +230,14 @@ fcl_status fcl_mpi_attention_backward_host(fcl_mpi *m, const fcl_mpi_desc *desc,
     dist_kv_end(m, &b.kv);
     if (b.acc_ready != NULL)
         clReleaseEvent(b.acc_ready);
+    b.acc_ready = NULL;
     /* The last sums go home: shard rank + 1's to the next rank, ours from the previous. */
     dist_messages msg = {.count = 0};
-    const fcl_status sent = dist_post(m, &msg, b.acc_out, b.acc_in, acc_bytes, acc_bytes, TAG_DKV);
+    const fcl_status sent = post_sum(m, &b, &msg, acc_bytes);
     const fcl_status waited = dist_finish_step(m, &msg, 0, NULL, 0);
     st = st != FCL_OK ? st : sent != FCL_OK ? sent : waited;
+    if (b.acc_out_ready != NULL) /* left by a failure */
+        clReleaseEvent(b.acc_out_ready);
     m->timing.ring_seconds = dist_now() - ring_start;
     m->timing.steps = m->size;
     if (st == FCL_OK)

@@ -59,6 +59,7 @@ typedef struct dist_kernels {
 typedef enum dist_slot {
     SLOT_Q, SLOT_O, SLOT_DOUT, SLOT_LSE, SLOT_KV0, SLOT_KV1, SLOT_PART_O, SLOT_PART_LSE,
     SLOT_ACC, SLOT_ACC_LSE0, SLOT_ACC_LSE1, SLOT_DK_PART, SLOT_DV_PART, SLOT_DKV_STEP,
+    SLOT_DKV_STEP1,
     SLOT_DKV_IN, SLOT_OUT_A, SLOT_OUT_B, SLOT_OUT_C, SLOT_CALL_LSE,
     SLOT_HOST_KV0, SLOT_HOST_KV1, SLOT_HOST_ACC_IN, SLOT_HOST_ACC_OUT, SLOT_HOST_OUT,
     DIST_SLOTS
@@ -168,9 +169,19 @@ enum { DIST_MAX_REQUESTS = 128 };
 typedef struct dist_messages {
     MPI_Request req[DIST_MAX_REQUESTS];
     int count;
+    /* a send to the next rank that waits for a device read (dist_post_after) */
+    cl_event send_ready;
+    void *send_buf;
+    size_t send_bytes;
+    int send_tag;
 } dist_messages;
 fcl_status dist_post(fcl_mpi *m, dist_messages *msg, void *send, void *recv, size_t send_bytes,
                      size_t recv_bytes, int tag);
+/* A receive from the previous rank now, and a send to the next one as soon
+ * as `ready` (a read into `send`, whose event this takes over) completes,
+ * while dist_finish_step polls. */
+fcl_status dist_post_after(fcl_mpi *m, dist_messages *msg, cl_event ready, void *send,
+                           void *recv, size_t bytes, int tag);
 /* Host memory to copy to the device as soon as a step's messages are in
  * (while the device still computes), on the copy queue; `done` receives
  * the copy's event.  The device buffer must be free by then. */

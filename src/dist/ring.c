@@ -223,6 +223,34 @@ fcl_status dist_after_upload(fcl_mpi *m, cl_event *done)
     return st;
 }
 
+fcl_status dist_post_after(fcl_mpi *m, dist_messages *msg, cl_event ready, void *send,
+                           void *recv, size_t bytes, int tag)
+{
+    const int prev = (m->rank + m->size - 1) % m->size;
+    msg->send_ready = ready;
+    msg->send_buf = send;
+    msg->send_bytes = bytes;
+    msg->send_tag = tag;
+    return post_pieces(m, msg, recv, bytes, prev, tag, 0);
+}
+
+/* The deferred send, once its read is done (wait: block for it). */
+static fcl_status post_deferred(fcl_mpi *m, dist_messages *msg, int wait)
+{
+    cl_int status = CL_QUEUED;
+    cl_int err = wait ? clWaitForEvents(1, &msg->send_ready)
+                      : clGetEventInfo(msg->send_ready, CL_EVENT_COMMAND_EXECUTION_STATUS,
+                                       sizeof status, &status, NULL);
+    if (err == CL_SUCCESS && !wait && status > CL_COMPLETE)
+        return FCL_OK; /* not yet */
+    clReleaseEvent(msg->send_ready);
+    msg->send_ready = NULL;
+    /* sent even after a failed read: the next rank waits for it */
+    const fcl_status sent = post_pieces(m, msg, msg->send_buf, msg->send_bytes,
+                                        (m->rank + 1) % m->size, msg->send_tag, 1);
+    return err != CL_SUCCESS ? err : status < 0 ? status : sent;
+}
+
 /* Polls the messages (MPI progresses them only inside its calls) and the
  * device's marker until both are done, starting the uploads as soon as the
  * messages are in; the time between the device's end and the messages' is
@@ -238,28 +266,45 @@ fcl_status dist_finish_step(fcl_mpi *m, dist_messages *msg, int device_ok,
         st = clFlush(fcl_context_cl_queue(m->ctx));
     int device_done = marker == NULL, messages_done = msg->count == 0;
     double device_end = dist_now();
-    while (!messages_done) {
-        if (device_done) { /* nothing else to watch: block in MPI */
-            if (MPI_Waitall(msg->count, msg->req, MPI_STATUSES_IGNORE) != MPI_SUCCESS && st == FCL_OK)
-                st = FCL_ERROR_MPI;
-            break;
+    while (!messages_done || msg->send_ready != NULL) {
+        if (msg->send_ready != NULL) { /* blocks only when nothing else is left */
+            const fcl_status posted = post_deferred(m, msg, device_done);
+            if (posted != FCL_OK && st == FCL_OK)
+                st = posted;
+            if (msg->send_ready == NULL) {
+                messages_done = 0; /* its requests are new */
+                continue;
+            }
         }
-        int flag = 0;
-        if (MPI_Testall(msg->count, msg->req, &flag, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
-            st = st != FCL_OK ? st : FCL_ERROR_MPI;
-            flag = 1;
+        if (!messages_done) {
+            if (device_done) { /* nothing else to watch: block in MPI */
+                if (MPI_Waitall(msg->count, msg->req, MPI_STATUSES_IGNORE) != MPI_SUCCESS &&
+                    st == FCL_OK)
+                    st = FCL_ERROR_MPI;
+                messages_done = 1;
+                continue;
+            }
+            int flag = 0;
+            if (MPI_Testall(msg->count, msg->req, &flag, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
+                st = st != FCL_OK ? st : FCL_ERROR_MPI;
+                flag = 1;
+            }
+            if (flag) {
+                messages_done = 1;
+                continue;
+            }
         }
-        if (flag)
-            break;
-        cl_int status = CL_QUEUED;
-        cl_int err = clGetEventInfo(marker, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status,
-                                    &status, NULL);
-        if (err != CL_SUCCESS || status <= CL_COMPLETE) {
-            if (st == FCL_OK)
-                st = err != CL_SUCCESS ? err : status < 0 ? status : FCL_OK;
-            device_done = 1;
-            device_end = dist_now();
-            continue;
+        if (!device_done) {
+            cl_int status = CL_QUEUED;
+            cl_int err = clGetEventInfo(marker, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status,
+                                        &status, NULL);
+            if (err != CL_SUCCESS || status <= CL_COMPLETE) {
+                if (st == FCL_OK)
+                    st = err != CL_SUCCESS ? err : status < 0 ? status : FCL_OK;
+                device_done = 1;
+                device_end = dist_now();
+                continue;
+            }
         }
         const struct timespec pause = {0, 20000}; /* 20 us: leave the cores to the device */
         nanosleep(&pause, NULL);
