@@ -176,7 +176,7 @@ typedef struct fcl_mpi fcl_mpi;
  * not destroyed by fcl_mpi_destroy; it must outlive the handle); opts is
  * then ignored.  The handle keeps device buffers and mapped host buffers
  * for the messages between calls (grown to the largest call so far; with
- * fp16/bf16 and heads_q = heads_kv up to about 25 times the bytes of the
+ * fp16/bf16 and heads_q = heads_kv up to about 30 times the bytes of the
  * rank's Q shard on the device and 15 times in host memory, the sums being
  * fp32) and a second command queue on the context's device for
  * copies, until fcl_mpi_destroy.
