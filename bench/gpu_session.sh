@@ -5,7 +5,7 @@
 # in $OUT.  Usage: bash bench/gpu_session.sh [steps...]  (default: info tests bench)
 # Expects a build folder made on a compatible x86-64 machine (BUILD, default
 # build) and cmocka's shared library in .carry/lib (no packages can be
-# installed there).
+# installed there); step mpi also Open MPI in .carry/mpi (bench/carry_mpi.sh).
 set -u
 OUT=${OUT:-/tmp/flashcl-out}
 B=${BUILD:-build}
@@ -124,6 +124,39 @@ for step in $steps; do
           --rows 1 --pages 0,16 --prefill-seqlens "" --reps 20 --inner 10 $order \
           --out "$OUT/decode_pages${order:+_sequential}.csv" 2>&1 | tee -a "$OUT/decode_pages.txt"
       done ;;
+    mpi)
+      # ring attention (flashcl_mpi) on 1, 2 and 4 GPUs of one host (kind nvidia-h200-x4),
+      # causal fp16 d 128, B 1, H 8: Open MPI's run-time carried in .carry/mpi (made here
+      # by bench/carry_mpi.sh, no packages there), one rank per GPU by local rank
+      C=$PWD/.carry/mpi
+      if [ ! -x "$C/usr/bin/mpirun.openmpi" ]; then echo "no $C: run bash bench/carry_mpi.sh first"; continue; fi
+      mpi_env=(env OPAL_PREFIX="$C/usr" PATH="$C/usr/bin:$PATH" NCCL_NVLS_ENABLE=0
+        LD_LIBRARY_PATH="$C/usr/lib/x86_64-linux-gnu/openmpi/lib:$C/usr/lib/x86_64-linux-gnu:$C/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH"
+        PMIX_MCA_mca_base_component_path="$C/usr/lib/x86_64-linux-gnu/pmix2/lib/pmix"
+        OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
+        OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_btl_base_warn_component_unused=0)
+      gpus=$(nvidia-smi -L | wc -l)
+      # first the tests, on 2 and 4 GPUs (tensor cores, real devices)
+      for np in 2 4; do
+        [ "$np" -gt "$gpus" ] && continue
+        "${mpi_env[@]}" timeout 400 mpirun.openmpi -np "$np" --bind-to none "$B/tests/test_mpi" \
+          > "$OUT/test_mpi_np$np.log" 2>&1
+        echo "test_mpi -np $np: rc=$?"; grep -E "test_mpi:|FAIL" "$OUT/test_mpi_np$np.log" | head -20
+      done
+      files=""
+      # (the 4M run measures once, after 128k has built the kernels)
+      for run in "1 131072,524288,1048576 3" "2 131072,524288,1048576 3" "4 131072,524288,1048576 3" \
+                 "4 131072,4194304 1"; do
+        read -r np seqlens reps <<< "$run"
+        [ "$np" -gt "$gpus" ] && continue
+        f="$OUT/mpi_np${np}_$(echo "$seqlens" | tr , _).csv"
+        "${mpi_env[@]}" timeout 590 mpirun.openmpi -np "$np" --bind-to none \
+          "$B/bench/flashcl-bench-mpi" --seqlens "$seqlens" --reps "$reps" --out "$f" 2>&1 \
+          | tee -a "$OUT/mpi.txt"
+        files="$files $f"
+      done
+      # shellcheck disable=SC2086  # the files are words
+      python3 bench/compare_mpi.py "$OUT/mpi-scaling" $files ;;
     startup)
       # a new process's first call: kernels built cold, loaded from the disk cache, built
       timeout 500 "$B/bench/flashcl-bench-startup" --reps "${STARTUP_REPS:-3}" --out "$OUT/startup.csv" 2>&1 \

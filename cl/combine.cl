@@ -14,9 +14,14 @@
 /* A work-group merges FCL_COMBINE_COLS columns of one row, each column
  * summed over the parts by FCL_COMBINE_SLICES work-items (part s by slice
  * s % FCL_COMBINE_SLICES).  At most FCL_COMBINE_MAX_SPLITS parts (the
- * host's FCL_MAX_SPLITS, which fcl_validate_desc enforces). */
+ * host's FCL_MAX_SPLITS, which fcl_validate_desc enforces).  A build may
+ * set the first two (flashcl_mpi merges two parts at a time: one slice). */
+#ifndef FCL_COMBINE_COLS
 #define FCL_COMBINE_COLS 32
+#endif
+#ifndef FCL_COMBINE_SLICES
 #define FCL_COMBINE_SLICES 8
+#endif
 #define FCL_COMBINE_WG (FCL_COMBINE_COLS * FCL_COMBINE_SLICES)
 #define FCL_COMBINE_MAX_SPLITS 1024
 

@@ -1,10 +1,14 @@
 # embed_kernels.cmake - turns OpenCL C sources into C arrays, in script mode:
 #   cmake -DOUTPUT=<file.c> -DINPUTS="a.cl|b.cl" -P embed_kernels.cmake
-# Each file becomes `const char fcl_cl_<basename>[]`, NUL-terminated.  Bytes
+# Each file becomes `const char <PREFIX><basename>[]` (PREFIX: fcl_cl_ unless
+# -DPREFIX=... says otherwise), NUL-terminated.  Bytes
 # rather than string literals: C has no raw strings, literals have length
 # limits, and the kernels keep their #pragma/#define lines untouched.
 if(NOT OUTPUT OR NOT INPUTS)
   message(FATAL_ERROR "embed_kernels.cmake needs OUTPUT and INPUTS")
+endif()
+if(NOT PREFIX)
+  set(PREFIX fcl_cl_)
 endif()
 string(REPLACE "|" ";" INPUTS "${INPUTS}")
 string(REPEAT "[0-9a-f]" 32 sixteen_bytes)
@@ -14,7 +18,7 @@ foreach(input IN LISTS INPUTS)
   file(READ "${input}" hex HEX)
   string(REGEX REPLACE "(${sixteen_bytes})" "\\1\n" hex "${hex}")
   string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," hex "${hex}")
-  string(APPEND body "const char fcl_cl_${name}[] = {\n${hex}0x00};\n")
+  string(APPEND body "const char ${PREFIX}${name}[] = {\n${hex}0x00};\n")
 endforeach()
 # Write only when changed, so an unchanged kernel does not rebuild the library.
 set(old "")

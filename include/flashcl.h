@@ -106,7 +106,9 @@ FCL_API const char *fcl_version_string(void);
     X(ERROR_WRONG_CONTEXT, 19, "a cl_mem belongs to another OpenCL context than the fcl_context") \
     X(ERROR_INVALID_CU_SEQLENS, 20, "cu_seqlens must start at 0, never decrease, and fit total and max lengths") \
     X(ERROR_INVALID_CACHE_SEQLENS, 21, "a cache length is negative, or with the appended rows exceeds its sequence's cache") \
-    X(ERROR_INVALID_PAGE_TABLE, 22, "a page-table entry that a sequence uses is outside [0, num_pages)")
+    X(ERROR_INVALID_PAGE_TABLE, 22, "a page-table entry that a sequence uses is outside [0, num_pages)") \
+    X(ERROR_RANKS_DISAGREE, 23, "the ranks of a collective call were given different descriptors") \
+    X(ERROR_MPI, 24, "an MPI call failed (flashcl_mpi)")
 
 #define FCL_STATUS_ENUM_ITEM_(name, value, text) FCL_##name = value,
 /* Positive: flashcl errors.  Negative: OpenCL error codes passed through. */

@@ -34,6 +34,23 @@ consumer_both_ways prefix "$work/prefix" "$(dirname "$pc")"
 mv "$work/prefix" "$work/moved"
 consumer_both_ways moved "$work/moved" "$(dirname "${pc/prefix/moved}")"
 
+# ... and the optional MPI part, where it was built: component mpi into the
+# same kind of prefix, a consumer with find_package(flashcl COMPONENTS mpi)
+# and one with pkg-config flashcl-mpi, each run as one rank
+if [ -e "$build/libflashcl_mpi.a" ]; then
+  cmake --install "$build" --prefix "$work/mpi" >/dev/null
+  cmake --install "$build" --prefix "$work/mpi" --component mpi >/dev/null
+  cmake -S "$src/tests/consumer_mpi" -B "$work/cmake-mpi" -DCMAKE_PREFIX_PATH="$work/mpi" >/dev/null
+  cmake --build "$work/cmake-mpi" >/dev/null
+  echo "find_package (mpi component): $("$work/cmake-mpi/consumer_mpi")"
+  pcdir=$(dirname "$(find "$work/mpi" -name flashcl-mpi.pc)")
+  # shellcheck disable=SC2046  # the flags are words
+  cc -std=c11 $(PKG_CONFIG_PATH="$pcdir" pkg-config --cflags flashcl-mpi) \
+     "$src/tests/consumer_mpi/consumer_mpi.c" $(PKG_CONFIG_PATH="$pcdir" pkg-config --libs flashcl-mpi) \
+     -o "$work/pc-mpi"
+  echo "pkg-config (flashcl-mpi): $(LD_LIBRARY_PATH="$(PKG_CONFIG_PATH="$pcdir" pkg-config --variable=libdir flashcl)" "$work/pc-mpi")"
+fi
+
 # 2. the Debian package
 (cd "$build" && cpack -G DEB -B "$work/deb" >/dev/null)
 deb=$(find "$work/deb" -maxdepth 1 -name 'flashcl_*.deb')
@@ -43,6 +60,8 @@ for f in usr/include/flashcl.h libflashcl.so libflashcl.a pkgconfig/flashcl.pc \
          cmake/flashcl/flashclConfig.cmake usr/bin/flashcl-info; do
   grep -q "$f" <<< "$contents" || { echo "$deb lacks $f" >&2; exit 1; }
 done
+# the MPI part is installed only on request, so the package needs no MPI
+if grep -q flashcl_mpi <<< "$contents"; then echo "$deb holds flashcl_mpi" >&2; exit 1; fi
 echo "package: $(basename "$deb") ($(dpkg-deb --field "$deb" Depends))"
 if [ "$(id -u)" -eq 0 ] && ! dpkg-query -W -f='${Status}' flashcl 2>/dev/null | grep -q installed; then
   dpkg -i "$deb" >/dev/null

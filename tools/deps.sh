@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # deps.sh - installs the Debian packages flashcl needs, only those missing.
 #   tools/deps.sh build   compiler, CMake, OpenCL headers and ICD loader, PoCL
-#   tools/deps.sh test    the above plus cmocka, Oclgrind and pkg-config (the
+#   tools/deps.sh test    the above plus cmocka, Oclgrind, Open MPI and pkg-config (the
 #                         package test builds a consumer with it), and the Python
 #                         packages python/tests and its install test use
 #   tools/deps.sh bench   the build packages plus matplotlib (the benchmarks' plots)
@@ -12,7 +12,7 @@ set -euo pipefail
 # into the library
 want=(build-essential cmake ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo libopenblas-dev)
 if [ "${1:-build}" = "test" ]; then
-  want+=(libcmocka-dev oclgrind pkg-config)
+  want+=(libcmocka-dev oclgrind pkg-config openmpi-bin libopenmpi-dev)
   # tools/sanitize.sh: the fuzzer is built with clang and its libFuzzer
   want+=(clang libclang-rt-dev)
   # the Python package's tests (python/tests) and its install test (pip, venv);

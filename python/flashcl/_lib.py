@@ -209,6 +209,7 @@ STATUS_NAMES = {
     18: "FCL_ERROR_MISSING_LSE", 19: "FCL_ERROR_WRONG_CONTEXT",
     20: "FCL_ERROR_INVALID_CU_SEQLENS", 21: "FCL_ERROR_INVALID_CACHE_SEQLENS",
     22: "FCL_ERROR_INVALID_PAGE_TABLE",
+    23: "FCL_ERROR_RANKS_DISAGREE", 24: "FCL_ERROR_MPI",
 }
 
 # ---- prototypes -------------------------------------------------------------

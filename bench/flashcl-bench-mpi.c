@@ -1,0 +1,217 @@
+/* flashcl-bench-mpi - ring attention (flashcl_mpi) across the ranks of
+ * mpirun: forward and backward time of one long sequence, and the share of
+ * time the ranks spent waiting on messages after their device had finished
+ * a step (fcl_mpi_timing.wait_seconds: communication the compute did not
+ * hide, load imbalance included).
+ *
+ *   mpirun -np R flashcl-bench-mpi [--seqlens 131072,524288] [--heads 8]
+ *       [--head-dim 128] [--dtype fp16] [--causal 1] [--sharding zigzag]
+ *       [--reps 3] [--warmup first|each] [--out FILE.csv]
+ *
+ * B = 1.  Every rank draws its own shard's inputs (the numbers do not
+ * matter to the time).  A call's time is the slowest rank's, after a
+ * barrier, after one unmeasured call of each kind (before the first N only
+ * by default: kernels and buffers do not depend on N beyond growing, and a
+ * 4M-token warm-up costs minutes); the median over the repetitions is reported, with the wait share
+ * of the median call (the largest over ranks).  One rank is the plain
+ * single-device call (fcl_attention_*_host), so R = 1 is the baseline of the
+ * speed-up that bench/compare_mpi.py computes from the files of 1, 2, 4
+ * ranks.  Times include the host copies of the host-pointer calls on every
+ * rank count alike. */
+#include "build_info.h"
+#include "flashcl_mpi.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int g_rank;
+
+#define CHECK(expr)                                                                       \
+    do {                                                                                  \
+        fcl_status st_ = (expr);                                                          \
+        if (st_ != FCL_OK) {                                                              \
+            if (g_rank == 0)                                                              \
+                fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr,             \
+                        fcl_status_string(st_));                                          \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                                 \
+        }                                                                                 \
+    } while (0)
+
+/* Random storage values in [-1, 1) (a fixed generator per rank and tensor). */
+static void *random_array(size_t n, fcl_dtype dt, uint64_t seed)
+{
+    const size_t es = fcl_dtype_size(dt);
+    unsigned char *p = malloc(n * es + 1);
+    if (p == NULL)
+        return NULL;
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; ++i) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        const float x = (float)((double)(s >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+        uint32_t bits;
+        memcpy(&bits, &x, sizeof bits);
+        if (dt == FCL_DTYPE_FP32) {
+            memcpy(p + i * 4, &x, 4);
+        } else if (dt == FCL_DTYPE_BF16) {
+            const uint16_t h = (uint16_t)(bits >> 16);
+            memcpy(p + i * 2, &h, 2);
+        } else { /* fp16 of a value in [-1, 1): exponent and 10 mantissa bits */
+            const uint32_t sign = (bits >> 16) & 0x8000u;
+            const float a = fabsf(x);
+            uint16_t h = (uint16_t)sign;
+            if (a >= 6.103515625e-05f) {
+                int e;
+                const float mant = frexpf(a, &e); /* a = mant * 2^e, mant in [0.5, 1) */
+                h |= (uint16_t)(((e - 1 + 15) << 10) | ((uint32_t)(mant * 2048.0f) & 0x3FFu));
+            }
+            memcpy(p + i * 2, &h, 2);
+        }
+    }
+    return p;
+}
+
+static fcl_dtype parse_dtype(const char *s)
+{
+    return strcmp(s, "fp32") == 0 ? FCL_DTYPE_FP32 : strcmp(s, "bf16") == 0 ? FCL_DTYPE_BF16
+                                                                           : FCL_DTYPE_FP16;
+}
+
+typedef struct sample {
+    double seconds;    /* the slowest rank's */
+    double wait_share; /* the largest over ranks of wait / total */
+} sample;
+
+/* One timed call on every rank: its time and wait share, gathered. */
+static sample measure(fcl_mpi *m, int backward, const fcl_mpi_desc *d, void **a, float *lse)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = MPI_Wtime();
+    if (backward)
+        CHECK(fcl_mpi_attention_backward_host(m, d, a[0], a[1], a[2], a[3], lse, a[4], a[5], a[6],
+                                              a[7]));
+    else
+        CHECK(fcl_mpi_attention_forward_host(m, d, a[0], a[1], a[2], a[3], lse));
+    const double mine = MPI_Wtime() - t0;
+    fcl_mpi_timing t;
+    CHECK(fcl_mpi_last_timing(m, &t));
+    const double share = t.total_seconds > 0 ? t.wait_seconds / t.total_seconds : 0;
+    sample s;
+    MPI_Allreduce(&mine, &s.seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(&share, &s.wait_share, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return s;
+}
+
+static int cmp_sample(const void *x, const void *y)
+{
+    const double a = ((const sample *)x)->seconds, b = ((const sample *)y)->seconds;
+    return (a > b) - (a < b);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const char *seqlens = "131072,524288", *out_path = NULL, *sharding = "zigzag";
+    size_t heads = 8, head_dim = 128;
+    fcl_dtype dtype = FCL_DTYPE_FP16;
+    int causal = 1, reps = 3;
+    int warmup_each = 0; /* 1: warm up before every N; 0: before the first (then -1) */
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const char *k = argv[i], *v = argv[i + 1];
+        if (strcmp(k, "--seqlens") == 0) seqlens = v;
+        else if (strcmp(k, "--heads") == 0) heads = strtoul(v, NULL, 10);
+        else if (strcmp(k, "--head-dim") == 0) head_dim = strtoul(v, NULL, 10);
+        else if (strcmp(k, "--dtype") == 0) dtype = parse_dtype(v);
+        else if (strcmp(k, "--causal") == 0) causal = atoi(v);
+        else if (strcmp(k, "--sharding") == 0) sharding = v;
+        else if (strcmp(k, "--reps") == 0) reps = atoi(v);
+        else if (strcmp(k, "--out") == 0) out_path = v;
+        else if (strcmp(k, "--warmup") == 0) warmup_each = strcmp(v, "each") == 0;
+    }
+    if (reps < 1 || reps > 32)
+        reps = 3;
+    fcl_mpi *m = NULL;
+    CHECK(fcl_mpi_create(MPI_COMM_WORLD, NULL, NULL, &m));
+    fcl_device_info info;
+    CHECK(fcl_context_device_info(fcl_mpi_context(m), &info));
+    char date[32];
+    const time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    FILE *out = NULL;
+    if (g_rank == 0) {
+        printf("flashcl-bench-mpi: %d ranks, rank 0 on %s (%s, driver %s); commit %s, %s\n"
+               "B 1, H %zu, d %zu, %s, %s, %s sharding; median of %d; time = slowest rank, "
+               "wait = largest share of a rank's time waiting on messages\n\n",
+               size, info.name, info.platform_name, info.driver_version, FCL_GIT_COMMIT, date,
+               heads, head_dim, fcl_dtype_name(dtype), causal ? "causal" : "full", sharding, reps);
+        printf("%5s %9s %11s %11s %11s %9s %9s %8s %8s\n", "ranks", "N", "fwd s", "bwd s",
+               "fwd+bwd s", "fwd TF/s", "bwd TF/s", "fwd wait", "bwd wait");
+        fflush(stdout);
+        out = out_path ? fopen(out_path, "w") : NULL;
+        if (out)
+            fprintf(out, "# device: %s\n# platform: %s\n# driver: %s\n# date: %s\n# commit: %s\n"
+                         "# ranks: %d\nranks,N,H,d,dtype,causal,sharding,fwd_s,bwd_s,fwd_wait_share,"
+                         "bwd_wait_share,fwd_tflops,bwd_tflops\n",
+                    info.name, info.platform_name, info.driver_version, date, FCL_GIT_COMMIT, size);
+    }
+    for (const char *p = seqlens; *p; warmup_each = warmup_each > 0 ? 1 : -1) {
+        const size_t n = strtoul(p, NULL, 10);
+        const char *comma = strchr(p, ',');
+        p = comma ? comma + 1 : p + strlen(p);
+        fcl_mpi_desc d;
+        fcl_mpi_desc_init(&d, 1, heads, heads, n, head_dim, dtype, FCL_LAYOUT_BSHD);
+        d.causal = causal;
+        d.sharding = strcmp(sharding, "contiguous") == 0 ? FCL_MPI_SHARD_CONTIGUOUS
+                                                         : FCL_MPI_SHARD_ZIGZAG;
+        fcl_mpi_shard sh;
+        CHECK(fcl_mpi_shard_of(&d, g_rank, size, &sh));
+        const size_t elems = sh.rows * heads * head_dim;
+        void *a[8];
+        for (int i = 0; i < 8; ++i) {
+            a[i] = random_array(elems, dtype, (uint64_t)g_rank * 16 + (uint64_t)i + 1);
+            if (a[i] == NULL)
+                CHECK(FCL_ERROR_OUT_OF_HOST_MEMORY);
+        }
+        float *lse = malloc(sh.rows * heads * sizeof(float));
+        sample fw[32], bw[32];
+        if (warmup_each >= 0) /* warm-up: kernels built, buffers grown */
+            measure(m, 0, &d, a, lse);
+        for (int r = 0; r < reps; ++r)
+            fw[r] = measure(m, 0, &d, a, lse);
+        if (warmup_each >= 0)
+            measure(m, 1, &d, a, lse);
+        for (int r = 0; r < reps; ++r)
+            bw[r] = measure(m, 1, &d, a, lse);
+        qsort(fw, (size_t)reps, sizeof fw[0], cmp_sample);
+        qsort(bw, (size_t)reps, sizeof bw[0], cmp_sample);
+        const sample f = fw[reps / 2], b = bw[reps / 2];
+        /* causal: half the score matrix; the backward does 2.5 forwards' products */
+        const double flops = 4.0 * (double)n * (double)n * (double)heads * (double)head_dim *
+                             (causal ? 0.5 : 1.0);
+        if (g_rank == 0) {
+            printf("%5d %9zu %11.4f %11.4f %11.4f %9.2f %9.2f %7.1f%% %7.1f%%\n", size, n, f.seconds,
+                   b.seconds, f.seconds + b.seconds, flops / f.seconds * 1e-12,
+                   2.5 * flops / b.seconds * 1e-12, 100 * f.wait_share, 100 * b.wait_share);
+            fflush(stdout);
+            if (out)
+                fprintf(out, "%d,%zu,%zu,%zu,%s,%d,%s,%.6f,%.6f,%.4f,%.4f,%.3f,%.3f\n", size, n,
+                        heads, head_dim, fcl_dtype_name(dtype), causal, sharding, f.seconds,
+                        b.seconds, f.wait_share, b.wait_share, flops / f.seconds * 1e-12,
+                        2.5 * flops / b.seconds * 1e-12);
+        }
+        for (int i = 0; i < 8; ++i)
+            free(a[i]);
+        free(lse);
+    }
+    if (out)
+        fclose(out);
+    fcl_mpi_destroy(m);
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,234 @@
+/* dist_internal.h - what flashcl_mpi's source files share: the handle, the
+ * step plan of the ring, device buffers kept between calls, the kernels of
+ * cl/dist.cl and cl/combine.cl, and the collective checks.  flashcl_mpi
+ * reaches flashcl only through flashcl.h. */
+#ifndef FCL_DIST_INTERNAL_H
+#define FCL_DIST_INTERNAL_H
+
+#include "flashcl_mpi.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Evaluate, and return the status if it is not FCL_OK. */
+#define DIST_TRY(expr)                      \
+    do {                                    \
+        fcl_status dist_try_st_ = (expr);   \
+        if (dist_try_st_ != FCL_OK)         \
+            return dist_try_st_;            \
+    } while (0)
+
+/* ---- the step plan (shards.c) -------------------------------------------- */
+
+/* One flashcl call of a ring step: local query rows q0 .. q0+nq-1 against
+ * rows k0 .. k0+nk-1 of the K/V shard in hand, causal (bottom-right) or
+ * all-visible. */
+typedef struct dist_call {
+    size_t q0, nq, k0, nk;
+    int causal;
+} dist_call;
+
+enum { DIST_MAX_CALLS = 4 };
+
+/* The calls of the step where rank `rank` holds the K/V shard of rank
+ * `source`: 0 calls when the causal mask hides the whole shard. */
+fcl_status dist_step_calls(const fcl_mpi_desc *d, int ranks, int rank, int source,
+                           dist_call calls[DIST_MAX_CALLS], size_t *count);
+
+/* The most rows any rank holds. */
+size_t dist_max_rows(const fcl_mpi_desc *d, int ranks);
+
+/* ---- the handle (mpi_context.c) ------------------------------------------ */
+
+/* combine.cl's work-group as this part builds it: 64 columns of a row, one
+ * work-item each, summing its column over the (two) parts alone: the
+ * default, 8 work-items a column for many split-KV parts, wastes 6 of 8 on
+ * two parts (and costs 0.25 s a merge of 4096 rows under PoCL, whose
+ * work-groups run their work-items in loops cut at each barrier). */
+enum { DIST_COMBINE_COLS = 64, DIST_COMBINE_SLICES = 1 };
+
+/* Kernels of one program: common.cl + combine.cl + dist.cl for one dtype. */
+typedef struct dist_kernels {
+    cl_program program;
+    cl_kernel widen, accumulate, store, combine;
+} dist_kernels;
+
+/* Device buffers kept between calls (grown when too small); the staging
+ * ones are allocated host memory the device reads (CL_MEM_ALLOC_HOST_PTR),
+ * mapped once, so MPI sends and receives from `host`. */
+typedef enum dist_slot {
+    SLOT_Q, SLOT_O, SLOT_DOUT, SLOT_LSE, SLOT_KV0, SLOT_KV1, SLOT_PART_O, SLOT_PART_LSE,
+    SLOT_ACC, SLOT_ACC_LSE0, SLOT_ACC_LSE1, SLOT_DK_PART, SLOT_DV_PART, SLOT_DKV_STEP,
+    SLOT_DKV_STEP1,
+    SLOT_DKV_IN, SLOT_OUT_A, SLOT_OUT_B, SLOT_OUT_C, SLOT_CALL_LSE,
+    SLOT_HOST_KV0, SLOT_HOST_KV1, SLOT_HOST_ACC_IN, SLOT_HOST_ACC_OUT, SLOT_HOST_OUT,
+    DIST_SLOTS
+} dist_slot;
+
+typedef struct dist_buffer {
+    cl_mem mem;
+    size_t bytes;
+    void *host;                   /* staging slots: the mapped pointer */
+} dist_buffer;
+
+struct fcl_mpi {
+    MPI_Comm comm;
+    int rank, size, local_rank;
+    fcl_context *ctx;
+    int owns_ctx;
+    cl_command_queue copy_queue;  /* uploads that overlap the context queue's work */
+    dist_kernels kernels[3];      /* by dtype; fp32 also sums partials */
+    dist_buffer buffers[DIST_SLOTS];
+    fcl_mpi_timing timing;
+};
+
+/* The kernels for storage type dt (built once per handle). */
+fcl_status dist_kernels_for(fcl_mpi *m, fcl_dtype dt, dist_kernels **out);
+
+/* A buffer of at least `bytes` in slot s (contents not kept when it grows). */
+fcl_status dist_buffer_get(fcl_mpi *m, dist_slot s, size_t bytes, cl_mem *mem);
+/* The same for a staging slot; *host is its mapped memory. */
+fcl_status dist_staging_get(fcl_mpi *m, dist_slot s, size_t bytes, cl_mem *mem, void **host);
+void dist_buffers_free(fcl_mpi *m);
+
+typedef struct dist_shape dist_shape;
+
+/* ---- collective checks (agree.c) ----------------------------------------- */
+
+/* Which call a rank is making (part of what the ranks compare). */
+typedef enum dist_op { DIST_FORWARD = 1, DIST_BACKWARD = 2 } dist_op;
+
+/* Every rank's descriptor and local status: FCL_ERROR_RANKS_DISAGREE when
+ * descriptors differ, else the lowest rank's error, else FCL_OK. */
+fcl_status dist_agree(fcl_mpi *m, const fcl_mpi_desc *d, dist_op op, fcl_status local);
+/* The lowest rank's error, else FCL_OK (FCL_ERROR_MPI if MPI fails). */
+fcl_status dist_first_error(MPI_Comm comm, fcl_status local);
+/* What every call checks on its own rank: fields, shard geometry. */
+fcl_status dist_check_desc(const fcl_mpi_desc *d, int ranks);
+/* The above, *sh, and flashcl's checks and kernel builds for the calls the
+ * ring will make (no collective call). */
+fcl_status dist_check_call(fcl_mpi *m, const fcl_mpi_desc *d, dist_op op, dist_shape *sh);
+/* The start of every call: timing reset, the checks above after the
+ * caller's own (`local`: its arrays), the ring's buffers from `get` (with
+ * more than one rank), then dist_agree.  A NULL desc counts as all zeros. */
+typedef fcl_status (*dist_buffers_fn)(fcl_mpi *m, const dist_shape *s, void *buffers);
+fcl_status dist_begin(fcl_mpi *m, const fcl_mpi_desc *desc, dist_op op, fcl_status local,
+                      dist_shape *s, dist_buffers_fn get, void *buffers);
+
+/* ---- the ring's pieces (ring.c) ------------------------------------------ */
+
+/* Local sizes of one call. */
+struct dist_shape {
+    const fcl_mpi_desc *d;
+    int ranks, rank;
+    size_t rows;                  /* this rank's rows */
+    size_t max_rows;              /* any rank's */
+    size_t q_elems, kv_elems;     /* elements of this rank's Q and K shards */
+    size_t elem;                  /* bytes per element */
+};
+
+fcl_status dist_shape_make(const fcl_mpi_desc *d, int ranks, int rank, dist_shape *s);
+size_t dist_rows_of(const dist_shape *s, int rank);
+/* Elements of one K (or V) shard of `rows` rows. */
+size_t dist_kv_elems(const dist_shape *s, size_t rows);
+
+/* The whole local problem as one flashcl descriptor (the plain call, and
+ * the checks before the ring). */
+void dist_plain_desc(const dist_shape *s, fcl_attention_desc *out);
+/* The flashcl descriptor of `c`: Q-side tensors are this rank's (rows rows),
+ * K-side ones the shard in hand of kv_rows rows, K then V in one buffer. */
+void dist_call_desc(const dist_shape *s, const dist_call *c, size_t kv_rows,
+                    fcl_attention_desc *out);
+
+/* Launches (on the context's queue), of `heads` heads (heads_q or
+ * heads_kv) and sh's batch and head_dim.  Row arrays: see cl/dist.cl. */
+fcl_status dist_widen(fcl_mpi *m, const dist_kernels *k, const dist_shape *sh, size_t heads,
+                      const fcl_layout *pl, cl_mem part_o, cl_mem part_lse, size_t n, size_t row0,
+                      size_t rows, cl_mem dst, size_t dst_base, cl_mem dst_lse, size_t dst_lse_base);
+fcl_status dist_accumulate(fcl_mpi *m, const dist_kernels *k, const dist_shape *sh, size_t heads,
+                           cl_mem acc, size_t acc_base, size_t rows, size_t row0, cl_mem part,
+                           const fcl_layout *pl, size_t n, int assign);
+fcl_status dist_store(fcl_mpi *m, const dist_kernels *k, const dist_shape *sh, size_t heads,
+                      cl_mem acc, size_t acc_base, size_t rows, cl_mem out, const fcl_layout *ol,
+                      size_t n);
+/* combine.cl's merge of `num_parts` row arrays of this rank's queries
+ * (part p at p * batch * heads_q * rows rows) into out (strided storage)
+ * and, with write_lse, lse ((batch, heads_q, rows), +inf for a row that
+ * saw no key). */
+fcl_status dist_combine(fcl_mpi *m, const dist_kernels *k, const dist_shape *sh, cl_mem parts,
+                        cl_mem parts_lse, int num_parts, cl_mem out, const fcl_layout *ol,
+                        cl_mem lse, int write_lse);
+/* LSE rows q0 .. q0+n-1 of a (batch*heads, rows) array into a contiguous
+ * (batch*heads, n) one. */
+fcl_status dist_gather_lse(fcl_mpi *m, cl_mem lse, size_t bh, size_t rows, size_t q0, size_t n,
+                           cl_mem out);
+
+/* Messages of one step: K/V (and gradient sums) to the next rank, from the
+ * previous one. */
+enum { DIST_MAX_REQUESTS = 128 };
+typedef struct dist_messages {
+    MPI_Request req[DIST_MAX_REQUESTS];
+    int count;
+    /* a send to the next rank that waits for a device read (dist_post_after) */
+    cl_event send_ready;
+    void *send_buf;
+    size_t send_bytes;
+    int send_tag;
+} dist_messages;
+fcl_status dist_post(fcl_mpi *m, dist_messages *msg, void *send, void *recv, size_t send_bytes,
+                     size_t recv_bytes, int tag);
+/* A receive from the previous rank now, and a send to the next one as soon
+ * as `ready` (a read into `send`, whose event this takes over) completes,
+ * while dist_finish_step polls. */
+fcl_status dist_post_after(fcl_mpi *m, dist_messages *msg, cl_event ready, void *send,
+                           void *recv, size_t bytes, int tag);
+/* Host memory to copy to the device as soon as a step's messages are in
+ * (while the device still computes), on the copy queue; `done` receives
+ * the copy's event.  The device buffer must be free by then. */
+typedef struct dist_upload {
+    cl_mem dst;
+    const void *src;
+    size_t bytes;
+    cl_event *done;
+} dist_upload;
+enum { DIST_MAX_UPLOADS = 2 };
+
+/* Waits for the step's device work (a marker after it) and its messages,
+ * starting `uploads` (n of them, none unless device_ok) once the messages
+ * are in; adds to timing.wait_seconds the time spent on messages after the
+ * device was done.  Returns the device's, OpenCL's or MPI's failure. */
+fcl_status dist_finish_step(fcl_mpi *m, dist_messages *msg, int device_ok,
+                            const dist_upload *uploads, int n);
+/* Makes the context's queue wait for an upload's event (and releases it);
+ * nothing when *done is NULL. */
+fcl_status dist_after_upload(fcl_mpi *m, cl_event *done);
+
+double dist_now(void);
+
+/* The K/V shards' trip: step t computes with the shard of rank - t, in
+ * dev[t % 2] (staged in host[t % 2]), while the next one arrives in the
+ * other pair. */
+typedef struct dist_kv_ring {
+    cl_mem dev[2];
+    cl_mem staging[2];
+    void *host[2];
+    cl_event ready;               /* the next shard's upload, NULL when done */
+} dist_kv_ring;
+
+int dist_source(const dist_shape *s, int t);
+/* The buffers (before the collective check). */
+fcl_status dist_kv_begin(fcl_mpi *m, const dist_shape *s, dist_kv_ring *kv);
+/* This rank's own K and V as step 0's shard. */
+fcl_status dist_kv_load(fcl_mpi *m, const dist_shape *s, dist_kv_ring *kv, const void *k,
+                        const void *v);
+/* Step t's messages: the shard in hand to the next rank, step t+1's from
+ * the previous one (none at the last step). */
+fcl_status dist_kv_post(fcl_mpi *m, const dist_shape *s, dist_kv_ring *kv, int t,
+                        dist_messages *msg);
+/* The upload of step t+1's shard once step t's messages are in (n = 0 at
+ * the last step); the next step starts with dist_after_upload(&kv->ready). */
+int dist_kv_upload(const dist_shape *s, dist_kv_ring *kv, int t, dist_upload *up);
+/* After the ring: the copy queue drained, a pending upload's event released. */
+void dist_kv_end(fcl_mpi *m, dist_kv_ring *kv);
+
+#endif

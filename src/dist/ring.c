@@ -1,0 +1,393 @@
+/* ring.c - the pieces both rings use: local sizes and the flashcl
+ * descriptors of one step's calls, the launches of cl/dist.cl and of
+ * combine.cl's merge, the messages of a step and the wait for them. */
+#define _POSIX_C_SOURCE 200809L
+#include "dist_internal.h"
+
+#include <limits.h>
+#include <string.h>
+#include <time.h>
+
+double dist_now(void) { return MPI_Wtime(); }
+
+fcl_status dist_shape_make(const fcl_mpi_desc *d, int ranks, int rank, dist_shape *s)
+{
+    fcl_mpi_shard sh;
+    DIST_TRY(fcl_mpi_shard_of(d, rank, ranks, &sh));
+    s->d = d;
+    s->ranks = ranks;
+    s->rank = rank;
+    s->rows = sh.rows;
+    s->max_rows = dist_max_rows(d, ranks);
+    /* the ring's sums are written back in the storage type, so it must be
+     * one flashcl's calls also write: not an input-only type */
+    if (d->dtype != FCL_DTYPE_FP32 && d->dtype != FCL_DTYPE_FP16 && d->dtype != FCL_DTYPE_BF16)
+        return FCL_ERROR_DTYPE_UNSUPPORTED;
+    s->elem = fcl_dtype_size(d->dtype);
+    /* Sizes that the flashcl call for the whole local problem accepts
+     * (checked before the ring) fit size_t; these are no larger. */
+    s->q_elems = d->batch * s->rows * d->heads_q * d->head_dim;
+    s->kv_elems = dist_kv_elems(s, s->rows);
+    return FCL_OK;
+}
+
+size_t dist_rows_of(const dist_shape *s, int rank)
+{
+    fcl_mpi_shard sh;
+    return fcl_mpi_shard_of(s->d, rank, s->ranks, &sh) == FCL_OK ? sh.rows : 0;
+}
+
+size_t dist_kv_elems(const dist_shape *s, size_t rows)
+{
+    return s->d->batch * rows * s->d->heads_kv * s->d->head_dim;
+}
+
+void dist_plain_desc(const dist_shape *s, fcl_attention_desc *out)
+{
+    const fcl_mpi_desc *d = s->d;
+    fcl_attention_desc_init(out, d->batch, d->heads_q, d->heads_kv, s->rows, s->rows, d->head_dim,
+                            d->dtype, d->layout);
+    out->softmax_scale = d->softmax_scale;
+    out->causal = d->causal;
+}
+
+static fcl_layout rows_from(fcl_layout l, size_t first)
+{
+    l.offset += first * l.stride_seq;
+    return l;
+}
+
+void dist_call_desc(const dist_shape *s, const dist_call *c, size_t kv_rows, fcl_attention_desc *out)
+{
+    const fcl_mpi_desc *d = s->d;
+    fcl_attention_desc_init(out, d->batch, d->heads_q, d->heads_kv, c->nq, c->nk, d->head_dim,
+                            d->dtype, d->layout);
+    out->softmax_scale = d->softmax_scale;
+    out->causal = c->causal;
+    const fcl_layout ql = rows_from(fcl_layout_contiguous(d->layout, d->heads_q, s->rows, d->head_dim), c->q0);
+    const fcl_layout kl = rows_from(fcl_layout_contiguous(d->layout, d->heads_kv, kv_rows, d->head_dim), c->k0);
+    out->q = out->o = out->dout = out->dq = ql;
+    out->k = out->dk = out->dv = kl;
+    out->v = kl;
+    out->v.offset += dist_kv_elems(s, kv_rows); /* V follows K in the shard's buffer */
+}
+
+/* ---- launches ------------------------------------------------------------ */
+
+typedef struct arg {
+    size_t size;
+    const void *value;
+} arg;
+
+static fcl_status launch(fcl_mpi *m, cl_kernel k, const arg *args, cl_uint n, size_t g0, size_t g1,
+                         const size_t *local)
+{
+    for (cl_uint i = 0; i < n; ++i) {
+        cl_int err = clSetKernelArg(k, i, args[i].size, args[i].value);
+        if (err != CL_SUCCESS)
+            return err;
+    }
+    if (g0 == 0 || g1 == 0)
+        return FCL_OK;
+    const size_t global[2] = {g0, g1};
+    return clEnqueueNDRangeKernel(fcl_context_cl_queue(m->ctx), k, 2, NULL, global, local, 0, NULL,
+                                  NULL);
+}
+
+#define ARG(x) {sizeof(x), &(x)}
+
+fcl_status dist_widen(fcl_mpi *m, const dist_kernels *k, const dist_shape *sh, size_t heads,
+                      const fcl_layout *pl, cl_mem part_o, cl_mem part_lse, size_t n, size_t row0,
+                      size_t rows, cl_mem dst, size_t dst_base, cl_mem dst_lse, size_t dst_lse_base)
+{
+    const cl_long off = (cl_long)pl->offset, sb = (cl_long)pl->stride_batch,
+                  shd = (cl_long)pl->stride_head, ss = (cl_long)pl->stride_seq;
+    const cl_int n_ = (cl_int)n, row0_ = (cl_int)row0, heads_ = (cl_int)heads, rows_ = (cl_int)rows,
+                 hd = (cl_int)sh->d->head_dim;
+    const cl_long base = (cl_long)dst_base, lbase = (cl_long)dst_lse_base;
+    const arg a[] = {ARG(part_o), ARG(off), ARG(sb), ARG(shd), ARG(ss), ARG(part_lse), ARG(n_),
+                     ARG(row0_), ARG(heads_), ARG(rows_), ARG(hd), ARG(dst), ARG(base),
+                     ARG(dst_lse), ARG(lbase)};
+    return launch(m, k->widen, a, 15, sh->d->head_dim, sh->d->batch * heads * n, NULL);
+}
+
+fcl_status dist_accumulate(fcl_mpi *m, const dist_kernels *k, const dist_shape *sh, size_t heads,
+                           cl_mem acc, size_t acc_base, size_t rows, size_t row0, cl_mem part,
+                           const fcl_layout *pl, size_t n, int assign)
+{
+    const cl_long base = (cl_long)acc_base, off = (cl_long)pl->offset,
+                  sb = (cl_long)pl->stride_batch, shd = (cl_long)pl->stride_head,
+                  ss = (cl_long)pl->stride_seq;
+    const cl_int rows_ = (cl_int)rows, row0_ = (cl_int)row0, heads_ = (cl_int)heads,
+                 hd = (cl_int)sh->d->head_dim, n_ = (cl_int)n, assign_ = assign;
+    const arg a[] = {ARG(acc), ARG(base), ARG(rows_), ARG(row0_), ARG(heads_), ARG(hd),
+                     ARG(part), ARG(off), ARG(sb), ARG(shd), ARG(ss), ARG(n_), ARG(assign_)};
+    return launch(m, k->accumulate, a, 13, sh->d->head_dim, sh->d->batch * heads * n, NULL);
+}
+
+fcl_status dist_store(fcl_mpi *m, const dist_kernels *k, const dist_shape *sh, size_t heads,
+                      cl_mem acc, size_t acc_base, size_t rows, cl_mem out, const fcl_layout *ol,
+                      size_t n)
+{
+    const cl_long base = (cl_long)acc_base, off = (cl_long)ol->offset,
+                  sb = (cl_long)ol->stride_batch, shd = (cl_long)ol->stride_head,
+                  ss = (cl_long)ol->stride_seq;
+    const cl_int rows_ = (cl_int)rows, heads_ = (cl_int)heads, hd = (cl_int)sh->d->head_dim,
+                 n_ = (cl_int)n;
+    const arg a[] = {ARG(acc), ARG(base), ARG(rows_), ARG(heads_), ARG(hd), ARG(out),
+                     ARG(off), ARG(sb), ARG(shd), ARG(ss), ARG(n_)};
+    return launch(m, k->store, a, 11, sh->d->head_dim, sh->d->batch * heads * n, NULL);
+}
+
+enum { COMBINE_COLS = DIST_COMBINE_COLS, COMBINE_WG = DIST_COMBINE_COLS * DIST_COMBINE_SLICES };
+
+fcl_status dist_combine(fcl_mpi *m, const dist_kernels *k, const dist_shape *sh, cl_mem parts,
+                        cl_mem parts_lse, int num_parts, cl_mem out, const fcl_layout *ol,
+                        cl_mem lse, int write_lse)
+{
+    const fcl_mpi_desc *d = sh->d;
+    const cl_long part_rows = (cl_long)(d->batch * d->heads_q * sh->rows);
+    const cl_int np = num_parts, hd = (cl_int)d->head_dim, sq = (cl_int)sh->rows,
+                 hq = (cl_int)d->heads_q, wl = write_lse;
+    const cl_long off = (cl_long)ol->offset, sb = (cl_long)ol->stride_batch,
+                  shd = (cl_long)ol->stride_head, ss = (cl_long)ol->stride_seq, lse_off = 0;
+    const arg a[] = {ARG(parts), ARG(parts_lse), ARG(np), ARG(part_rows), ARG(hd), ARG(sq),
+                     ARG(hq), ARG(out), ARG(off), ARG(sb), ARG(shd), ARG(ss), ARG(lse),
+                     ARG(lse_off), ARG(wl)};
+    const size_t col_blocks = (d->head_dim + COMBINE_COLS - 1) / COMBINE_COLS;
+    const size_t local[2] = {COMBINE_WG, 1};
+    return launch(m, k->combine, a, 15, (size_t)part_rows * col_blocks * COMBINE_WG, 1, local);
+}
+
+fcl_status dist_gather_lse(fcl_mpi *m, cl_mem lse, size_t bh, size_t rows, size_t q0, size_t n,
+                           cl_mem out)
+{
+    const size_t src_origin[3] = {q0 * sizeof(float), 0, 0}, dst_origin[3] = {0, 0, 0};
+    const size_t region[3] = {n * sizeof(float), bh, 1};
+    return clEnqueueCopyBufferRect(fcl_context_cl_queue(m->ctx), lse, out, src_origin, dst_origin,
+                                   region, rows * sizeof(float), 0, n * sizeof(float), 0, 0,
+                                   NULL, NULL);
+}
+
+/* ---- messages ------------------------------------------------------------ */
+
+/* MPI counts are int: a message travels in pieces of at most 1 GiB, sent
+ * and received in the same order (MPI keeps the order of one sender's
+ * messages with one tag). */
+enum { PIECE_BYTES = 1 << 30 };
+
+static fcl_status post_pieces(fcl_mpi *m, dist_messages *msg, void *buf, size_t bytes, int peer,
+                              int tag, int send)
+{
+    for (size_t at = 0; at < bytes || (bytes == 0 && at == 0); at += PIECE_BYTES) {
+        const size_t n = bytes - at < PIECE_BYTES ? bytes - at : PIECE_BYTES;
+        if (msg->count == DIST_MAX_REQUESTS)
+            return FCL_ERROR_INVALID_SHAPE;
+        MPI_Request *r = &msg->req[msg->count];
+        char *p = (char *)buf + at;
+        const int rc = send ? MPI_Isend(p, (int)n, MPI_BYTE, peer, tag, m->comm, r)
+                            : MPI_Irecv(p, (int)n, MPI_BYTE, peer, tag, m->comm, r);
+        if (rc != MPI_SUCCESS)
+            return FCL_ERROR_MPI;
+        msg->count++;
+        if (bytes == 0)
+            break;
+    }
+    return FCL_OK;
+}
+
+fcl_status dist_post(fcl_mpi *m, dist_messages *msg, void *send, void *recv, size_t send_bytes,
+                     size_t recv_bytes, int tag)
+{
+    const int next = (m->rank + 1) % m->size, prev = (m->rank + m->size - 1) % m->size;
+    DIST_TRY(post_pieces(m, msg, recv, recv_bytes, prev, tag, 0));
+    return post_pieces(m, msg, send, send_bytes, next, tag, 1);
+}
+
+static fcl_status start_uploads(fcl_mpi *m, const dist_upload *up, int n)
+{
+    for (int i = 0; i < n; ++i)
+        DIST_TRY(clEnqueueWriteBuffer(m->copy_queue, up[i].dst, CL_FALSE, 0, up[i].bytes, up[i].src,
+                                      0, NULL, up[i].done));
+    return n > 0 ? clFlush(m->copy_queue) : FCL_OK;
+}
+
+fcl_status dist_after_upload(fcl_mpi *m, cl_event *done)
+{
+    if (*done == NULL)
+        return FCL_OK;
+    const fcl_status st =
+        clEnqueueMarkerWithWaitList(fcl_context_cl_queue(m->ctx), 1, done, NULL);
+    clReleaseEvent(*done);
+    *done = NULL;
+    return st;
+}
+
+fcl_status dist_post_after(fcl_mpi *m, dist_messages *msg, cl_event ready, void *send,
+                           void *recv, size_t bytes, int tag)
+{
+    const int prev = (m->rank + m->size - 1) % m->size;
+    msg->send_ready = ready;
+    msg->send_buf = send;
+    msg->send_bytes = bytes;
+    msg->send_tag = tag;
+    return post_pieces(m, msg, recv, bytes, prev, tag, 0);
+}
+
+/* The deferred send, once its read is done (wait: block for it). */
+static fcl_status post_deferred(fcl_mpi *m, dist_messages *msg, int wait)
+{
+    cl_int status = CL_QUEUED;
+    cl_int err = wait ? clWaitForEvents(1, &msg->send_ready)
+                      : clGetEventInfo(msg->send_ready, CL_EVENT_COMMAND_EXECUTION_STATUS,
+                                       sizeof status, &status, NULL);
+    if (err == CL_SUCCESS && !wait && status > CL_COMPLETE)
+        return FCL_OK; /* not yet */
+    clReleaseEvent(msg->send_ready);
+    msg->send_ready = NULL;
+    /* sent even after a failed read: the next rank waits for it */
+    const fcl_status sent = post_pieces(m, msg, msg->send_buf, msg->send_bytes,
+                                        (m->rank + 1) % m->size, msg->send_tag, 1);
+    return err != CL_SUCCESS ? err : status < 0 ? status : sent;
+}
+
+/* Polls the messages (MPI progresses them only inside its calls) and the
+ * device's marker until both are done, starting the uploads as soon as the
+ * messages are in; the time between the device's end and the messages' is
+ * the step's wait. */
+fcl_status dist_finish_step(fcl_mpi *m, dist_messages *msg, int device_ok,
+                            const dist_upload *uploads, int n)
+{
+    cl_event marker = NULL;
+    fcl_status st = FCL_OK;
+    if (device_ok)
+        st = clEnqueueMarkerWithWaitList(fcl_context_cl_queue(m->ctx), 0, NULL, &marker);
+    if (st == FCL_OK && marker != NULL)
+        st = clFlush(fcl_context_cl_queue(m->ctx));
+    int device_done = marker == NULL, messages_done = msg->count == 0;
+    double device_end = dist_now();
+    while (!messages_done || msg->send_ready != NULL) {
+        if (msg->send_ready != NULL) { /* blocks only when nothing else is left */
+            const fcl_status posted = post_deferred(m, msg, device_done);
+            if (posted != FCL_OK && st == FCL_OK)
+                st = posted;
+            if (msg->send_ready == NULL) {
+                messages_done = 0; /* its requests are new */
+                continue;
+            }
+        }
+        if (!messages_done) {
+            if (device_done) { /* nothing else to watch: block in MPI */
+                if (MPI_Waitall(msg->count, msg->req, MPI_STATUSES_IGNORE) != MPI_SUCCESS &&
+                    st == FCL_OK)
+                    st = FCL_ERROR_MPI;
+                messages_done = 1;
+                continue;
+            }
+            int flag = 0;
+            if (MPI_Testall(msg->count, msg->req, &flag, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
+                st = st != FCL_OK ? st : FCL_ERROR_MPI;
+                flag = 1;
+            }
+            if (flag) {
+                messages_done = 1;
+                continue;
+            }
+        }
+        if (!device_done) {
+            cl_int status = CL_QUEUED;
+            cl_int err = clGetEventInfo(marker, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status,
+                                        &status, NULL);
+            if (err != CL_SUCCESS || status <= CL_COMPLETE) {
+                if (st == FCL_OK)
+                    st = err != CL_SUCCESS ? err : status < 0 ? status : FCL_OK;
+                device_done = 1;
+                device_end = dist_now();
+                continue;
+            }
+        }
+        const struct timespec pause = {0, 20000}; /* 20 us: leave the cores to the device */
+        nanosleep(&pause, NULL);
+    }
+    const double messages_end = dist_now();
+    if (msg->count > 0 && messages_end > device_end && device_done)
+        m->timing.wait_seconds += messages_end - device_end;
+    msg->count = 0;
+    if (st == FCL_OK && device_ok)
+        st = start_uploads(m, uploads, n);
+    if (marker != NULL) {
+        cl_int err = clWaitForEvents(1, &marker);
+        if (err != CL_SUCCESS && st == FCL_OK)
+            st = err;
+        clReleaseEvent(marker);
+    }
+    return st;
+}
+
+/* ---- K/V shards around the ring ------------------------------------------ */
+
+enum { TAG_KV = 1 };
+
+/* The source of step t: rank - t (mod R). */
+int dist_source(const dist_shape *s, int t) { return (s->rank - t % s->ranks + s->ranks) % s->ranks; }
+
+static size_t kv_bytes(const dist_shape *s, int source)
+{
+    return 2 * dist_kv_elems(s, dist_rows_of(s, source)) * s->elem;
+}
+
+fcl_status dist_kv_begin(fcl_mpi *m, const dist_shape *s, dist_kv_ring *kv)
+{
+    if (m->copy_queue == NULL) {
+        cl_int err = CL_SUCCESS;
+        m->copy_queue = clCreateCommandQueue(fcl_context_cl_context(m->ctx),
+                                             fcl_context_cl_device(m->ctx), 0, &err);
+        if (err != CL_SUCCESS) {
+            m->copy_queue = NULL;
+            return err;
+        }
+    }
+    const size_t most = 2 * dist_kv_elems(s, s->max_rows) * s->elem;
+    DIST_TRY(dist_buffer_get(m, SLOT_KV0, most, &kv->dev[0]));
+    DIST_TRY(dist_buffer_get(m, SLOT_KV1, most, &kv->dev[1]));
+    DIST_TRY(dist_staging_get(m, SLOT_HOST_KV0, most, &kv->staging[0], &kv->host[0]));
+    DIST_TRY(dist_staging_get(m, SLOT_HOST_KV1, most, &kv->staging[1], &kv->host[1]));
+    return FCL_OK;
+}
+
+fcl_status dist_kv_load(fcl_mpi *m, const dist_shape *s, dist_kv_ring *kv, const void *k,
+                        const void *v)
+{
+    const size_t half = s->kv_elems * s->elem;
+    memcpy(kv->host[0], k, half);
+    memcpy((char *)kv->host[0] + half, v, half);
+    return clEnqueueWriteBuffer(fcl_context_cl_queue(m->ctx), kv->dev[0], CL_FALSE, 0, 2 * half,
+                                kv->host[0], 0, NULL, NULL);
+}
+
+fcl_status dist_kv_post(fcl_mpi *m, const dist_shape *s, dist_kv_ring *kv, int t,
+                        dist_messages *msg)
+{
+    if (t + 1 >= s->ranks)
+        return FCL_OK;
+    return dist_post(m, msg, kv->host[t % 2], kv->host[(t + 1) % 2],
+                     kv_bytes(s, dist_source(s, t)), kv_bytes(s, dist_source(s, t + 1)), TAG_KV);
+}
+
+void dist_kv_end(fcl_mpi *m, dist_kv_ring *kv)
+{
+    if (m->copy_queue != NULL)
+        clFinish(m->copy_queue);
+    if (kv->ready != NULL)
+        clReleaseEvent(kv->ready);
+    kv->ready = NULL;
+}
+
+int dist_kv_upload(const dist_shape *s, dist_kv_ring *kv, int t, dist_upload *up)
+{
+    if (t + 1 >= s->ranks)
+        return 0;
+    const int n = (t + 1) % 2; /* its last reader, step t - 1, has finished */
+    *up = (dist_upload){kv->dev[n], kv->host[n], kv_bytes(s, dist_source(s, t + 1)), &kv->ready};
+    return 1;
+}

@@ -1,0 +1,481 @@
+/* test_mpi.c - flashcl_mpi under mpirun (1, 2 or 3 ranks): every rank
+ * checks its shard of the ring's forward and gradients against the float64
+ * reference of the whole sequence (tests/reference.c) and against the
+ * single-device call on its own device; then the collective errors.
+ *
+ * Tolerance: tests/test_support.h's rule, err <= factor * err(low-precision
+ * reference) + u * max|ref| + u32 * sqrt(n) * max(max|ref|, M), plus what the
+ * ring adds by design (flashcl_mpi.h, "Accuracy"): each step's partial result
+ * is rounded to the storage type before the fp32 sum, so
+ *   O:          + u * max|V|   (a step's partial O is a convex combination of
+ *                               rows of V, so |O_step| <= max|V|; the steps'
+ *                               weights sum to 1)
+ *   dQ, dK, dV: + u * max M    (the steps' parts of an element split the terms
+ *                               behind it, so sum |part| <= M, the sum of the
+ *                               terms' absolute values: reference.h)
+ * LSE is fp32 from fp32 parts: the rule with u = 2^-24.  An indexing,
+ * masking or merge error is orders of magnitude above these.  Against the
+ * single-device call: both are within their tolerance of the float64
+ * result, so they differ by at most twice the ring's.  With one rank the
+ * calls are the plain ones: bitwise equal. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#include "flashcl_mpi.h"
+#include "reference.h"
+#include "test_support.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int g_rank, g_size, g_checks, g_failures;
+static fcl_mpi *g_m;
+
+#define EXPECT(cond, ...)                                                   \
+    do {                                                                    \
+        ++g_checks;                                                         \
+        if (!(cond)) {                                                      \
+            ++g_failures;                                                   \
+            fprintf(stderr, "rank %d/%d: FAIL %s:%d: ", g_rank, g_size, __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                   \
+            fprintf(stderr, "\n");                                          \
+        }                                                                   \
+    } while (0)
+
+typedef struct mcase {
+    size_t batch, heads_q, heads_kv, seqlen, head_dim;
+    fcl_dtype dtype;
+    int causal;
+    fcl_mpi_sharding sharding;
+    fcl_layout_kind layout;
+    float scale;
+    uint64_t seed;
+} mcase;
+
+/* The whole problem, as doubles (batch, heads, seq, dim), and its references. */
+typedef struct problem {
+    mcase c;
+    ref_problem p;
+    size_t nq, nk; /* elements of Q-side and K-side tensors */
+    double *q, *k, *v, *dout;
+    double *o, *lse, *dq, *dk, *dv;           /* float64 */
+    double *o_lp, *lse_lp, *dq_lp, *dk_lp, *dv_lp; /* low precision */
+    double *mq, *mk, *mv;                     /* magnitudes M */
+} problem;
+
+static double *alloc_d(size_t n) { return calloc(n ? n : 1, sizeof(double)); }
+
+static void fill(rng *r, double *x, size_t n, fcl_dtype dt)
+{
+    for (size_t i = 0; i < n; ++i)
+        x[i] = round_to_dtype(rng_normal(r), dt);
+}
+
+static void problem_make(problem *pb, const mcase *c)
+{
+    memset(pb, 0, sizeof *pb);
+    pb->c = *c;
+    const size_t n = c->seqlen;
+    pb->p = (ref_problem){c->batch, c->heads_q, c->heads_kv, n, n, c->head_dim,
+                          c->scale > 0 ? c->scale : 1.0 / sqrt((double)c->head_dim), c->causal,
+                          c->dtype, NULL};
+    pb->nq = c->batch * c->heads_q * n * c->head_dim;
+    pb->nk = c->batch * c->heads_kv * n * c->head_dim;
+    const size_t rows = c->batch * c->heads_q * n;
+    double **q_side[] = {&pb->q, &pb->dout, &pb->o, &pb->dq, &pb->o_lp, &pb->dq_lp, &pb->mq};
+    double **k_side[] = {&pb->k, &pb->v, &pb->dk, &pb->dv, &pb->dk_lp, &pb->dv_lp, &pb->mk, &pb->mv};
+    for (size_t i = 0; i < sizeof q_side / sizeof q_side[0]; ++i)
+        *q_side[i] = alloc_d(pb->nq);
+    for (size_t i = 0; i < sizeof k_side / sizeof k_side[0]; ++i)
+        *k_side[i] = alloc_d(pb->nk);
+    pb->lse = alloc_d(rows);
+    pb->lse_lp = alloc_d(rows);
+    rng r = {c->seed};
+    fill(&r, pb->q, pb->nq, c->dtype);
+    fill(&r, pb->k, pb->nk, c->dtype);
+    fill(&r, pb->v, pb->nk, c->dtype);
+    fill(&r, pb->dout, pb->nq, c->dtype);
+    ref_forward_f64(&pb->p, pb->q, pb->k, pb->v, pb->o, pb->lse);
+    ref_forward_lowp(&pb->p, pb->q, pb->k, pb->v, pb->o_lp, pb->lse_lp);
+    ref_backward_f64(&pb->p, pb->q, pb->k, pb->v, pb->dout, pb->dq, pb->dk, pb->dv);
+    ref_backward_lowp(&pb->p, pb->q, pb->k, pb->v, pb->dout, pb->dq_lp, pb->dk_lp, pb->dv_lp);
+    ref_backward_magnitudes(&pb->p, pb->q, pb->k, pb->v, pb->dout, pb->mq, pb->mk, pb->mv);
+}
+
+static void problem_free(problem *pb)
+{
+    double *all[] = {pb->q, pb->k, pb->v, pb->dout, pb->o, pb->lse, pb->dq, pb->dk, pb->dv,
+                     pb->o_lp, pb->lse_lp, pb->dq_lp, pb->dk_lp, pb->dv_lp, pb->mq, pb->mk, pb->mv};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
+        free(all[i]);
+}
+
+/* Element (b, h, s, c) of a contiguous tensor of `rows` rows in `layout`. */
+static size_t at(fcl_layout_kind layout, size_t heads, size_t rows, size_t d, size_t b, size_t h,
+                 size_t s, size_t c)
+{
+    return layout == FCL_LAYOUT_BSHD ? ((b * rows + s) * heads + h) * d + c
+                                     : ((b * heads + h) * rows + s) * d + c;
+}
+
+/* Global position of local row t. */
+static size_t position(const fcl_mpi_shard *sh, size_t t)
+{
+    return t < sh->len[0] ? sh->start[0] + t : sh->start[1] + (t - sh->len[0]);
+}
+
+/* A (b, h, seq, d) double tensor's rows `rows` (local, or all with sh = NULL)
+ * as storage bytes in `layout`. */
+static void *pack(const problem *pb, const double *x, size_t heads, const fcl_mpi_shard *sh)
+{
+    const mcase *c = &pb->c;
+    const size_t rows = sh != NULL ? sh->rows : c->seqlen, es = fcl_dtype_size(c->dtype);
+    unsigned char *out = malloc(c->batch * heads * rows * c->head_dim * es + 1);
+    for (size_t b = 0; b < c->batch; ++b)
+        for (size_t h = 0; h < heads; ++h)
+            for (size_t t = 0; t < rows; ++t)
+                for (size_t e = 0; e < c->head_dim; ++e) {
+                    const size_t g = sh != NULL ? position(sh, t) : t;
+                    fa_put_value(out + at(c->layout, heads, rows, c->head_dim, b, h, t, e) * es,
+                                 c->dtype,
+                                 x[((b * heads + h) * c->seqlen + g) * c->head_dim + e]);
+                }
+    return out;
+}
+
+/* Value of local element (b, h, t, e) of a storage tensor of `rows` rows. */
+static double local_value(const problem *pb, const void *x, size_t heads, size_t rows, size_t b,
+                          size_t h, size_t t, size_t e)
+{
+    const size_t es = fcl_dtype_size(pb->c.dtype);
+    return fa_get_value((const unsigned char *)x +
+                            at(pb->c.layout, heads, rows, pb->c.head_dim, b, h, t, e) * es,
+                        pb->c.dtype);
+}
+
+static double max_abs(const double *x, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; ++i)
+        m = fmax(m, fabs(x[i]));
+    return m;
+}
+
+/* The rule at the top on this rank's rows of one tensor.  ours: storage
+ * tensor (or fp32 LSE when lse != 0); other: the single-device result in
+ * the same form (NULL: none). */
+static void check_tensor(const char *name, const problem *pb, const fcl_mpi_shard *sh,
+                         size_t heads, const void *ours, const void *other, const double *ref,
+                         const double *lowp, const double *magnitude, int is_lse, double factor,
+                         double extra, size_t sum_terms)
+{
+    const mcase *c = &pb->c;
+    const size_t d = is_lse ? 1 : c->head_dim;
+    double err = 0, err_lp = 0, max_ref = 0, max_m = 0, diff_other = 0;
+    int bad = 0;
+    for (size_t b = 0; b < c->batch; ++b)
+        for (size_t h = 0; h < heads; ++h)
+            for (size_t t = 0; t < sh->rows; ++t)
+                for (size_t e = 0; e < d; ++e) {
+                    const size_t g = ((b * heads + h) * c->seqlen + position(sh, t)) * d + e;
+                    double x, y = 0;
+                    if (is_lse) {
+                        x = ((const float *)ours)[(b * heads + h) * sh->rows + t];
+                        if (other)
+                            y = ((const float *)other)[(b * heads + h) * c->seqlen + position(sh, t)];
+                    } else {
+                        x = local_value(pb, ours, heads, sh->rows, b, h, t, e);
+                        if (other)
+                            y = local_value(pb, other, heads, c->seqlen, b, h, position(sh, t), e);
+                    }
+                    if (!isfinite(x) && isfinite(ref[g]))
+                        bad = 1;
+                    err = fmax(err, fabs(x - ref[g]));
+                    err_lp = fmax(err_lp, fabs(lowp[g] - ref[g]));
+                    max_ref = fmax(max_ref, fabs(ref[g]));
+                    if (magnitude)
+                        max_m = fmax(max_m, magnitude[g]);
+                    if (other)
+                        diff_other = fmax(diff_other, fabs(x - y));
+                }
+    const double u = unit_roundoff(is_lse ? FCL_DTYPE_FP32 : c->dtype), u32 = ldexp(1.0, -24);
+    const double tol = factor * err_lp + u * max_ref +
+                       u32 * sqrt((double)sum_terms) * fmax(max_ref, max_m) + extra;
+    EXPECT(!bad && err <= tol, "%s: error %.3g > tolerance %.3g (low-precision reference %.3g)",
+           name, err, tol, err_lp);
+    if (other) {
+        if (g_size == 1)
+            EXPECT(diff_other == 0, "%s: one rank differs from the plain call by %.3g", name,
+                   diff_other);
+        else
+            EXPECT(diff_other <= 2 * tol, "%s: differs from the single-device call by %.3g > %.3g",
+                   name, diff_other, 2 * tol);
+    }
+}
+
+static void describe(const mcase *c, char *buf, size_t n)
+{
+    snprintf(buf, n, "B%zu Hq%zu Hkv%zu N%zu d%zu %s%s %s %s", c->batch, c->heads_q, c->heads_kv,
+             c->seqlen, c->head_dim, fcl_dtype_name(c->dtype), c->causal ? " causal" : "",
+             c->sharding == FCL_MPI_SHARD_ZIGZAG ? "zigzag" : "contiguous",
+             c->layout == FCL_LAYOUT_BSHD ? "bshd" : "bhsd");
+}
+
+/* Forward and backward of one case on every rank, checked against the
+ * references and the single-device call; run twice when `repeat`, bitwise. */
+static void run_case(const mcase *c, int repeat)
+{
+    char what[128], name[192];
+    describe(c, what, sizeof what);
+    problem pb;
+    problem_make(&pb, c);
+    fcl_mpi_desc d;
+    fcl_mpi_desc_init(&d, c->batch, c->heads_q, c->heads_kv, c->seqlen, c->head_dim, c->dtype,
+                      c->layout);
+    d.causal = c->causal;
+    d.sharding = c->sharding;
+    d.softmax_scale = c->scale;
+    fcl_mpi_shard sh;
+    EXPECT(fcl_mpi_shard_of(&d, g_rank, g_size, &sh) == FCL_OK, "%s: shard", what);
+    const size_t es = fcl_dtype_size(c->dtype);
+    const size_t lq = c->batch * c->heads_q * sh.rows * c->head_dim;
+    const size_t lk = c->batch * c->heads_kv * sh.rows * c->head_dim;
+    const size_t lrows = c->batch * c->heads_q * sh.rows;
+    void *q = pack(&pb, pb.q, c->heads_q, &sh), *k = pack(&pb, pb.k, c->heads_kv, &sh);
+    void *v = pack(&pb, pb.v, c->heads_kv, &sh), *dout = pack(&pb, pb.dout, c->heads_q, &sh);
+    void *o = malloc(lq * es), *dq = malloc(lq * es), *dk = malloc(lk * es), *dv = malloc(lk * es);
+    float *lse = malloc(lrows * sizeof(float));
+    fcl_status st = fcl_mpi_attention_forward_host(g_m, &d, q, k, v, o, lse);
+    EXPECT(st == FCL_OK, "%s: forward: %s", what, fcl_status_string(st));
+    if (st == FCL_OK) {
+        st = fcl_mpi_attention_backward_host(g_m, &d, q, k, v, o, lse, dout, dq, dk, dv);
+        EXPECT(st == FCL_OK, "%s: backward: %s", what, fcl_status_string(st));
+    }
+    /* the single-device call on this rank's device */
+    fcl_attention_desc plain;
+    fcl_attention_desc_init(&plain, c->batch, c->heads_q, c->heads_kv, c->seqlen, c->seqlen,
+                            c->head_dim, c->dtype, c->layout);
+    plain.causal = c->causal;
+    plain.softmax_scale = c->scale;
+    void *gq = pack(&pb, pb.q, c->heads_q, NULL), *gk = pack(&pb, pb.k, c->heads_kv, NULL);
+    void *gv = pack(&pb, pb.v, c->heads_kv, NULL), *gdout = pack(&pb, pb.dout, c->heads_q, NULL);
+    void *go = malloc(pb.nq * es), *gdq = malloc(pb.nq * es), *gdk = malloc(pb.nk * es),
+         *gdv = malloc(pb.nk * es);
+    float *glse = malloc(c->batch * c->heads_q * c->seqlen * sizeof(float));
+    fcl_context *ctx = fcl_mpi_context(g_m);
+    fcl_status sp = fcl_attention_forward_host(ctx, &plain, gq, gk, gv, go, glse);
+    if (sp == FCL_OK)
+        sp = fcl_attention_backward_host(ctx, &plain, gq, gk, gv, go, glse, gdout, gdq, gdk, gdv);
+    EXPECT(sp == FCL_OK, "%s: single-device call: %s %s", what, fcl_status_string(sp),
+           sp == FCL_ERROR_BUILD_FAILED ? fcl_context_build_log(ctx) : "");
+    if (st == FCL_OK && sp == FCL_OK) {
+        const size_t fw_terms = c->head_dim + c->seqlen, bw_terms = c->head_dim + c->seqlen;
+        const double uv = unit_roundoff(c->dtype) * max_abs(pb.v, pb.nk);
+        const double um = unit_roundoff(c->dtype) *
+                          fmax(max_abs(pb.mq, pb.nq), fmax(max_abs(pb.mk, pb.nk), max_abs(pb.mv, pb.nk)));
+        snprintf(name, sizeof name, "%s O", what);
+        check_tensor(name, &pb, &sh, c->heads_q, o, go, pb.o, pb.o_lp, NULL, 0, 2, uv, fw_terms);
+        snprintf(name, sizeof name, "%s LSE", what);
+        check_tensor(name, &pb, &sh, c->heads_q, lse, glse, pb.lse, pb.lse_lp, NULL, 1, 2, 0, fw_terms);
+        snprintf(name, sizeof name, "%s dQ", what);
+        check_tensor(name, &pb, &sh, c->heads_q, dq, gdq, pb.dq, pb.dq_lp, pb.mq, 0, 3, um, bw_terms);
+        snprintf(name, sizeof name, "%s dK", what);
+        check_tensor(name, &pb, &sh, c->heads_kv, dk, gdk, pb.dk, pb.dk_lp, pb.mk, 0, 3, um, bw_terms);
+        snprintf(name, sizeof name, "%s dV", what);
+        check_tensor(name, &pb, &sh, c->heads_kv, dv, gdv, pb.dv, pb.dv_lp, pb.mv, 0, 3, um, bw_terms);
+    }
+    if (repeat && st == FCL_OK) { /* bitwise the same on a second run */
+        void *o2 = malloc(lq * es), *dq2 = malloc(lq * es), *dk2 = malloc(lk * es),
+             *dv2 = malloc(lk * es);
+        float *lse2 = malloc(lrows * sizeof(float));
+        st = fcl_mpi_attention_forward_host(g_m, &d, q, k, v, o2, lse2);
+        if (st == FCL_OK)
+            st = fcl_mpi_attention_backward_host(g_m, &d, q, k, v, o, lse, dout, dq2, dk2, dv2);
+        EXPECT(st == FCL_OK && memcmp(o, o2, lq * es) == 0 &&
+                   memcmp(lse, lse2, lrows * sizeof(float)) == 0 && memcmp(dq, dq2, lq * es) == 0 &&
+                   memcmp(dk, dk2, lk * es) == 0 && memcmp(dv, dv2, lk * es) == 0,
+               "%s: a second run is not bitwise the same (%s)", what, fcl_status_string(st));
+        free(o2), free(dq2), free(dk2), free(dv2), free(lse2);
+    }
+    void *all[] = {q, k, v, dout, o, dq, dk, dv, lse, gq, gk, gv, gdout, go, gdq, gdk, gdv, glse};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
+        free(all[i]);
+    problem_free(&pb);
+}
+
+/* ---- the collective errors ------------------------------------------------ */
+
+enum { SENTINEL = 0x5A };
+
+static int untouched(const void *p, size_t n)
+{
+    for (size_t i = 0; i < n; ++i)
+        if (((const unsigned char *)p)[i] != SENTINEL)
+            return 0;
+    return 1;
+}
+
+/* `change` alters rank `who`'s descriptor or arrays (who = -1: every
+ * rank); every rank must return `want` and leave its outputs alone. */
+typedef struct bad_call {
+    const char *what;
+    int who;
+    int backward;
+    fcl_status want;
+    void (*change)(fcl_mpi_desc *d, const void **q, const float **lse);
+} bad_call;
+
+static void longer(fcl_mpi_desc *d, const void **q, const float **lse) { (void)q, (void)lse, d->seqlen++; }
+static void no_q(fcl_mpi_desc *d, const void **q, const float **lse) { (void)d, (void)lse, *q = NULL; }
+static void no_lse(fcl_mpi_desc *d, const void **q, const float **lse) { (void)d, (void)q, *lse = NULL; }
+static void fp16(fcl_mpi_desc *d, const void **q, const float **lse) { (void)q, (void)lse, d->dtype = FCL_DTYPE_FP16; }
+static void causal(fcl_mpi_desc *d, const void **q, const float **lse) { (void)q, (void)lse, d->causal = 1; }
+static void head_dim_300(fcl_mpi_desc *d, const void **q, const float **lse) { (void)q, (void)lse, d->head_dim = 300; }
+static void heads_3_2(fcl_mpi_desc *d, const void **q, const float **lse) { (void)q, (void)lse, d->heads_q = 3, d->heads_kv = 2; }
+static void too_short(fcl_mpi_desc *d, const void **q, const float **lse) { (void)q, (void)lse, d->seqlen = 2 * (size_t)g_size - 1; }
+static void bad_flag(fcl_mpi_desc *d, const void **q, const float **lse) { (void)q, (void)lse, d->causal = 2; }
+static void bad_dtype(fcl_mpi_desc *d, const void **q, const float **lse) { (void)q, (void)lse, d->dtype = (fcl_dtype)7; }
+
+static void run_bad_call(const bad_call *bc)
+{
+    fcl_mpi_desc d;
+    fcl_mpi_desc_init(&d, 1, 2, 2, 24, 32, FCL_DTYPE_FP32, FCL_LAYOUT_BSHD);
+    d.sharding = FCL_MPI_SHARD_ZIGZAG;
+    const size_t big = 1 << 16; /* larger than any shard here */
+    float *in = calloc(big, sizeof(float));
+    unsigned char *out[4];
+    for (int i = 0; i < 4; ++i) {
+        out[i] = malloc(big);
+        memset(out[i], SENTINEL, big);
+    }
+    for (size_t i = 0; i < big; ++i)
+        in[i] = (float)((i * 37 % 101) / 101.0 - 0.5); /* any finite values */
+    const void *q = in;
+    const float *lse = in;
+    if (bc->who < 0 || bc->who == g_rank % g_size)
+        bc->change(&d, &q, &lse);
+    fcl_status st = bc->backward
+                        ? fcl_mpi_attention_backward_host(g_m, &d, q, in, in, in, lse, in, out[0],
+                                                          out[1], out[2])
+                        : fcl_mpi_attention_forward_host(g_m, &d, q, in, in, out[0], (float *)out[1]);
+    EXPECT(st == bc->want, "%s: %s, want %s", bc->what, fcl_status_string(st),
+           fcl_status_string(bc->want));
+    for (int i = 0; i < 4; ++i)
+        EXPECT(untouched(out[i], big), "%s: output %d written on error", bc->what, i);
+    free(in);
+    for (int i = 0; i < 4; ++i)
+        free(out[i]);
+}
+
+static void shard_geometry(void)
+{
+    fcl_mpi_desc d;
+    for (size_t n = 6; n < 40; n += 7)
+        for (int z = 0; z < 2; ++z) {
+            fcl_mpi_desc_init(&d, 1, 1, 1, n, 8, FCL_DTYPE_FP32, FCL_LAYOUT_BSHD);
+            d.sharding = z ? FCL_MPI_SHARD_ZIGZAG : FCL_MPI_SHARD_CONTIGUOUS;
+            unsigned char seen[40] = {0};
+            size_t total = 0;
+            for (int r = 0; r < 3; ++r) {
+                fcl_mpi_shard s;
+                EXPECT(fcl_mpi_shard_of(&d, r, 3, &s) == FCL_OK, "shard_of n %zu", n);
+                total += s.rows;
+                for (size_t t = 0; t < s.rows; ++t)
+                    seen[position(&s, t)]++;
+                /* chunk c of C starts at floor(c n / C) */
+                const size_t chunks = z ? 6 : 3;
+                EXPECT(s.start[0] == (size_t)r * n / chunks, "chunk start n %zu", n);
+            }
+            EXPECT(total == n, "shards cover %zu of %zu", total, n);
+            for (size_t i = 0; i < n; ++i)
+                EXPECT(seen[i] == 1, "position %zu held %d times", i, seen[i]);
+        }
+    fcl_mpi_desc_init(&d, 1, 1, 1, 5, 8, FCL_DTYPE_FP32, FCL_LAYOUT_BSHD);
+    d.sharding = FCL_MPI_SHARD_ZIGZAG;
+    fcl_mpi_shard s;
+    EXPECT(fcl_mpi_shard_of(&d, 0, 3, &s) == FCL_ERROR_INVALID_SHAPE, "5 positions, 6 chunks");
+    EXPECT(fcl_mpi_shard_of(&d, 3, 3, &s) == FCL_ERROR_INVALID_VALUE, "rank out of range");
+    EXPECT(fcl_mpi_shard_of(NULL, 0, 3, &s) == FCL_ERROR_NULL_ARGUMENT, "NULL desc");
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    /* Each rank its own PoCL kernel cache (FCL_TEST_POCL_CACHE/rankN, set by
+     * ctest): ranks that compile the same kernels at once into one cache
+     * have failed a build under PoCL 3.1, once in a few cold runs. */
+    const char *pocl_cache = getenv("FCL_TEST_POCL_CACHE");
+    if (pocl_cache != NULL && pocl_cache[0] != '\0') {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/rank%d", pocl_cache, g_rank);
+        setenv("POCL_CACHE_DIR", dir, 1);
+    }
+    /* "--quick": the cases that need several ranks most (causal with both
+     * shardings, GQA/MQA, the three dtypes), for the slowest rank count */
+    const int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    fcl_status st = fcl_mpi_create(MPI_COMM_WORLD, NULL, NULL, &g_m);
+    EXPECT(st == FCL_OK, "fcl_mpi_create: %s", fcl_status_string(st));
+    if (st == FCL_OK) {
+        EXPECT(fcl_mpi_rank(g_m) == g_rank && fcl_mpi_size(g_m) == g_size, "rank and size");
+        shard_geometry();
+        const int last = g_size - 1;
+        /* Small shapes and few head_dims (several ranks share two cores
+         * here, and each builds every kernel it uses); every dtype, both
+         * shardings with causal masks, GQA and MQA, both layouts, lengths
+         * that do not divide by the chunks. */
+        const mcase cases[] = {
+            {1, 2, 2, 37, 32, FCL_DTYPE_FP32, 0, FCL_MPI_SHARD_CONTIGUOUS, FCL_LAYOUT_BSHD, 0, 1},
+            {1, 2, 2, 37, 32, FCL_DTYPE_FP32, 1, FCL_MPI_SHARD_ZIGZAG, FCL_LAYOUT_BSHD, 0.3f, 2},
+            {2, 4, 2, 41, 32, FCL_DTYPE_FP16, 1, FCL_MPI_SHARD_ZIGZAG, FCL_LAYOUT_BHSD, 0, 3},
+            {2, 3, 1, 29, 32, FCL_DTYPE_BF16, 1, FCL_MPI_SHARD_CONTIGUOUS, FCL_LAYOUT_BSHD, 0, 4},
+            {1, 2, 1, 23, 32, FCL_DTYPE_FP16, 0, FCL_MPI_SHARD_ZIGZAG, FCL_LAYOUT_BSHD, 0, 5},
+            {1, 2, 2, 30, 40, FCL_DTYPE_BF16, 1, FCL_MPI_SHARD_ZIGZAG, FCL_LAYOUT_BHSD, 0, 6},
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
+            if (!quick || (i >= 1 && i <= 3))
+                run_case(&cases[i], i == 2);
+        const bad_call bad[] = {
+            {"last rank's seqlen differs", last, 0, g_size > 1 ? FCL_ERROR_RANKS_DISAGREE : FCL_OK, longer},
+            {"rank 0's dtype differs", 0, 1, g_size > 1 ? FCL_ERROR_RANKS_DISAGREE : FCL_OK, fp16},
+            {"last rank's causal flag differs", last, 0, g_size > 1 ? FCL_ERROR_RANKS_DISAGREE : FCL_OK, causal},
+            {"last rank passes no Q", last, 0, FCL_ERROR_NULL_ARGUMENT, no_q},
+            {"rank 0 passes no LSE to the backward", 0, 1, FCL_ERROR_MISSING_LSE, no_lse},
+            {"head_dim 300 everywhere", -1, 0, FCL_ERROR_HEAD_DIM_UNSUPPORTED, head_dim_300},
+            {"heads 3 over 2 everywhere", -1, 1, FCL_ERROR_HEADS_NOT_DIVISIBLE, heads_3_2},
+            {"fewer positions than chunks", -1, 0, FCL_ERROR_INVALID_SHAPE, too_short},
+            {"causal = 2 everywhere", -1, 0, FCL_ERROR_INVALID_VALUE, bad_flag},
+            {"an unknown dtype everywhere", -1, 1, FCL_ERROR_DTYPE_UNSUPPORTED, bad_dtype},
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i)
+            if (bad[i].want != FCL_OK)
+                run_bad_call(&bad[i]);
+        /* the ranks still work together after the errors */
+        run_case(&cases[quick ? 1 : 0], 0);
+        /* a handle on the caller's context: used, and left alive by destroy */
+        fcl_mpi *own = g_m, *other = NULL;
+        st = fcl_mpi_create(MPI_COMM_WORLD, fcl_mpi_context(own), NULL, &other);
+        EXPECT(st == FCL_OK && fcl_mpi_context(other) == fcl_mpi_context(own) &&
+                   fcl_mpi_local_rank(other) == fcl_mpi_local_rank(own) &&
+                   fcl_mpi_local_rank(own) >= 0 && fcl_mpi_local_rank(own) < g_size,
+               "fcl_mpi_create on a given context: %s", fcl_status_string(st));
+        if (st == FCL_OK && !quick) {
+            g_m = other;
+            run_case(&cases[4], 0);
+            g_m = own;
+            fcl_mpi_destroy(other);
+            run_case(&cases[4], 0);
+        } else {
+            fcl_mpi_destroy(other);
+        }
+    }
+    fcl_mpi_destroy(g_m);
+    int failures = 0, checks = 0;
+    MPI_Allreduce(&g_failures, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(&g_checks, &checks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (g_rank == 0)
+        printf("test_mpi: %d ranks, %d checks, %d failed\n", g_size, checks, failures);
+    MPI_Finalize();
+    return failures == 0 ? 0 : 1;
+}
