@@ -10,6 +10,8 @@ Rows (fp32, batch 1, 1 head, seqlen 16, head_dim 32 unless given):
   host   C: fcl_attention_forward_host;  Python: flashcl.attention(NumPy arrays)
   clmem  C: fcl_attention_forward + clFinish on its buffers;
          Python: flashcl.attention(PyOpenCL arrays) + queue.finish()
+  clmem out=  the same with the caller's output array (out=): no PyOpenCL
+         allocation in the call
   plus "ctypes only": the host call through ctypes with a prepared
   descriptor, and "binding alone": flashcl.attention with the C entry point
   swapped for a no-op C function, to measure the Python work alone (the
@@ -74,6 +76,7 @@ def main():
         queue = cl.CommandQueue(cl.Context(device[:1]))
         wrapped = flashcl.Context.from_pyopencl(queue)
         qd, kd, vd = (cla.to_device(queue, x) for x in (q, k, v))
+        od = cla.empty_like(qd)
 
     desc = _lib.AttentionDesc()
     _lib.fcl_attention_desc_init(ctypes.byref(desc), 1, a.heads, a.heads, a.seqlen, a.seqlen,
@@ -88,21 +91,28 @@ def main():
         flashcl.attention(qd, kd, vd, context=wrapped)
         queue.finish()
 
+    def on_device_out():
+        flashcl.attention(qd, kd, vd, context=wrapped, out=od)
+        queue.finish()
+
     cargs = ["--heads", str(a.heads), "--seqlen", str(a.seqlen), "--head-dim",
              str(a.head_dim), "--reps", str(a.reps)]
     rows = {"host": {"C": [], "Python": [], "ctypes only": []}}
     if cl is not None:
         rows["clmem"] = {"C": [], "Python": []}
+        rows["clmem out="] = {"C": [], "Python": []}
     for r in range(a.rounds):
         c = c_round(a.build, cargs)
         rows["host"]["C"].append(c["host"])
         if cl is not None:
             rows["clmem"]["C"].append(c["clmem"])
+            rows["clmem out="]["C"].append(c["clmem"])
         rows["host"]["Python"].append(median_us(lambda: flashcl.attention(q, k, v, context=ctx),
                                                 a.reps))
         rows["host"]["ctypes only"].append(median_us(raw, a.reps))
         if cl is not None:
             rows["clmem"]["Python"].append(median_us(on_device, a.reps))
+            rows["clmem out="]["Python"].append(median_us(on_device_out, a.reps))
         print("round %d: %s" % (r + 1, {f: {w: "%.1f" % v[-1] for w, v in d.items()}
                                          for f, d in rows.items()}))
     med = {f: {w: statistics.median(v) for w, v in d.items()} for f, d in rows.items()}

@@ -82,6 +82,29 @@ def test_strided_views_are_taken_as_they_are(rng):
     assert np.array_equal(o, dense)
 
 
+def test_out_receives_the_result(rng):
+    q, k, v = (rand(rng, (2, 21, 4, 16), "fp16") for _ in range(3))
+    want = flashcl.attention(q, k, v, causal=True)
+    # a strided window of a larger array, filled with a sentinel first
+    big = np.full((2, 21, 4, 24), 7.0, np.float16)
+    out = big[:, :, :, 4:20]
+    got = flashcl.attention(q, k, v, causal=True, out=out)
+    assert got is out and np.array_equal(out, want)
+    assert np.all(big[..., :4] == 7.0) and np.all(big[..., 20:] == 7.0)
+    # wrong shape, dtype or kind: refused before the call, out untouched
+    for bad in (np.zeros((2, 21, 4, 8), np.float16), np.zeros((2, 21, 4, 16), np.float32),
+                [[0.0]]):
+        before = np.array(bad, copy=True)
+        with pytest.raises(flashcl.ArgumentError):
+            flashcl.attention(q, k, v, out=bad)
+        assert np.array_equal(np.array(bad), before)
+    # an error leaves it as it was too
+    out[...] = 3.0
+    with pytest.raises(flashcl.Error):
+        flashcl.attention(q, k, v, window=(-5, 0), out=out)
+    assert np.all(out == 3.0)
+
+
 def test_ml_dtypes_bfloat16(rng):
     ml_dtypes = pytest.importorskip("ml_dtypes", reason="ml_dtypes is not installed "
                                     "(Debian 12 has no package); bf16 is tested as uint16")

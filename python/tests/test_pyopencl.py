@@ -53,6 +53,22 @@ def test_forward_backward_on_device_arrays_match_host(rng, wrapped, queue):
         assert np.array_equal(gd.get(), g)
 
 
+def test_out_on_device_receives_the_result(rng, wrapped, queue):
+    q, k, v = (rand(rng, (1, 30, 2, 32), "fp32") for _ in range(3))
+    q_d, k_d, v_d = (cla.to_device(queue, x) for x in (q, k, v))
+    out_d = cla.to_device(queue, np.full(q.shape, 5.0, np.float32))
+    got = flashcl.attention(q_d, k_d, v_d, causal=True, context=wrapped, out=out_d)
+    assert got is out_d
+    assert np.array_equal(out_d.get(), flashcl.attention(q, k, v, causal=True))
+    # a host array for device inputs, and out over q's own buffer: refused
+    with pytest.raises(flashcl.ArgumentError):
+        flashcl.attention(q_d, k_d, v_d, context=wrapped, out=np.empty_like(q))
+    with pytest.raises(flashcl.Error) as e:
+        flashcl.attention(q_d, k_d, v_d, context=wrapped, out=q_d)
+    assert e.value.name == "FCL_ERROR_BUFFER_ALIASING"
+    assert np.array_equal(q_d.get(), q)
+
+
 def test_no_copies_of_the_tensors(rng, wrapped, queue):
     # the library allocates no buffer as large as a tensor on the cl_mem path
     # (the host path must, for q, k, v and o)
