@@ -266,9 +266,17 @@ static uint64_t extent(const fcl_layout *l, uint64_t n0, uint64_t s0, uint64_t n
 
 static int fits(uint64_t bytes) { return bytes <= POOL_BYTES; }
 
+/* Bytes per element the host arrays must allow for: the larger of the
+ * input and output types (they differ for FP8; an unknown type counts 1). */
+static uint64_t host_elem_bytes(fcl_dtype dtype, fcl_dtype out_dtype)
+{
+    const uint64_t a = fcl_dtype_size(dtype), b = fcl_dtype_size(out_dtype);
+    return a > b ? a : b ? b : 1;
+}
+
 static uint64_t attn_tensor(const fcl_attention_desc *d, const fcl_layout *l, int kv)
 {
-    const uint64_t es = fcl_dtype_size(d->dtype) ? fcl_dtype_size(d->dtype) : 1;
+    const uint64_t es = host_elem_bytes(d->dtype, d->out_dtype);
     const uint64_t h = kv ? d->heads_kv : d->heads_q;
     const uint64_t rows = d->varlen ? (kv ? d->total_k : d->total_q) : (kv ? d->seqlen_k : d->seqlen_q);
     const uint64_t b = d->varlen ? 1 : d->batch;
@@ -311,7 +319,7 @@ static int attn_host_fits(const fcl_attention_desc *d)
 
 static int kv_host_fits(const fcl_kvcache_desc *d)
 {
-    const uint64_t es = fcl_dtype_size(d->dtype) ? fcl_dtype_size(d->dtype) : 1;
+    const uint64_t es = host_elem_bytes(d->dtype, d->out_dtype);
     const fcl_layout *l[2] = {&d->q, &d->o};
     for (int i = 0; i < 2; ++i)
         if (!fits(extent(l[i], d->batch, l[i]->stride_batch, d->seqlen_q, l[i]->stride_seq,
@@ -578,10 +586,11 @@ static void call_kvcache(reader *r, int entry)
     int_array(r, pages, H_AUX2, 64);
     if (entry == 0) {
         fcl_kvcache_buffers b;
-        cl_mem *m[10] = {&b.q, &b.k_cache, &b.v_cache, &b.cache_seqlens, &b.page_table,
-                         &b.k_new, &b.v_new, &b.alibi_slopes, &b.o, &b.lse};
-        for (int i = 0; i < 10; ++i)
-            *m[i] = pick(r);
+        cl_mem *m[13] = {&b.q, &b.k_cache, &b.v_cache, &b.cache_seqlens, &b.page_table,
+                         &b.k_new, &b.v_new, &b.alibi_slopes, &b.o, &b.lse,
+                         &b.descale_q, &b.descale_k, &b.descale_v};
+        for (int i = 0; i < 13; ++i)
+            *m[i] = i < 10 || u8(r) < 64 ? pick(r) : NULL; /* FP8 descales: often none */
         b.cache_seqlens = g_pool[lens];
         b.page_table = g_pool[pages];
         const cl_uint num_wait = u8(r) < 8;
@@ -594,9 +603,13 @@ static void call_kvcache(reader *r, int entry)
     } else if (entry == 1) {
         if (!kv_host_fits(&d))
             return;
+        /* descales, when chosen, read the slopes' floats */
+        const float *f = (const float *)g_host[H_AUX0];
+        const uint8_t scales = u8(r);
         fcl_kvcache_host a = {g_host[H_Q], g_host[H_K], g_host[H_V], (const int32_t *)g_host[H_AUX1],
                               (const int32_t *)g_host[H_AUX2], g_host[H_DQ], g_host[H_DK],
-                              (const float *)g_host[H_AUX0], g_host[H_O], (float *)g_host[H_LSE]};
+                              f, g_host[H_O], (float *)g_host[H_LSE],
+                              scales & 1 ? f : NULL, scales & 2 ? f : NULL, scales & 4 ? f : NULL};
         const uint8_t nulls = u8(r) < 16 ? u8(r) : 0;
         const void **p[10] = {&a.q, (const void **)&a.k_cache, (const void **)&a.v_cache,
                               (const void **)&a.cache_seqlens, (const void **)&a.page_table,
