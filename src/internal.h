@@ -340,6 +340,8 @@ fcl_status fcl_validate_apart(const fcl_context *ctx, const fcl_tensor_ref *tens
 float fcl_effective_scale(const fcl_attention_desc *desc);
 /* FCL_DTYPE_FP8_E4M3 or FCL_DTYPE_FP8_E5M2 (forward only, desc.c). */
 bool fcl_dtype_is_fp8(fcl_dtype dtype);
+/* The out_dtype both descriptor inits set: FP16 for FP8 inputs, else dtype. */
+fcl_dtype fcl_default_out_dtype(fcl_dtype dtype);
 /* O's storage type: out_dtype for FP8 inputs, else dtype. */
 fcl_dtype fcl_output_dtype(const fcl_attention_desc *desc);
 /* FCL_ERROR_DTYPE_UNSUPPORTED for an FP8 dtype: calls without FP8 (the

@@ -87,7 +87,7 @@ void fcl_attention_desc_init(fcl_attention_desc *desc, size_t batch, size_t head
     desc->window_left = -1;
     desc->window_right = -1;
     desc->alibi = FCL_ALIBI_NONE;
-    desc->out_dtype = fcl_dtype_is_fp8(dtype) ? FCL_DTYPE_FP16 : dtype;
+    desc->out_dtype = fcl_default_out_dtype(dtype);
 }
 
 bool fcl_dtype_is_fp8(fcl_dtype dtype)
@@ -98,6 +98,11 @@ bool fcl_dtype_is_fp8(fcl_dtype dtype)
 fcl_status fcl_require_no_fp8(fcl_dtype dtype)
 {
     return fcl_dtype_is_fp8(dtype) ? FCL_ERROR_DTYPE_UNSUPPORTED : FCL_OK;
+}
+
+fcl_dtype fcl_default_out_dtype(fcl_dtype dtype)
+{
+    return fcl_dtype_is_fp8(dtype) ? FCL_DTYPE_FP16 : dtype;
 }
 
 fcl_dtype fcl_output_dtype(const fcl_attention_desc *desc)

@@ -26,7 +26,7 @@ void fcl_kvcache_desc_init(fcl_kvcache_desc *desc, size_t batch, size_t heads_q,
     desc->seqlen_q = seqlen_q;
     desc->seqlen_new = seqlen_new;
     desc->dtype = dtype;
-    desc->out_dtype = fcl_dtype_is_fp8(dtype) ? FCL_DTYPE_FP16 : dtype;
+    desc->out_dtype = fcl_default_out_dtype(dtype);
     desc->window_left = -1;
     desc->window_right = -1;
     desc->alibi = FCL_ALIBI_NONE;
