@@ -55,7 +55,7 @@ for step in $steps; do
       [ "$step" = tests-tc ] && all="test_tensor_cores test_backward test_forward"
       [ -n "${TESTS:-}" ] && all=$TESTS
       for t in $all; do
-        ( time FLASHCL_DEVICE=${dev:-${FLASHCL_DEVICE:-}} timeout 300 "$B/tests/$t" ) > "$OUT/$t.log" 2>&1
+        ( time FLASHCL_DEVICE=${dev:-${FLASHCL_DEVICE:-}} timeout "${TEST_TIMEOUT:-300}" "$B/tests/$t" ) > "$OUT/$t.log" 2>&1
         echo "$t${dev:+ on $dev}: rc=$?"; grep -E "PASSED|FAILED|FAIL " "$OUT/$t.log" | head -20
       done
       cat "$OUT"/test_*.log > "$OUT/${step}.log"; rm -f "$OUT"/test_*.log ;;
