@@ -357,14 +357,37 @@ inline fcl_seq fcl_sequence(int b, int seqlen_q, int seqlen_k, __global const in
     return s;
 }
 
+/* Work-group g of a launch of num_ranks blocks (Q blocks, or K blocks of the
+ * dK/dV kernel) times num_heads heads, as the block's rank (0: the block
+ * with the most work under a causal mask, num_ranks - 1: the least) and its
+ * head (*head).  GPU pieces: ranks in order, heads fastest, so the heavy
+ * blocks start first and the tail of the launch is short.  The CPU piece:
+ * PoCL's pthread driver hands each thread a contiguous run of groups, the
+ * first runs the longest (a thread takes ceil(remaining / threads)), so
+ * there the first thread got only the heaviest blocks and the causal
+ * forward ran at 0.55x the non-causal rate on 16 threads (NOTES.md, run
+ * 21).  There a head's blocks are adjacent, alternately heavy and light
+ * (ranks 0, n-1, 1, n-2, ...), so every run of groups is an even mix. */
+inline int fcl_rank_of_group(int g, int num_ranks, int num_heads, int *head)
+{
+#if FCL_TILE_CPU
+    *head = g / num_ranks;
+    const int slot = g - *head * num_ranks;
+    return (slot & 1) ? num_ranks - 1 - (slot >> 1) : slot >> 1;
+#else
+    const int rank = g / num_heads;
+    *head = g - rank * num_heads;
+    return rank;
+#endif
+}
+
 /* The Q block (of br rows) a work-group of the forward or dQ kernel owns.
  * Work-groups are (Q block, head group, batch, split), the split (split-KV:
  * which chunk of keys, forward only) fastest, then batch * head groups; a
  * head group is FCL_PACK query heads sharing a K/V head (GQA packing,
  * forward only), whose rows are packed (fcl_rows), so a block's rows are
- * counted in packed rows.  Q blocks go in reverse: under a causal mask the
- * last ones see the most keys, so they start first and the tail of the
- * launch is short.  Q blocks past a shorter packed sequence get rows = 0:
+ * counted in packed rows.  Under a causal mask the last Q blocks see the
+ * most keys: fcl_rank_of_group orders them.  Q blocks past a shorter packed sequence get rows = 0:
  * they load zeros, visit no key block and store nothing (not an early
  * return: PoCL miscompiled one before the barriers, writing past the
  * output). */
@@ -384,14 +407,15 @@ inline fcl_q_block fcl_q_block_of_group(int br, int num_bh, int num_splits, int 
     const int g = (int)get_group_id(0) / num_splits;
     const int num_qb = (int)get_num_groups(0) / (num_bh * num_splits);
     const int groups_per_b = heads_q / FCL_PACK;
-    const int hg = g - (g / num_bh) * num_bh;
+    int hg;
+    const int rank = fcl_rank_of_group(g, num_qb, num_bh, &hg);
     q.split = (int)get_group_id(0) - g * num_splits;
     q.b = hg / groups_per_b;
     q.h = (hg - q.b * groups_per_b) * FCL_PACK;
     q.bh = q.b * heads_q + q.h;
     q.hk = q.h / q_per_kv;
     q.sq = fcl_sequence(q.b, seqlen_q, seqlen_k, cu_q, cu_k, window_left, window_right);
-    q.r0 = (num_qb - 1 - g / num_bh) * br;
+    q.r0 = (num_qb - 1 - rank) * br;
     q.rows = clamp(q.sq.seqlen_q * FCL_PACK - q.r0, 0, br);
     return q;
 }
