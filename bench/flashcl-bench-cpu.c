@@ -227,6 +227,49 @@ static void *as_storage(const float *x, size_t n, fcl_dtype dt)
     return p;
 }
 
+/* fp16 bits as a float (normal, subnormal or zero: outputs are finite) */
+static float half_to_float(uint16_t h)
+{
+    const int e = (h >> 10) & 31, m = h & 1023;
+    const float a = e == 0 ? ldexpf((float)m, -24) : ldexpf((float)(1024 + m), e - 25);
+    return (h & 0x8000u) ? -a : a;
+}
+
+/* A speed measured on wrong results is no measurement: flashcl's output is
+ * read back and compared with OpenBLAS's from the same inputs, and the run
+ * stops on a mismatch.  Inputs lie in [-1, 1], so |O| <= 1.  fp32: two
+ * fp32 codes differing in summation order and exp, far below 1e-4.  fp16:
+ * flashcl sees Q, K, V rounded to fp16 (relative 2^-11) and rounds O
+ * (2^-11), OpenBLAS computes on the fp32 values: a few 1e-3 at most, so
+ * 1e-2; a broken kernel is off by tenths. */
+static void check_output(cl_mem mo, const float *ref, size_t n, fcl_dtype dt, const char *what)
+{
+    const size_t es = dt == FCL_DTYPE_FP32 ? 4 : 2;
+    unsigned char *raw = malloc(n * es);
+    CL_CHECK(clEnqueueReadBuffer(fcl_context_cl_queue(g_ctx), mo, CL_TRUE, 0, n * es, raw, 0, NULL,
+                                 NULL));
+    double worst = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+        float x;
+        if (dt == FCL_DTYPE_FP32) {
+            memcpy(&x, raw + 4 * i, 4);
+        } else {
+            uint16_t h;
+            memcpy(&h, raw + 2 * i, 2);
+            x = half_to_float(h);
+        }
+        const double err = fabs((double)x - (double)ref[i]);
+        if (!(err <= worst)) /* NaN too */
+            worst = isnan(err) ? INFINITY : err;
+    }
+    free(raw);
+    const double tol = dt == FCL_DTYPE_FP32 ? 1e-4 : 1e-2;
+    if (!(worst <= tol)) {
+        fprintf(stderr, "MISMATCH %s: max |O - O_openblas| = %g > %g\n", what, worst, tol);
+        exit(1);
+    }
+}
+
 typedef struct options {
     int reps, quick, backward, decode;
 } options;
@@ -286,6 +329,7 @@ static void bench_prefill(const options *opts, fcl_dtype dt, int B, int H, int N
     cl_command_queue queue = fcl_context_cl_queue(g_ctx);
     MEDIAN_TIME(reps, tf, CHECK(fcl_attention_forward(g_ctx, &desc, mq, mk, mv, mo, mlse, 0, NULL, NULL));
                 CL_CHECK(clFinish(queue)));
+    check_output(mo, o, n, dt, "forward");
     fcl_plan plan;
     CHECK(fcl_plan_query(g_ctx, &desc, FCL_KERNEL_FORWARD, &plan));
     const double flops = 4.0 * B * H * (double)N * N * d * (causal ? 0.5 : 1.0);
@@ -329,6 +373,7 @@ static void bench_decode(const options *opts, fcl_dtype dt, int sk, int d)
     cl_command_queue queue = fcl_context_cl_queue(g_ctx);
     MEDIAN_TIME(reps, tf, CHECK(fcl_attention_forward(g_ctx, &desc, mq, mk, mv, mo, NULL, 0, NULL, NULL));
                 CL_CHECK(clFinish(queue)));
+    check_output(mo, o, nq, dt, "decode");
     fcl_plan plan;
     CHECK(fcl_plan_query(g_ctx, &desc, FCL_KERNEL_FORWARD, &plan));
     const double ours = 2.0 * nkv * es / tf / 1e9;
