@@ -187,6 +187,14 @@ for step in $steps; do
         files="$files${files:+,}$OUT/cpu_t$t.csv"
       done
       python3 bench/compare_cpu.py "$OUT/cpu_t${threads##* }.csv" "$OUT/cpu-scaling" --scaling "$files" ;;
+    tune-cpu)
+      # the CPU piece's tiles on the machine's CPU device (plan_table.c's "cpu piece" entry):
+      # one work-item a group, the shape of NOTES.md's run 19 sweep
+      dev=$("$B/tools/flashcl-info" --no-probe 2>/dev/null | awk '/^Device/ && /pthread|cpu|CPU/ {print $2; exit}')
+      FLASHCL_DEVICE=$dev timeout 300 "$B/bench/flashcl-tune" --seqlen 1024 --tokens 8192 --hidden 512 \
+        --reps 5 --head-dims 64,128 --kernels fwd,dq,dkdv \
+        --tiles "${CPU_TILES:-32x64x1x1,32x32x1x1,32x128x1x1,32x256x1x1,16x64x1x1,16x128x1x1}" \
+        2>&1 | tee "$OUT/tune_cpu.txt" ;;
     fp8)
       # FP8 storage on the real mma.sync piece: its tests, and its error beside fp16's
       ( time timeout 300 "$B/tests/test_fp8" ) > "$OUT/test_fp8.log" 2>&1
