@@ -36,7 +36,11 @@ static const table_entry table[] = {
      * 16x64 140 / 160; backward (dQ varied) 32x64 160 / 150, 16x64 140 / 150;
      * (dK/dV varied, keys x queries) 32x64 150 / 150, 16x64 130 / 130.
      * 32 rows match or beat 16 (by up to 35%); 32 to 256 keys are within the
-     * noise.  More rows are not possible: 64 would need 32 accumulators,
+     * noise.  The same sweep on a 16-core AVX-512 Xeon, PoCL 5.0 (NOTES.md,
+     * run 21; TFLOP/s at d 64 / 128): forward 32x64 1.09 / 1.15, 32x256
+     * 0.99 / 1.23, 16x64 0.79 / 0.78; dQ 32x64 0.86 / 0.93, 16x64 0.76 /
+     * 0.77; dK/dV 32x64 0.86 / 0.91, 16x64 0.69 / 0.87: again 32 rows, keys
+     * within 10%.  More rows are not possible: 64 would need 32 accumulators,
      * more than AVX-512's registers, and dropout keeps a bit per row in a
      * uint. */
     {"cpu piece", 0, 2, 0, -1, 256, 32, 64, 1, 1, FCL_PIECE_CPU},
