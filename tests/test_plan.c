@@ -11,6 +11,7 @@
 #include "internal.h"
 #include "test_support.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const fcl_kernel_kind kinds[4] = {FCL_KERNEL_FORWARD, FCL_KERNEL_BACKWARD_DKDV,
@@ -270,6 +271,34 @@ static void test_launch_failure_fallback(void **state)
     fcl_context_destroy(ctx);
 }
 
+/* A re-plan after a launch failure that fails itself (here its build, made
+ * to fail by an option that breaks the source) leaves the cached entry
+ * without a kernel; the next call of that build plans again and computes
+ * the right result, instead of launching no kernel. */
+static void test_failed_replan_recovers(void **state)
+{
+    (void)state;
+    fcl_context *ctx = test_context(NULL);
+    assert_non_null(ctx);
+    fcl_resolved *r = NULL;
+    const fcl_build b = fcl_build_of(FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP32, 0);
+    assert_int_equal(fcl_resolve(ctx, &b, &r), FCL_OK);
+    const uint64_t before = r->plan.pub.local_bytes;
+    snprintf(ctx->extra_build_options, sizeof ctx->extra_build_options, "-Dinline=)");
+    assert_int_not_equal(fcl_resolve_after_launch_failure(ctx, r, CL_OUT_OF_RESOURCES), FCL_OK);
+    assert_null(r->kernel);
+    ctx->extra_build_options[0] = '\0';
+    fcl_resolved *again = NULL;
+    assert_int_equal(fcl_resolve(ctx, &b, &again), FCL_OK);
+    assert_ptr_equal(again, r);
+    assert_non_null(again->kernel);
+    assert_true(again->plan.pub.local_bytes < before); /* the lowered limit holds */
+    fa_case c = {1, 2, 2, 70, 90, 64, FCL_DTYPE_FP32, 1, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 6, NULL};
+    fa_result res;
+    assert_true(fa_check_forward(ctx, &c, &res));
+    fcl_context_destroy(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -279,6 +308,7 @@ int main(void)
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_local_bytes_match_compiler),
         cmocka_unit_test(test_launch_failure_fallback),
+        cmocka_unit_test(test_failed_replan_recovers),
         cmocka_unit_test(test_tensor_core_plans),
         cmocka_unit_test(test_tensor_core_local_bytes),
     };

@@ -109,6 +109,17 @@ fcl_status fcl_plan_make_cpu(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
     uint64_t local_limit;
     size_t wg_limit;
     fcl_plan_effective_limits(caps, limits, &local_limit, &wg_limit);
+    /* within the limits (a device's own, or lowered after a launch ran out
+     * of resources): fewer keys first (16-bit staging), then fewer rows */
+    while (local_bytes_of(kind, rows, cols, d, storage) > local_limit &&
+           (cols > KEY_BLOCK || rows > rw)) {
+        if (storage != 4 && cols > KEY_BLOCK)
+            cols = cols / 2 / KEY_BLOCK * KEY_BLOCK;
+        else if (rows > rw)
+            rows -= rw;
+        else
+            cols = cols / 2 / KEY_BLOCK * KEY_BLOCK;
+    }
     const uint64_t local_bytes = local_bytes_of(kind, rows, cols, d, storage);
     if (local_bytes > local_limit || wg_limit < 1)
         return FCL_ERROR_NO_PLAN;

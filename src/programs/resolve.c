@@ -173,6 +173,11 @@ fcl_status fcl_resolve(fcl_context *ctx, const fcl_build *build, fcl_resolved **
 {
     for (size_t i = 0; i < ctx->num_resolved; ++i) {
         if (same_build(&ctx->resolved[i]->build, build)) {
+            /* a re-plan after a launch failure that failed itself (a build
+             * or an allocation) left no kernel: plan again, within the
+             * limits learned so far, rather than launch nothing */
+            if (ctx->resolved[i]->kernel == NULL)
+                FCL_TRY(build_checked(ctx, ctx->resolved[i]));
             *out = ctx->resolved[i];
             return FCL_OK;
         }
