@@ -46,7 +46,7 @@
  * the smallest case found: one query row, head_dim 64, 16 work-items) as
  * the last work-item left them, not saved per work-item: every work-item
  * stored that work-item's O columns.  The emulated tensor-core backward at
- * head_dim 256 crashed the same way.  Unoptimised builds, PoCL 3.1 and
+ * head_dim 256 crashed without this form.  Unoptimised builds, PoCL 3.1 and
  * Oclgrind are right.  Here the loop starts each iteration, and its exit,
  * with a barrier: the code after the loop is reached one way only, from
  * that barrier, and nothing is copied.  It costs one barrier a tile, so only
