@@ -20,6 +20,8 @@
  *                  K/V rows at a fixed stride
  *   FCL_TILE_CPU   0, or the CPU piece (tile_cpu.cl) with this many tile
  *                  rows per vector (8 or 16: the SIMD width in floats)
+ *   FCL_POCL_CPU   1 on PoCL's CPU devices: the tile loops' form that its
+ *                  kernel compiler gets right (FCL_TILE_LOOP below)
  */
 
 #define FCL_FEAT_SOFTCAP 1
@@ -32,6 +34,35 @@
 #define FCL_FEATURES 0
 #endif
 #define FCL_HAS(feature) ((FCL_FEATURES & (feature)) != 0)
+
+/* FCL_TILE_LOOP(cond) { body }: `while (cond) { body }` for the kernels'
+ * loops over tiles, whose bodies hold barriers.  PoCL 5.0's CPU kernel
+ * compiler (its default work-group method, "loopvec"; Ubuntu 24.04's build
+ * and one of v5.0 with LLVM 15 alike) miscompiles the plain loop when it can
+ * run no iteration and the code after it holds a barrier (the forward's row
+ * sums; the tensor-core piece's lane exchanges): it copies that code once
+ * for each way into it, and the copy reached from the loop reads some of the
+ * values the loop left in registers (two of four output accumulators, in
+ * the smallest case found: one query row, head_dim 64, 16 work-items) as
+ * the last work-item left them, not saved per work-item: every work-item
+ * stored that work-item's O columns.  The emulated tensor-core backward at
+ * head_dim 256 crashed without this form.  Unoptimised builds, PoCL 3.1 and
+ * Oclgrind are right.  Here the loop starts each iteration, and its exit,
+ * with a barrier: the code after the loop is reached one way only, from
+ * that barrier, and nothing is copied.  It costs one barrier a tile, so only
+ * PoCL's CPU devices get it (FCL_POCL_CPU, set by the host); GPUs keep the
+ * plain loop, and so does Oclgrind, whose race checks must see exactly the
+ * barriers the pieces need.  Nor does the CPU piece (FCL_TILE_CPU): one
+ * work-item a group has no per-work-item values to lose, it passed on
+ * PoCL 5.0 with the plain loop, and it is built to have no barrier. */
+#ifndef FCL_POCL_CPU
+#define FCL_POCL_CPU 0
+#endif
+#if FCL_POCL_CPU && !FCL_TILE_CPU
+#define FCL_TILE_LOOP(cond) for (;;) if ((barrier(CLK_LOCAL_MEM_FENCE), !(cond))) break; else
+#else
+#define FCL_TILE_LOOP(cond) while (cond)
+#endif
 #ifndef FCL_DKDV_PART
 #define FCL_DKDV_PART 0
 #endif

@@ -151,7 +151,7 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
                            sq.seqlen_k - c0, issued & 1);
         ++issued;
     }
-    while (c0 < key_end) {
+    FCL_TILE_LOOP(c0 < key_end) {
         const int cols = min(BC, sq.seqlen_k - c0);
         const int next =
             fcl_next_key_tile(blocks, BC, r0, r0 + rows, c0 + BC, key_end, sq.seqlen_k);
@@ -294,7 +294,7 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
     int t = 0;
     FCL_SKIP_EMPTY_Q_BLOCKS(t);
     if (t < total) FCL_REQUEST_Q_BLOCK(t);
-    while (t < total) {
+    FCL_TILE_LOOP(t < total) {
         const int h = FCL_Q_BLOCK_HEAD(t), r0 = FCL_Q_BLOCK_ROW(t);
         const int bh = b * heads_q + h;
         const int rows = min(BR, sq.seqlen_q - r0);

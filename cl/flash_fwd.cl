@@ -161,7 +161,7 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
     int c0 = fcl_next_key_tile(blocks, BC, p0, p1, (key_begin / BC) * BC, key_end, sq.seqlen_k);
     FCL_FWD_KEY_STATE;
     if (c0 < key_end) FCL_FWD_PREFETCH_K(k_rows, c0, sq.seqlen_k - c0);
-    while (c0 < key_end) {
+    FCL_TILE_LOOP(c0 < key_end) {
         const int cols = min(BC, sq.seqlen_k - c0);
         const int next = fcl_next_key_tile(blocks, BC, p0, p1, c0 + BC, key_end, sq.seqlen_k);
         const int cover = fcl_tile_cover(blocks, p0, p1, c0, c0 + cols);

@@ -191,6 +191,7 @@ struct fcl_context {
     fcl_caps caps;                /* of the real device or the emulated profile */
     const fcl_profile *profile;   /* NULL unless emulating */
     int portable_only;            /* no vendor fast paths */
+    int pocl_cpu;                 /* a CPU device of PoCL: FCL_POCL_CPU (common.cl) */
     int emulate_tensor_cores;     /* tests: tensor-core pieces on any device */
     char *cache_dir;              /* NULL: no disk cache */
     fcl_program_entry *programs;
@@ -290,7 +291,8 @@ fcl_status fcl_build_sm90a(fcl_context *ctx, cl_program from_source, const char 
 
 /* Options (-D defines) for a plan and its build; returns bytes needed like
  * snprintf. */
-int fcl_kernel_options(const fcl_plan_full *plan, const fcl_build *build, char *buf, size_t size);
+int fcl_kernel_options(const fcl_plan_full *plan, const fcl_build *build, int pocl_cpu, char *buf,
+                       size_t size);
 
 /* Plans, builds and checks the kernel of `build`, with resource fallback;
  * the result is cached in the context. */

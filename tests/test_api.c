@@ -270,6 +270,7 @@ static void test_disk_cache(void **state)
             continue;
         assert_null(strstr(e->d_name, ".tmp")); /* no leftover temporaries */
         ++files;
+        print_message("cache folder entry %d: %s\n", files, e->d_name);
         char path[512];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         remove(path);

@@ -12,6 +12,7 @@
 #include "test_support.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const fcl_kernel_kind kinds[4] = {FCL_KERNEL_FORWARD, FCL_KERNEL_BACKWARD_DKDV,
@@ -136,6 +137,18 @@ static void test_limits(void **state)
                      FCL_ERROR_NO_PLAN);
 }
 
+/* PoCL 4.0 to 6.x answer CL_KERNEL_LOCAL_MEM_SIZE with 0 for every kernel
+ * of their CPU devices, whatever __local arrays it declares (the answer
+ * comes from per-device metadata that only their Level Zero driver and
+ * program binaries fill; PoCL issue #1629, fixed in 7.0; PoCL 3.1 summed
+ * the arrays).  Such a driver says nothing about the plan: the check below
+ * needs one that reports. */
+static bool driver_reports_no_local_size(const fcl_context *ctx, cl_ulong used)
+{
+    const int major = atoi(ctx->info.driver_version);
+    return used == 0 && ctx->pocl_cpu && major >= 4 && major <= 6;
+}
+
 /* The planner's local-memory formula is what the compiler allocates. */
 static void assert_local_bytes_planned(fcl_context *ctx, const fcl_resolved *r)
 {
@@ -143,6 +156,8 @@ static void assert_local_bytes_planned(fcl_context *ctx, const fcl_resolved *r)
     assert_int_equal(clGetKernelWorkGroupInfo(r->kernel, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE,
                                               sizeof used, &used, NULL),
                      CL_SUCCESS);
+    if (driver_reports_no_local_size(ctx, used))
+        return;
     /* drivers may add a little of their own (NVIDIA: tens of bytes) */
     assert_true(used >= r->plan.pub.local_bytes);
     assert_true(used <= r->plan.pub.local_bytes + 1024);

@@ -20,6 +20,9 @@ static fcl_status finish_setup(fcl_context *ctx, const fcl_context_options *opts
 {
     FCL_TRY(fcl_probe_device(ctx->device, &ctx->info, &ctx->extensions));
     ctx->portable_only = opts->portable_only != 0;
+    /* PoCL's CPU kernel compiler needs one form of the tile loops (common.cl) */
+    ctx->pocl_cpu = (ctx->info.type & CL_DEVICE_TYPE_CPU) &&
+                    strcmp(ctx->info.platform_name, "Portable Computing Language") == 0;
     cl_command_queue_properties qprops = 0;
     cl_int err = clGetCommandQueueInfo(ctx->queue, CL_QUEUE_PROPERTIES, sizeof qprops, &qprops,
                                        NULL);

@@ -62,7 +62,7 @@ static fcl_status build_checked(fcl_context *ctx, fcl_resolved *r)
             FCL_TRY(fcl_plan_make(&ctx->caps, b->kind, b->head_dim, b->dtype, &r->limits, target,
                                   &r->plan));
         char options[640];
-        int n = fcl_kernel_options(&r->plan, &r->build, options, sizeof options);
+        int n = fcl_kernel_options(&r->plan, &r->build, ctx->pocl_cpu, options, sizeof options);
         if (ctx->extra_build_options[0] != '\0' && n > 0 && (size_t)n < sizeof options)
             fcl_appendf(options, sizeof options, " %s", ctx->extra_build_options);
         fcl_program_id pid = r->build.kind == FCL_KERNEL_FORWARD || r->build.kind == FCL_KERNEL_DECODE
