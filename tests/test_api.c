@@ -2,7 +2,7 @@
  * device listing and selection (FLASHCL_DEVICE), wrapping a caller's OpenCL
  * objects, host-pointer calls, plan queries, device memory accounting (no
  * N x N buffer, ever), and the on-disk program cache. */
-#define _POSIX_C_SOURCE 200809L /* setenv, mkdtemp */
+#define _POSIX_C_SOURCE 200809L /* setenv, mkdtemp, strdup */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -66,7 +66,11 @@ static void test_device_listing_and_selection(void **state)
     assert_int_equal(fcl_context_create(&o, &ctx), FCL_ERROR_DEVICE_NOT_FOUND);
     assert_null(ctx);
 
-    /* the environment variable: a good value, then bad ones */
+    /* the environment variable: a good value, then bad ones; the caller's
+     * own choice (tests run with FLASHCL_DEVICE on another device) is put
+     * back after, or the later tests would run on the default device */
+    const char *callers = getenv("FLASHCL_DEVICE");
+    char *saved = callers != NULL ? strdup(callers) : NULL;
     char spec[32];
     snprintf(spec, sizeof spec, "%d:%d", refs[0].platform_index, refs[0].device_index);
     setenv("FLASHCL_DEVICE", spec, 1);
@@ -78,7 +82,13 @@ static void test_device_listing_and_selection(void **state)
     assert_int_equal(fcl_context_create(NULL, &ctx), FCL_ERROR_BAD_DEVICE_SPEC);
     setenv("FLASHCL_DEVICE", "31:0", 1);
     assert_int_equal(fcl_context_create(NULL, &ctx), FCL_ERROR_DEVICE_NOT_FOUND);
-    unsetenv("FLASHCL_DEVICE");
+    if (saved != NULL)
+        setenv("FLASHCL_DEVICE", saved, 1);
+    else
+        unsetenv("FLASHCL_DEVICE");
+    assert_true(saved != NULL ? strcmp(getenv("FLASHCL_DEVICE"), saved) == 0
+                              : getenv("FLASHCL_DEVICE") == NULL);
+    free(saved);
     free(refs);
 }
 
@@ -245,7 +255,9 @@ static void test_no_quadratic_buffers(void **state)
     fcl_context_destroy(ctx);
 }
 
-/* With a cache folder, a second context loads the built kernels from disk. */
+/* With a cache folder, a second context loads the built kernels from disk:
+ * the folder holds one kernel binary, and the probed on-chip memory where
+ * the device was probed (GPUs with dedicated local memory). */
 static void test_disk_cache(void **state)
 {
     (void)state;
@@ -256,21 +268,28 @@ static void test_disk_cache(void **state)
     o.cache_dir = dir;
     fa_case c = {1, 1, 1, 30, 30, 16, FCL_DTYPE_BF16, 0, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 4, NULL};
     fa_result r;
+    int probed = 0;
     for (int round = 0; round < 2; ++round) {
         fcl_context *ctx = NULL;
         assert_int_equal(fcl_context_create(&o, &ctx), FCL_OK);
+        fcl_device_info info;
+        assert_int_equal(fcl_context_device_info(ctx, &info), FCL_OK);
+        probed = info.local_mem_probed;
         assert_true(fa_check_forward(ctx, &c, &r));
         fcl_context_destroy(ctx);
     }
     DIR *dp = opendir(dir);
     assert_non_null(dp);
-    int files = 0;
+    int files = 0, probes = 0;
     for (struct dirent *e; (e = readdir(dp)) != NULL;) {
         if (e->d_name[0] == '.')
             continue;
         assert_null(strstr(e->d_name, ".tmp")); /* no leftover temporaries */
-        ++files;
-        print_message("cache folder entry %d: %s\n", files, e->d_name);
+        if (strncmp(e->d_name, "flashcl-probe-", 14) == 0)
+            ++probes;
+        else
+            ++files;
+        print_message("cache folder entry %d: %s\n", files + probes, e->d_name);
         char path[512];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         remove(path);
@@ -278,6 +297,7 @@ static void test_disk_cache(void **state)
     closedir(dp);
     remove(dir);
     assert_int_equal(files, 1);
+    assert_int_equal(probes, probed);
 }
 
 int main(void)
