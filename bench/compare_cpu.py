@@ -12,7 +12,7 @@ dtype, head_dim and mask) when matplotlib is there.
 """
 import sys
 
-from results_csv import rows_of
+from results_csv import headless_pyplot, rows_of
 
 
 def arg(name):
@@ -70,12 +70,8 @@ def main():
                            f"| {float(r['ratio']):.2f} | {f'{ours / t:.2f}' if t else '-'} |")
     with open(prefix + ".md", "w") as f:
         f.write("\n".join(out) + "\n")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not found: no plot")
+    plt = headless_pyplot()
+    if plt is None:
         return
     fig, axes = plt.subplots(1, 2 if torch else 1, figsize=(13 if torch else 7, 4.5),
                              squeeze=False)

@@ -10,7 +10,7 @@ small-batch prefill with and without split-KV beside PyTorch.  OUT_PREFIX.png
 """
 import sys
 
-from results_csv import rows_of
+from results_csv import headless_pyplot, rows_of
 
 
 def main():
@@ -63,11 +63,8 @@ def main():
         out.append(f"| {dt} | {N} | {causal} | {f1(a)} | {v['prefill']['splits'] if 'prefill' in v else '-'} "
                    f"| {f1(b)} | {f1(fa)} | {f1(cu)} | {('%.2f' % (a / best)) if (a and best) else '-'} |")
     open(prefix + ".md", "w").write("\n".join(out) + "\n")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = headless_pyplot()
+    if plt is None:
         return
     dts = sorted({k[0] for k in series})
     fig, axes = plt.subplots(1, max(1, len(dts)), figsize=(6 * max(1, len(dts)), 4.5), squeeze=False)

@@ -13,6 +13,8 @@ only for the table.
 """
 import csv, sys
 
+from results_csv import headless_pyplot
+
 
 # mma.sync m16n8k16 fp16 -> fp32 alone, measured through OpenCL on the H100
 # (shared device notes; the H200 has the same SMs and clocks).
@@ -68,12 +70,8 @@ def main():
     with open(prefix + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not found: no plot")
+    plt = headless_pyplot()
+    if plt is None:
         return
     panels = sorted(series)
     cols = 4

@@ -10,7 +10,7 @@ group of bars per shape, log scale) when matplotlib is there
 """
 import sys
 
-from results_csv import rows_of
+from results_csv import headless_pyplot, rows_of
 
 
 def main():
@@ -29,12 +29,8 @@ def main():
                      f"| {float(r['rmse']):.3e} | {float(r['rel_rmse']):.3e} | {ratio:.1f}x |")
     with open(prefix + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not found: no plot")
+    plt = headless_pyplot()
+    if plt is None:
         return
     shapes = sorted({shape(r) for r in rows}, key=lambda s: (int(s[3]), int(s[2])))
     kinds = []

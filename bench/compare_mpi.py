@@ -9,7 +9,7 @@ ranks, one line per N) when matplotlib is there.
 """
 import sys
 
-from results_csv import rows_of
+from results_csv import headless_pyplot, rows_of
 
 
 def main():
@@ -38,12 +38,8 @@ def main():
     with open(prefix + ".md", "w") as f:
         f.write("\n".join(out) + "\n")
     print("\n".join(out))
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("(no matplotlib: no plot)")
+    plt = headless_pyplot()
+    if plt is None:
         return
     fig, ax = plt.subplots(figsize=(6, 4))
     top = max((r for pts in series.values() for r, _ in pts), default=1)

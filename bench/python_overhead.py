@@ -29,6 +29,8 @@ import timeit
 
 import numpy as np
 
+from results_csv import headless_pyplot
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -168,10 +170,8 @@ def main():
                      for f, d in rows.items()})
     with open(a.out + ".csv", "w") as out:
         out.write("".join("# %s: %s\n" % kv for kv in meta.items()) + "\n".join(csv) + "\n")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+    plt = headless_pyplot()
+    if plt is not None:
         fig, ax = plt.subplots(figsize=(6, 3.5))
         forms = list(med)
         x = np.arange(len(forms))
@@ -183,8 +183,6 @@ def main():
         ax.legend()
         fig.tight_layout()
         fig.savefig(a.out + ".png", dpi=100)
-    except ImportError:
-        print("matplotlib missing: no plot")
 
 
 if __name__ == "__main__":

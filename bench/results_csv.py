@@ -1,4 +1,5 @@
-"""Reading the benchmarks' results files: '# key: value' lines, then CSV."""
+"""The benchmarks' results files ('# key: value' lines, then CSV), and the
+headless pyplot the scripts draw their plots with."""
 import csv
 
 
@@ -13,3 +14,17 @@ def rows_of(path):
             else:
                 lines.append(line)
     return meta, list(csv.DictReader(lines))
+
+
+def headless_pyplot():
+    """matplotlib.pyplot on the Agg backend (no display needed), or None,
+    said on stdout, where matplotlib is missing: the tables are written
+    either way."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not found: no plot")
+        return None
+    return plt
