@@ -12,6 +12,10 @@ B=${BUILD:-build}
 mkdir -p "$OUT" /etc/OpenCL/vendors
 echo libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd
 export LD_LIBRARY_PATH=$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# the machine's CPU device (PoCL) as P:D, from flashcl-info's listing
+cpu_device() {
+  "$B/tools/flashcl-info" --no-probe 2>/dev/null | awk '/^Device/ && /pthread|cpu|CPU/ {print $2; exit}'
+}
 steps=${*:-info tests bench}
 # issue 4's side-by-side benchmark as one step
 steps=${steps//final-all/final-fp16 final-bf16 final-sdpa}
@@ -49,7 +53,7 @@ for step in $steps; do
       # tests-cpu: the same programs on the machine's CPU device (PoCL)
       dev=""
       [ "$step" = tests-cpu ] && \
-        dev=$("$B/tools/flashcl-info" --no-probe 2>/dev/null | awk '/^Device/ && /pthread|cpu|CPU/ {print $2; exit}')
+        dev=$(cpu_device)
       all="test_forward test_backward test_variants test_tensor_cores test_kvcache test_profiles test_plan test_api test_errors test_cache test_fp8 test_threads"
       [ "$step" = tests-fast ] && all="test_forward test_variants test_plan test_api test_errors"
       [ "$step" = tests-tc ] && all="test_tensor_cores test_backward test_forward"
@@ -164,7 +168,7 @@ for step in $steps; do
     cpu)
       # the machine's CPU through PoCL: flashcl beside OpenBLAS (libopenblas.so.0 and its
       # Fortran run-time carried in .carry/lib) and PyTorch's CPU SDPA, same shapes
-      dev=$("$B/tools/flashcl-info" --no-probe 2>/dev/null | awk '/^Device/ && /pthread|cpu|CPU/ {print $2; exit}')
+      dev=$(cpu_device)
       echo "CPU device: ${dev:-none}" | tee "$OUT/cpu.txt"
       nproc | tee -a "$OUT/cpu.txt"
       FLASHCL_DEVICE=$dev timeout 430 "$B/bench/flashcl-bench-cpu" --reps 3 --out "$OUT/cpu.csv" 2>&1 \
@@ -175,7 +179,7 @@ for step in $steps; do
     cpu-scaling)
       # the same cores on 1, 2, 4, 8, 16 threads: PoCL (both its variables, for PoCL 3 and
       # 4+), OpenBLAS and PyTorch
-      dev=$("$B/tools/flashcl-info" --no-probe 2>/dev/null | awk '/^Device/ && /pthread|cpu|CPU/ {print $2; exit}')
+      dev=$(cpu_device)
       files=""
       threads=${THREADS:-1 2 4 8 16}
       for t in $threads; do
@@ -190,7 +194,7 @@ for step in $steps; do
     tune-cpu)
       # the CPU piece's tiles on the machine's CPU device (plan_table.c's "cpu piece" entry):
       # one work-item a group, the shape of NOTES.md's run 19 sweep
-      dev=$("$B/tools/flashcl-info" --no-probe 2>/dev/null | awk '/^Device/ && /pthread|cpu|CPU/ {print $2; exit}')
+      dev=$(cpu_device)
       FLASHCL_DEVICE=$dev timeout 300 "$B/bench/flashcl-tune" --seqlen 1024 --tokens 8192 --hidden 512 \
         --reps 5 --head-dims 64,128 --kernels fwd,dq,dkdv \
         --tiles "${CPU_TILES:-32x64x1x1,32x32x1x1,32x128x1x1,32x256x1x1,16x64x1x1,16x128x1x1}" \
