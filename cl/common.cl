@@ -418,10 +418,10 @@ inline int fcl_rank_of_group(int g, int num_ranks, int num_heads, int *head)
  * head group is FCL_PACK query heads sharing a K/V head (GQA packing,
  * forward only), whose rows are packed (fcl_rows), so a block's rows are
  * counted in packed rows.  Under a causal mask the last Q blocks see the
- * most keys: fcl_rank_of_group orders them.  Q blocks past a shorter packed sequence get rows = 0:
- * they load zeros, visit no key block and store nothing (not an early
- * return: PoCL miscompiled one before the barriers, writing past the
- * output). */
+ * most keys: fcl_rank_of_group orders them.  Q blocks past a shorter packed
+ * sequence get rows = 0: they load zeros, visit no key block and store
+ * nothing (not an early return: PoCL miscompiled one before the barriers,
+ * writing past the output). */
 typedef struct {
     int bh, b, h, hk; /* batch * heads_q + h, batch entry, (first) query head, its K/V head */
     int r0, rows;     /* first (packed) row of the block, and its rows inside the sequence */

@@ -233,7 +233,8 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
     FCL_DKDV_LOCALS;
     FCL_BWD_IDS;
     int bhk; /* under a causal mask the first K blocks see the most rows */
-    const int kb = fcl_rank_of_group((int)get_group_id(0), (int)get_num_groups(0) / num_bhk, num_bhk, &bhk);
+    const int kb = fcl_rank_of_group((int)get_group_id(0), (int)get_num_groups(0) / num_bhk,
+                                     num_bhk, &bhk);
     const int heads_kv = heads_q / q_per_kv;
     const int hk = bhk % heads_kv, b = bhk / heads_kv;
     const fcl_seq sq = fcl_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, window_left, window_right);
