@@ -309,7 +309,8 @@ fcl_status fcl_resolve_after_launch_failure(fcl_context *ctx, fcl_resolved *r, c
 /* ---- validation (validate.c) ---------------------------------------------- */
 
 typedef struct fcl_tensor_ref {
-    cl_mem mem;                   /* may be NULL for host calls */
+    cl_mem mem;                   /* the cl_mem calls' buffer, else NULL */
+    const void *host;             /* the host-pointer calls' array, else NULL */
     fcl_layout layout;
     size_t batch, heads, seqlen, head_dim;
     size_t elem_size;
@@ -328,12 +329,37 @@ void fcl_forward_tensors(const fcl_attention_desc *d, const cl_mem mem[FCL_FORWA
 void fcl_backward_tensors(const fcl_attention_desc *d, const cl_mem mem[FCL_BACKWARD_TENSORS],
                           fcl_tensor_ref t[FCL_BACKWARD_TENSORS]);
 fcl_status fcl_validate_desc(const fcl_attention_desc *desc);
+/* Everything the forward / backward calls (and their plan queries) check
+ * on the descriptor alone, in the calls' order: fcl_validate_desc, for the
+ * backward no FP8 dtype, then the variants' settings.  Every call makes
+ * these checks before it looks at a buffer or array. */
+fcl_status fcl_check_forward_desc(const fcl_attention_desc *desc);
+fcl_status fcl_check_backward_desc(const fcl_attention_desc *desc);
 /* Bytes from the buffer start to one past the tensor's last element. */
 fcl_status fcl_tensor_extent_bytes(const fcl_tensor_ref *t, uint64_t *bytes);
 fcl_status fcl_validate_tensors(const fcl_context *ctx, const fcl_tensor_ref *tensors, size_t n);
 /* A byte array a call reads (cu_seqlens, a block mask, slopes, cache
  * lengths, a page table), as a tensor of `bytes` one-byte elements. */
 fcl_tensor_ref fcl_aux_ref(cl_mem mem, uint64_t bytes);
+/* The bytes a tensor touches (footprint.c): rows of `row` bytes at `first`
+ * plus up to three nested levels of count[k] copies stride[k] bytes apart. */
+typedef struct fcl_footprint {
+    uint64_t first;               /* byte address of the first row (in a buffer, or the host's) */
+    uint64_t row;
+    int levels;
+    uint64_t count[3], stride[3]; /* by increasing stride */
+} fcl_footprint;
+/* t's footprint when its element 0 is at byte `first_byte` (strides must
+ * nest: fcl_validate_tensors checks that first). */
+fcl_footprint fcl_footprint_of(const fcl_tensor_ref *t, uint64_t first_byte);
+/* `bytes` contiguous bytes. */
+fcl_footprint fcl_footprint_bytes(uint64_t first_byte, uint64_t bytes);
+/* Whether two footprints of one address space share a byte.  Exact, unless
+ * they interleave with different strides in more than about a million places:
+ * then the test gives up and answers true. */
+bool fcl_footprints_meet(const fcl_footprint *a, const fcl_footprint *b);
+/* Copies f's bytes from src to dst, both pointing at f's first byte. */
+void fcl_footprint_copy(const fcl_footprint *f, unsigned char *dst, const unsigned char *src);
 /* No output tensor shares bytes with an aux array (FCL_ERROR_BUFFER_ALIASING):
  * the kernels read those while they write, and check what they read (a
  * page index, a sequence's bounds) before they use it again. */
@@ -421,8 +447,19 @@ typedef struct fcl_variants {
     size_t num_aux;
 } fcl_variants;
 
-/* Checks desc's variants and aux's buffers (reading cu_seqlens back after
- * the wait list). */
+/* The variants' settings alone (windows, softcap, the ALiBi mode, dropout_p,
+ * the varlen flag, block sizes): FCL_ERROR_INVALID_VALUE, or
+ * FCL_ERROR_INVALID_SHAPE for a block mask past INT64_MAX bytes. */
+fcl_status fcl_variants_check_settings(const fcl_attention_desc *desc);
+/* The FCL_FEAT_* bits a call of desc compiles in. */
+unsigned fcl_variants_features(const fcl_attention_desc *desc);
+/* cu_seqlens values: 0 first, never decreasing, no sequence longer than
+ * max_len, the last within total (FCL_ERROR_INVALID_CU_SEQLENS); gives the
+ * longest sequence. */
+fcl_status fcl_check_cu_seqlens_values(const int32_t *cu, size_t batch, size_t max_len,
+                                       size_t total, size_t *longest);
+/* Checks desc's variants (fcl_variants_check_settings first) and aux's
+ * buffers (reading cu_seqlens back after the wait list). */
 fcl_status fcl_variants_prepare(fcl_context *ctx, const fcl_attention_desc *desc,
                                 const fcl_attention_aux *aux, cl_uint num_wait,
                                 const cl_event *wait, fcl_variants *v);
@@ -516,6 +553,19 @@ fcl_status fcl_forward_plan_of(fcl_context *ctx, const fcl_forward_job *job, fcl
 fcl_status fcl_forward_enqueue(fcl_context *ctx, const fcl_forward_job *job, fcl_resolved *r,
                                const fcl_wait *wait, cl_event *event);
 
+/* ---- the backward's kernels (backward.c) ----------------------------------- */
+
+/* The kernel builds of a backward of `desc` with `features`: each on tensor
+ * cores where it can be; there, above head_dim 128, dK/dV is two launches
+ * (dV, then dK: dkdv[1] the second). */
+typedef struct fcl_backward_builds {
+    fcl_build dq;
+    fcl_build dkdv[2];
+    int dkdv_launches;            /* 1 or 2 */
+} fcl_backward_builds;
+fcl_backward_builds fcl_backward_builds_of(const fcl_context *ctx, const fcl_attention_desc *desc,
+                                           unsigned features);
+
 /* ---- host-pointer calls (host_calls.c) ------------------------------------- */
 
 /* One tensor of a host-pointer call: the byte range [offset, end of its last
@@ -525,10 +575,18 @@ typedef struct fcl_host_tensor {
     void *dst;                    /* where outputs go back; NULL for inputs */
     size_t bytes;
     cl_mem mem;
+    fcl_footprint fp;             /* outputs: the bytes written back, from src/dst */
 } fcl_host_tensor;
 
+/* Creates a buffer for each h[i] with a source (src and bytes set), copying
+ * its bytes in; fcl_host_release releases them (also after a failure). */
+fcl_status fcl_host_upload(fcl_context *ctx, fcl_host_tensor *h, size_t n);
+void fcl_host_release(fcl_context *ctx, fcl_host_tensor *h, size_t n);
 /* Reads the outputs (dst set) of h[0..n) back through one host staging
- * copy: the caller's arrays change only once every read has succeeded. */
+ * copy: the caller's arrays change only once every read has succeeded, and
+ * only in the outputs' footprints (the bytes of their elements), so
+ * another tensor between an output's rows (V between K's pages) is never
+ * written. */
 fcl_status fcl_host_read_outputs(fcl_context *ctx, const fcl_host_tensor *h, size_t n);
 /* Describes tensor `t` of host array `base` and re-bases its layout to 0. */
 fcl_status fcl_host_range(const fcl_tensor_ref *t, const void *base, fcl_layout *rebased,
@@ -539,7 +597,9 @@ fcl_status fcl_host_range(const fcl_tensor_ref *t, const void *base, fcl_layout 
 enum { FCL_KVCACHE_TENSORS = 7 };
 /* Keys one sequence's cache can hold. */
 size_t fcl_kvcache_capacity(const fcl_kvcache_desc *d);
-fcl_status fcl_kvcache_validate_desc(const fcl_kvcache_desc *d);
+/* Everything the KV-cache call (both forms) and its plan query check on the
+ * descriptor alone, before any buffer or array. */
+fcl_status fcl_kvcache_check_desc(const fcl_kvcache_desc *d);
 fcl_attention_desc fcl_kvcache_as_forward(const fcl_kvcache_desc *d);
 /* The call's tensors (q, o, k_cache, v_cache[, k_new, v_new][, lse]), *n of them. */
 void fcl_kvcache_tensors(const fcl_kvcache_desc *d, const fcl_kvcache_buffers *b,

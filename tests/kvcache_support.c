@@ -35,9 +35,16 @@ size_t kv_cache_at(const kv_state *st, size_t b, size_t j, size_t hk)
     return at(&d->k_cache, page, j % d->page_size, hk, 0);
 }
 
-void kv_init(const kv_case *c, kv_state *st) { kv_init_fp8(c, NULL, st); }
+static void kv_init_full(const kv_case *c, const kv_fp8 *fp8, int interleaved, kv_state *st);
 
+void kv_init(const kv_case *c, kv_state *st) { kv_init_full(c, NULL, 0, st); }
+void kv_init_interleaved(const kv_case *c, kv_state *st) { kv_init_full(c, NULL, 1, st); }
 void kv_init_fp8(const kv_case *c, const kv_fp8 *fp8, kv_state *st)
+{
+    kv_init_full(c, fp8, 0, st);
+}
+
+static void kv_init_full(const kv_case *c, const kv_fp8 *fp8, int interleaved, kv_state *st)
 {
     memset(st, 0, sizeof *st);
     rng r = {c->seed * 7919 + 13};
@@ -55,16 +62,18 @@ void kv_init_fp8(const kv_case *c, const kv_fp8 *fp8, kv_state *st)
     st->p_fp16 = fp8 != NULL && fp8->p_fp16;
     st->es = fcl_dtype_size(c->dtype);
     st->oes = fcl_dtype_size(st->out_dtype);
+    /* elements of one block: a page, or a contiguous cache's sequence */
+    const size_t block = (c->page_size ? c->page_size : c->capacity) * c->heads_kv * c->head_dim;
     if (c->page_size == 0) {
         fcl_kvcache_desc_set_contiguous(d, c->capacity);
         st->npages = 0;
-        st->ncache = c->batch * c->capacity * c->heads_kv * c->head_dim;
+        st->ncache = c->batch * block;
     } else {
         const size_t per_seq = c->capacity / c->page_size;
         st->npages = c->batch * per_seq + 3; /* spare pages nobody owns */
         fcl_kvcache_desc_set_paged(d, st->npages, c->page_size, per_seq);
         d->page_table_stride = per_seq + 2; /* rows with a gap */
-        st->ncache = st->npages * c->page_size * c->heads_kv * c->head_dim;
+        st->ncache = st->npages * block;
         /* a shuffled permutation: pages in any order */
         int32_t *perm = malloc(st->npages * sizeof *perm);
         for (size_t i = 0; i < st->npages; ++i)
@@ -83,10 +92,17 @@ void kv_init_fp8(const kv_case *c, const kv_fp8 *fp8, kv_state *st)
         free(perm);
     }
     st->nq = c->batch * c->seqlen_q * c->heads_q * c->head_dim;
+    st->nlse = c->batch * c->heads_q * c->seqlen_q;
     st->nnew = c->batch * c->seqlen_new * c->heads_kv * c->head_dim;
+    if (interleaved) { /* one allocation, K and V blocks alternating */
+        d->k_cache.stride_batch = d->v_cache.stride_batch = 2 * block;
+        d->v_cache.offset = block;
+        st->v_shift = block;
+        st->ncache *= 2;
+    }
     st->q = random_bytes(&r, st->nq, c->dtype, st->es);
     st->kc = random_bytes(&r, st->ncache, c->dtype, st->es);
-    st->vc = random_bytes(&r, st->ncache, c->dtype, st->es);
+    st->vc = interleaved ? st->kc : random_bytes(&r, st->ncache, c->dtype, st->es);
     st->kn = random_bytes(&r, st->nnew ? st->nnew : 1, c->dtype, st->es);
     st->vn = random_bytes(&r, st->nnew ? st->nnew : 1, c->dtype, st->es);
     st->o = malloc(st->nq * st->oes);
@@ -101,7 +117,7 @@ void kv_init_fp8(const kv_case *c, const kv_fp8 *fp8, kv_state *st)
         st->alibi[h] = (float)ldexp(1.0, -(int)(h + 1));
     /* the caches as the call must leave them */
     st->kc_expect = malloc(st->ncache * st->es);
-    st->vc_expect = malloc(st->ncache * st->es);
+    st->vc_expect = interleaved ? st->kc_expect : malloc(st->ncache * st->es);
     memcpy(st->kc_expect, st->kc, st->ncache * st->es);
     memcpy(st->vc_expect, st->vc, st->ncache * st->es);
     for (size_t b = 0; b < c->batch; ++b)
@@ -110,7 +126,8 @@ void kv_init_fp8(const kv_case *c, const kv_fp8 *fp8, kv_state *st)
                 const size_t dst = kv_cache_at(st, b, (size_t)c->lens[b] + t, hk);
                 const size_t src = at(&d->k_new, b, t, hk, 0);
                 memcpy(st->kc_expect + dst * st->es, st->kn + src * st->es, c->head_dim * st->es);
-                memcpy(st->vc_expect + dst * st->es, st->vn + src * st->es, c->head_dim * st->es);
+                memcpy(st->vc_expect + (dst + st->v_shift) * st->es, st->vn + src * st->es,
+                       c->head_dim * st->es);
             }
     if (fp8 != NULL && fp8->descales)
         for (int t = 0; t < 3; ++t) {
@@ -130,8 +147,9 @@ static double descale_of(const kv_state *st, int t, size_t b, size_t heads, size
 void kv_free(kv_state *st)
 {
     free(st->q);
+    if (st->vc != st->kc)
+        free(st->vc);
     free(st->kc);
-    free(st->vc);
     free(st->kn);
     free(st->vn);
     free(st->o);
@@ -139,8 +157,9 @@ void kv_free(kv_state *st)
     free(st->lens);
     free(st->pages);
     free(st->alibi);
+    if (st->vc_expect != st->kc_expect)
+        free(st->vc_expect);
     free(st->kc_expect);
-    free(st->vc_expect);
     for (int t = 0; t < 3; ++t)
         free(st->descale[t]);
 }
@@ -187,7 +206,8 @@ int kv_check_outputs(const kv_case *c, const kv_state *st, const char *what)
                     k[((b * Hk + hk) * tmax + j) * D + x] =
                         kv_get(st->kc_expect + e, c->dtype) * descale_of(st, 1, b, Hk, hk);
                     v[((b * Hk + hk) * tmax + j) * D + x] =
-                        kv_get(st->vc_expect + e, c->dtype) * descale_of(st, 2, b, Hk, hk);
+                        kv_get(st->vc_expect + e + st->v_shift * st->es, c->dtype) *
+                        descale_of(st, 2, b, Hk, hk);
                 }
     double slopes[64];
     for (size_t h = 0; h < Hq && h < 64; ++h)
@@ -244,12 +264,19 @@ int kv_check_outputs(const kv_case *c, const kv_state *st, const char *what)
 
 /* Runs a case through the host call; checks caches, outputs, and that a
  * second run from the same inputs is bitwise the same. */
-int kv_run(fcl_context *ctx, const kv_case *c) { return kv_run_fp8(ctx, c, NULL); }
+static int kv_run_full(fcl_context *ctx, const kv_case *c, const kv_fp8 *fp8, int interleaved);
 
+int kv_run(fcl_context *ctx, const kv_case *c) { return kv_run_full(ctx, c, NULL, 0); }
 int kv_run_fp8(fcl_context *ctx, const kv_case *c, const kv_fp8 *fp8)
 {
+    return kv_run_full(ctx, c, fp8, 0);
+}
+int kv_run_interleaved(fcl_context *ctx, const kv_case *c) { return kv_run_full(ctx, c, NULL, 1); }
+
+static int kv_run_full(fcl_context *ctx, const kv_case *c, const kv_fp8 *fp8, int interleaved)
+{
     kv_state st;
-    kv_init_fp8(c, fp8, &st);
+    kv_init_full(c, fp8, interleaved, &st);
     const size_t cache_bytes = st.ncache * st.es;
     unsigned char *kc0 = malloc(cache_bytes), *vc0 = malloc(cache_bytes);
     memcpy(kc0, st.kc, cache_bytes);

@@ -45,22 +45,29 @@ typedef struct kv_fp8 {
 /* Host state of one case: every array in storage bytes (O in its own type). */
 typedef struct kv_state {
     fcl_kvcache_desc desc;
-    size_t es, oes, nq, ncache, nnew, npages;
+    size_t es, oes, nq, nlse, ncache, nnew, npages;
     fcl_dtype out_dtype;
     int p_fp16;
     float *descale[3];            /* FP8: of Q, K, V, or NULL */
     unsigned char *q, *kc, *vc, *kn, *vn, *o;
     unsigned char *kc_expect, *vc_expect; /* the caches as the call must leave them */
+    size_t v_shift;               /* interleaved: vc == kc, V's element = K's + v_shift */
     int32_t *lens, *pages;
     float *alibi, *lse;
 } kv_state;
 
 void kv_init(const kv_case *c, kv_state *st);
+/* The same with K and V of a page (of a sequence, contiguous) in one
+ * allocation, [page][2][page_size][heads_kv][d], as FlashInfer and vLLM keep
+ * them: k_cache.offset 0, v_cache.offset one page, both page strides two
+ * pages; st->kc == st->vc. */
+void kv_init_interleaved(const kv_case *c, kv_state *st);
 /* The same with FP8 options (fp8 may be NULL: no descales, fp16 O). */
 void kv_init_fp8(const kv_case *c, const kv_fp8 *fp8, kv_state *st);
 void kv_free(kv_state *st);
 fcl_kvcache_host kv_host_arrays(kv_state *st);
-/* Element index where key j of sequence b, head hk starts in the cache. */
+/* Element index where key j of sequence b, head hk starts in the K cache
+ * (in the V cache: that plus st->v_shift). */
 size_t kv_cache_at(const kv_state *st, size_t b, size_t j, size_t hk);
 /* A stored value of the storage type. */
 double kv_get(const unsigned char *p, fcl_dtype dt);
@@ -71,5 +78,7 @@ int kv_check_outputs(const kv_case *c, const kv_state *st, const char *what);
  * above; 1 on pass, prints on failure. */
 int kv_run(fcl_context *ctx, const kv_case *c);
 int kv_run_fp8(fcl_context *ctx, const kv_case *c, const kv_fp8 *fp8);
+/* kv_run on the interleaved layout of kv_init_interleaved. */
+int kv_run_interleaved(fcl_context *ctx, const kv_case *c);
 
 #endif

@@ -13,6 +13,7 @@
 #include <math.h>
 #include <string.h>
 
+
 enum { B = 2, H = 4, HK = 2, S = 33, D = 24 };
 
 static fcl_context *ctx;
@@ -344,6 +345,123 @@ static void test_host_call_errors(void **state)
     free(out);
 }
 
+/* Every descriptor field's invalid values: fcl_plan_query returns exactly
+ * the status of the call it plans (the forward call for the forward and
+ * decode kinds, the backward call for both backward kinds), which reads no
+ * buffer and writes nothing.  (The query once said FCL_OK where the call
+ * refused the setting.) */
+static void test_plan_query_agrees(void **state)
+{
+    (void)state;
+    enum { F_SHAPE, F_HEADS, F_DIM, F_DTYPE, F_OUT, F_SCALE, F_CAUSAL, F_SPLITS, F_WL, F_WR,
+           F_SOFTCAP, F_ALIBI, F_DROPOUT, F_VARLEN, F_TOTAL, F_BLOCK_M, F_BLOCK_N, F_FP8_BWD };
+    static const struct {
+        int field;
+        double value;
+        fcl_status want_fwd, want_bwd;
+    } cases[] = {
+        {F_SHAPE, 0, FCL_ERROR_INVALID_SHAPE, FCL_ERROR_INVALID_SHAPE},
+        {F_HEADS, 3, FCL_ERROR_HEADS_NOT_DIVISIBLE, FCL_ERROR_HEADS_NOT_DIVISIBLE},
+        {F_DIM, 257, FCL_ERROR_HEAD_DIM_UNSUPPORTED, FCL_ERROR_HEAD_DIM_UNSUPPORTED},
+        {F_DTYPE, 9, FCL_ERROR_DTYPE_UNSUPPORTED, FCL_ERROR_DTYPE_UNSUPPORTED},
+        {F_OUT, FCL_DTYPE_FP8_E5M2, FCL_ERROR_DTYPE_UNSUPPORTED, FCL_ERROR_DTYPE_UNSUPPORTED},
+        {F_SCALE, NAN, FCL_ERROR_INVALID_VALUE, FCL_ERROR_INVALID_VALUE},
+        {F_SCALE, INFINITY, FCL_ERROR_INVALID_VALUE, FCL_ERROR_INVALID_VALUE},
+        {F_CAUSAL, 2, FCL_ERROR_INVALID_VALUE, FCL_ERROR_INVALID_VALUE},
+        {F_SPLITS, -1, FCL_ERROR_INVALID_VALUE, FCL_ERROR_INVALID_VALUE},
+        {F_SPLITS, 1025, FCL_ERROR_INVALID_VALUE, FCL_ERROR_INVALID_VALUE},
+        {F_WL, -2, FCL_ERROR_INVALID_VALUE, FCL_ERROR_INVALID_VALUE},
+        {F_WR, -9, FCL_ERROR_INVALID_VALUE, FCL_ERROR_INVALID_VALUE},
+        {F_SOFTCAP, -1, FCL_ERROR_INVALID_VALUE, FCL_ERROR_INVALID_VALUE},
+        {F_SOFTCAP, NAN, FCL_ERROR_INVALID_VALUE, FCL_ERROR_INVALID_VALUE},
+        {F_ALIBI, 7, FCL_ERROR_INVALID_VALUE, FCL_ERROR_INVALID_VALUE},
+        {F_ALIBI, -1, FCL_ERROR_INVALID_VALUE, FCL_ERROR_INVALID_VALUE},
+        {F_DROPOUT, 1.0, FCL_ERROR_INVALID_VALUE, FCL_ERROR_INVALID_VALUE},
+        {F_DROPOUT, -0.25, FCL_ERROR_INVALID_VALUE, FCL_ERROR_INVALID_VALUE},
+        {F_DROPOUT, NAN, FCL_ERROR_INVALID_VALUE, FCL_ERROR_INVALID_VALUE},
+        {F_VARLEN, 2, FCL_ERROR_INVALID_VALUE, FCL_ERROR_INVALID_VALUE},
+        {F_TOTAL, 0, FCL_ERROR_INVALID_SHAPE, FCL_ERROR_INVALID_SHAPE},
+        {F_BLOCK_M, S + 1, FCL_ERROR_INVALID_VALUE, FCL_ERROR_INVALID_VALUE},
+        {F_BLOCK_N, 0, FCL_ERROR_INVALID_VALUE, FCL_ERROR_INVALID_VALUE},
+        {F_FP8_BWD, 0, FCL_OK, FCL_ERROR_DTYPE_UNSUPPORTED},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        fcl_attention_desc d = good_desc();
+        const double x = cases[i].value;
+        switch (cases[i].field) {
+        case F_SHAPE: d.seqlen_k = (size_t)x; break;
+        case F_HEADS: d.heads_kv = (size_t)x; break;
+        case F_DIM: d.head_dim = (size_t)x; break;
+        case F_DTYPE: d.dtype = (fcl_dtype)(int)x; break;
+        case F_OUT: d.dtype = FCL_DTYPE_FP8_E4M3, d.out_dtype = (fcl_dtype)(int)x; break;
+        case F_SCALE: d.softmax_scale = (float)x; break;
+        case F_CAUSAL: d.causal = (int)x; break;
+        case F_SPLITS: d.num_splits = (int)x; break;
+        case F_WL: d.window_left = (int64_t)x; break;
+        case F_WR: d.window_right = (int64_t)x; break;
+        case F_SOFTCAP: d.softcap = (float)x; break;
+        case F_ALIBI: d.alibi = (fcl_alibi_mode)(int)x; break;
+        case F_DROPOUT: d.dropout_p = (float)x; break;
+        case F_VARLEN: d.varlen = (int)x; break;
+        case F_TOTAL: d.varlen = 1, d.total_q = (size_t)x, d.total_k = 4; break;
+        case F_BLOCK_M: d.block_m = (size_t)x, d.block_n = 4; break;
+        case F_BLOCK_N: d.block_m = 4, d.block_n = (size_t)x; break;
+        case F_FP8_BWD: d.dtype = FCL_DTYPE_FP8_E4M3, d.out_dtype = FCL_DTYPE_FP32; break;
+        }
+        fcl_plan plan;
+        if (cases[i].want_fwd != FCL_OK) {
+            expect_forward(&d, q, k, v, o, lse, cases[i].want_fwd);
+            assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan), cases[i].want_fwd);
+            assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_DECODE, &plan), cases[i].want_fwd);
+        }
+        expect_backward(&d, lse, dq, cases[i].want_bwd);
+        assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DQ, &plan), cases[i].want_bwd);
+        assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &plan),
+                         cases[i].want_bwd);
+    }
+}
+
+/* A refused host-pointer call reads no array: the arrays it must not read
+ * are poisoned, so that AddressSanitizer (tools/sanitize.sh runs this test)
+ * reports any read.  A descale array with a dtype that is not FP8, slopes
+ * with an invalid ALiBi mode, a descriptor error: none is read. */
+static void test_refused_host_calls_read_nothing(void **state)
+{
+    (void)state;
+    const size_t n = (size_t)B * H * S * D;
+    float *a = malloc(n * sizeof *a), *out = malloc(n * sizeof *out);
+    for (size_t i = 0; i < n; ++i)
+        a[i] = 0.5f;
+    memset(out, SENTINEL, n * sizeof *out);
+    float *freed = malloc(n * sizeof *freed); /* "freed": unreadable while poisoned */
+    FCL_POISON(freed, n * sizeof *freed);
+    fcl_attention_desc d = good_desc();
+    fcl_attention_aux_host aux = {.descale_q = freed};
+    assert_int_equal(fcl_attention_forward_host_ex(ctx, &d, &aux, a, a, a, out, NULL),
+                     FCL_ERROR_INVALID_VALUE);
+    aux = (fcl_attention_aux_host){.alibi_slopes = freed};
+    d.alibi = (fcl_alibi_mode)7;
+    assert_int_equal(fcl_attention_forward_host_ex(ctx, &d, &aux, a, a, a, out, NULL),
+                     FCL_ERROR_INVALID_VALUE);
+    d = good_desc();
+    d.causal = 3;
+    assert_int_equal(fcl_attention_forward_host(ctx, &d, freed, freed, freed, out, NULL),
+                     FCL_ERROR_INVALID_VALUE);
+    assert_int_equal(fcl_attention_backward_host(ctx, &d, freed, freed, freed, freed,
+                                                 (const float *)freed, freed, out, out, out),
+                     FCL_ERROR_INVALID_VALUE);
+    /* an output that shares bytes with an input: refused before anything is read */
+    d = good_desc();
+    assert_int_equal(fcl_attention_forward_host(ctx, &d, a, a, a, a, NULL),
+                     FCL_ERROR_BUFFER_ALIASING);
+    for (size_t i = 0; i < n * sizeof *out; ++i)
+        assert_int_equal(((unsigned char *)out)[i], SENTINEL);
+    FCL_UNPOISON(freed, n * sizeof *freed);
+    free(freed);
+    free(a);
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -361,6 +479,8 @@ int main(void)
         cmocka_unit_test(test_backward_bad_inputs),
         cmocka_unit_test(test_build_failure_keeps_log),
         cmocka_unit_test(test_host_call_errors),
+        cmocka_unit_test(test_plan_query_agrees),
+        cmocka_unit_test(test_refused_host_calls_read_nothing),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -223,6 +223,179 @@ static void test_forward_splits(void **state)
     assert_int_equal(fcl_plan_query(fa_ctx, &d, FCL_KERNEL_FORWARD, &p), FCL_ERROR_INVALID_VALUE);
 }
 
+/* ---- K and V pages in one allocation ------------------------------------------ */
+
+/* The cl_mem form on st's arrays, with K and V in one buffer when they
+ * share one array (kv_init_interleaved); reads O, LSE and the caches back
+ * into st.  Returns the call's status. */
+static fcl_status run_on_buffers(kv_state *st)
+{
+    cl_context clx = fcl_context_cl_context(fa_ctx);
+    cl_command_queue queue = fcl_context_cl_queue(fa_ctx);
+    const fcl_kvcache_desc *d = &st->desc;
+    const size_t cache_bytes = st->ncache * st->es, o_bytes = st->nq * st->oes;
+    const size_t lse_bytes = st->nlse * sizeof(float);
+    const size_t table_bytes = d->page_size ? d->batch * d->page_table_stride * sizeof(int32_t) : 4;
+    cl_int err = CL_SUCCESS;
+#define BUF(ptr, bytes) clCreateBuffer(clx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, (bytes), (ptr), &err)
+    cl_mem kc = BUF(st->kc, cache_bytes);
+    cl_mem vc = st->vc == st->kc ? kc : BUF(st->vc, cache_bytes);
+    fcl_kvcache_buffers b = {BUF(st->q, st->nq * st->es), kc, vc,
+                             BUF(st->lens, d->batch * sizeof(int32_t)),
+                             d->page_size ? BUF(st->pages, table_bytes) : NULL,
+                             BUF(st->kn, st->nnew * st->es), BUF(st->vn, st->nnew * st->es),
+                             NULL, BUF(st->o, o_bytes), BUF(st->lse, lse_bytes), NULL, NULL, NULL};
+#undef BUF
+    assert_int_equal(err, CL_SUCCESS);
+    const fcl_status status = fcl_attention_kvcache(fa_ctx, d, &b, 0, NULL, NULL);
+    if (status == FCL_OK) {
+        assert_int_equal(clEnqueueReadBuffer(queue, b.o, CL_TRUE, 0, o_bytes, st->o, 0, NULL, NULL),
+                         CL_SUCCESS);
+        assert_int_equal(clEnqueueReadBuffer(queue, b.lse, CL_TRUE, 0, lse_bytes, st->lse, 0, NULL,
+                                             NULL),
+                         CL_SUCCESS);
+        assert_int_equal(clEnqueueReadBuffer(queue, kc, CL_TRUE, 0, cache_bytes, st->kc, 0, NULL,
+                                             NULL),
+                         CL_SUCCESS);
+        if (vc != kc)
+            assert_int_equal(clEnqueueReadBuffer(queue, vc, CL_TRUE, 0, cache_bytes, st->vc, 0,
+                                                 NULL, NULL),
+                             CL_SUCCESS);
+    }
+    cl_mem all[] = {b.q, kc, vc != kc ? vc : NULL, b.cache_seqlens, b.page_table, b.k_new,
+                    b.v_new, b.o, b.lse};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
+        if (all[i] != NULL)
+            clReleaseMemObject(all[i]);
+    return status;
+}
+
+/* FlashInfer's and vLLM's layout, [page][2][page_size][heads_kv][d]: K and V
+ * of a page in one allocation.  Appended rows land in both, across pages,
+ * in both forms; a layout whose K and V really share bytes is refused by
+ * both.  (Before footprints were compared, the host form returned FCL_OK
+ * with K's appended rows lost, and the cl_mem form refused the layout.) */
+static void test_interleaved_pages(void **state)
+{
+    (void)state;
+    /* the smallest case found: d 16, pages of 4, one appended row into an empty sequence */
+    static const int len0[] = {0}, lens_edge[] = {3, 14, 0};
+    const kv_case cases[] = {
+        /* B Hq Hk d sq new dtype page cap lens causal window softcap alibi splits seed */
+        {1, 1, 1, 16, 1, 1, FCL_DTYPE_FP32, 4, 8, len0, 0, -1, 0, 0, 0, 40},
+        {3, 8, 2, 32, 2, 5, FCL_DTYPE_FP32, 4, 32, lens_edge, 1, -1, 0, 0, 0, 41},
+        {3, 4, 4, 24, 1, 3, FCL_DTYPE_FP16, 16, 144, lens3, 1, -1, 0, 0, 2, 42},
+        {2, 8, 2, 64, 4, 2, FCL_DTYPE_BF16, 0, 128, lens2, 1, -1, 0, 0, 0, 43},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        assert_true(kv_run_interleaved(fa_ctx, &cases[i]));
+        kv_state st;
+        kv_init_interleaved(&cases[i], &st);
+        assert_int_equal(run_on_buffers(&st), FCL_OK);
+        assert_memory_equal(st.kc, st.kc_expect, st.ncache * st.es);
+        assert_true(kv_check_outputs(&cases[i], &st, "cl_mem, interleaved"));
+        kv_free(&st);
+    }
+    /* V's rows moved half a row into K's: the same bytes, refused by both forms */
+    kv_state st;
+    kv_init_interleaved(&cases[1], &st);
+    st.desc.v_cache.offset = st.desc.k_cache.offset + cases[1].head_dim / 2;
+    unsigned char *before = malloc(st.ncache * st.es);
+    memcpy(before, st.kc, st.ncache * st.es);
+    fcl_kvcache_host a = kv_host_arrays(&st);
+    assert_int_equal(fcl_attention_kvcache_host(fa_ctx, &st.desc, &a), FCL_ERROR_BUFFER_ALIASING);
+    assert_memory_equal(st.kc, before, st.ncache * st.es);
+    assert_int_equal(run_on_buffers(&st), FCL_ERROR_BUFFER_ALIASING);
+    /* the last row of K's page and the first of V's page meet: refused */
+    st.desc.v_cache.offset = st.desc.k_cache.offset + st.v_shift - cases[1].head_dim;
+    assert_int_equal(fcl_attention_kvcache_host(fa_ctx, &st.desc, &a), FCL_ERROR_BUFFER_ALIASING);
+    assert_int_equal(run_on_buffers(&st), FCL_ERROR_BUFFER_ALIASING);
+    free(before);
+    kv_free(&st);
+}
+
+/* ---- one validation path ------------------------------------------------------ */
+
+static void expect_host_status(kv_state *st, fcl_status want);
+
+/* Every descriptor field's invalid values: the plan query, the host form
+ * and the cl_mem form return the same status (the query once said FCL_OK
+ * for alibi = 7); and a refused host call reads no array it was refused
+ * for (poisoned: AddressSanitizer reports a read; it once read descale_q
+ * with an fp16 dtype, and the slopes with an invalid ALiBi mode). */
+static void test_one_validation_path(void **state)
+{
+    (void)state;
+    const kv_case c = {2, 8, 2, 32, 1, 1, FCL_DTYPE_FP16, 16, 128, lens2, 1, -1, 0, 0, 0, 44};
+    enum { F_ALIBI, F_WL, F_WR, F_SOFTCAP, F_SPLITS, F_DTYPE, F_OUT, F_PAGE, F_HEADS, F_SQ,
+           F_SCALE, F_CAUSAL, F_STRIDE, F_NEW };
+    static const struct {
+        int field;
+        double value;
+        fcl_status want;
+    } cases[] = {
+        {F_ALIBI, 7, FCL_ERROR_INVALID_VALUE},       {F_ALIBI, -1, FCL_ERROR_INVALID_VALUE},
+        {F_WL, -2, FCL_ERROR_INVALID_VALUE},         {F_WR, -3, FCL_ERROR_INVALID_VALUE},
+        {F_SOFTCAP, -1, FCL_ERROR_INVALID_VALUE},    {F_SOFTCAP, NAN, FCL_ERROR_INVALID_VALUE},
+        {F_SPLITS, 1025, FCL_ERROR_INVALID_VALUE},   {F_SPLITS, -1, FCL_ERROR_INVALID_VALUE},
+        {F_DTYPE, 9, FCL_ERROR_DTYPE_UNSUPPORTED},   {F_OUT, 3, FCL_ERROR_DTYPE_UNSUPPORTED},
+        {F_PAGE, 1025, FCL_ERROR_INVALID_VALUE},     {F_HEADS, 3, FCL_ERROR_HEADS_NOT_DIVISIBLE},
+        {F_SQ, 0, FCL_ERROR_INVALID_SHAPE},          {F_SCALE, INFINITY, FCL_ERROR_INVALID_VALUE},
+        {F_CAUSAL, 2, FCL_ERROR_INVALID_VALUE},      {F_STRIDE, 3, FCL_ERROR_INVALID_SHAPE},
+        {F_NEW, 129, FCL_ERROR_INVALID_SHAPE},
+    };
+    kv_state st;
+    kv_init(&c, &st);
+    const fcl_kvcache_desc good = st.desc;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        fcl_kvcache_desc *d = &st.desc;
+        *d = good;
+        const double x = cases[i].value;
+        switch (cases[i].field) {
+        case F_ALIBI: d->alibi = (fcl_alibi_mode)(int)x; break;
+        case F_WL: d->window_left = (int64_t)x; break;
+        case F_WR: d->window_right = (int64_t)x; break;
+        case F_SOFTCAP: d->softcap = (float)x; break;
+        case F_SPLITS: d->num_splits = (int)x; break;
+        case F_DTYPE: d->dtype = (fcl_dtype)(int)x; break;
+        case F_OUT: d->dtype = FCL_DTYPE_FP8_E5M2, d->out_dtype = (fcl_dtype)(int)x; break;
+        case F_PAGE: d->page_size = (size_t)x; break;
+        case F_HEADS: d->heads_kv = (size_t)x; break;
+        case F_SQ: d->seqlen_q = (size_t)x; break;
+        case F_SCALE: d->softmax_scale = (float)x; break;
+        case F_CAUSAL: d->causal = (int)x; break;
+        case F_STRIDE: d->page_table_stride = (size_t)x; break;
+        case F_NEW: d->seqlen_new = (size_t)x; break;
+        }
+        fcl_plan plan;
+        assert_int_equal(fcl_kvcache_plan_query(fa_ctx, d, &plan), cases[i].want);
+        expect_host_status(&st, cases[i].want);
+        assert_int_equal(run_on_buffers(&st), cases[i].want);
+    }
+    st.desc = good;
+    /* poisoned arrays a refused call must not read */
+    const size_t n = c.batch * c.heads_q;
+    float *poisoned = malloc(n * sizeof *poisoned);
+    for (size_t i = 0; i < n; ++i)
+        poisoned[i] = 1.0f;
+    FCL_POISON(poisoned, n * sizeof *poisoned);
+    fcl_kvcache_host a = kv_host_arrays(&st);
+    a.descale_q = poisoned; /* fp16: no descales */
+    assert_int_equal(fcl_attention_kvcache_host(fa_ctx, &st.desc, &a), FCL_ERROR_INVALID_VALUE);
+    a = kv_host_arrays(&st);
+    a.alibi_slopes = poisoned;
+    st.desc.alibi = (fcl_alibi_mode)7;
+    assert_int_equal(fcl_attention_kvcache_host(fa_ctx, &st.desc, &a), FCL_ERROR_INVALID_VALUE);
+    st.desc = good;
+    st.desc.alibi = FCL_ALIBI_PER_HEAD; /* slopes wanted, none given */
+    a = kv_host_arrays(&st);
+    a.alibi_slopes = NULL;
+    assert_int_equal(fcl_attention_kvcache_host(fa_ctx, &st.desc, &a), FCL_ERROR_NULL_ARGUMENT);
+    FCL_UNPOISON(poisoned, n * sizeof *poisoned);
+    free(poisoned);
+    kv_free(&st);
+}
+
 /* ---- bad inputs ------------------------------------------------------------ */
 
 static void expect_host_status(kv_state *st, fcl_status want)
@@ -446,7 +619,8 @@ int main(void)
         cmocka_unit_test(test_plan),          cmocka_unit_test(test_forward_splits),
         cmocka_unit_test(test_bad_inputs),    cmocka_unit_test(test_device_checks),
         cmocka_unit_test(test_device_checks_no_append),
-        cmocka_unit_test(test_out_of_order_queue),
+        cmocka_unit_test(test_out_of_order_queue), cmocka_unit_test(test_interleaved_pages),
+        cmocka_unit_test(test_one_validation_path),
     };
     return cmocka_run_group_tests(tests, fa_group_setup, fa_group_teardown);
 }

@@ -149,4 +149,23 @@ int fa_compare(const char *name, const double *ours, const double *lowp, const d
 /* Prints one line describing a case (for failure messages). */
 void fa_describe(const fa_case *c, char *buf, size_t n);
 
+/* FCL_POISON(p, n): under AddressSanitizer, any access to the n bytes at p
+ * is reported until FCL_UNPOISON(p, n) (for checks that a call reads no
+ * array); without it, nothing. */
+#if defined(__SANITIZE_ADDRESS__)
+#define FCL_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FCL_ASAN 1
+#endif
+#endif
+#ifdef FCL_ASAN
+#include <sanitizer/asan_interface.h>
+#define FCL_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define FCL_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define FCL_POISON(p, n) ((void)(p), (void)(n))
+#define FCL_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 #endif

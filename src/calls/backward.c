@@ -108,6 +108,26 @@ static fcl_status enqueue_delta(fcl_context *ctx, fcl_resolved *dq, const backwa
     return err;
 }
 
+fcl_backward_builds fcl_backward_builds_of(const fcl_context *ctx, const fcl_attention_desc *desc,
+                                           unsigned features)
+{
+    const size_t D = desc->head_dim;
+    const unsigned mma = FCL_BUILD_TILE_MMA;
+    const unsigned build_dq =
+        features | (fcl_uses_tensor_cores(ctx, desc, FCL_KERNEL_BACKWARD_DQ) ? mma : 0);
+    const unsigned build_dkdv =
+        features | (fcl_uses_tensor_cores(ctx, desc, FCL_KERNEL_BACKWARD_DKDV) ? mma : 0);
+    const bool split = (build_dkdv & mma) && fcl_mma_dkdv_split(D);
+    fcl_backward_builds bb;
+    bb.dq = fcl_build_of(FCL_KERNEL_BACKWARD_DQ, D, desc->dtype, build_dq);
+    bb.dkdv[0] = fcl_build_of(FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype,
+                              build_dkdv | (split ? FCL_BUILD_DV_ONLY : 0));
+    bb.dkdv[1] = fcl_build_of(FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype,
+                              build_dkdv | FCL_BUILD_DK_ONLY);
+    bb.dkdv_launches = split ? 2 : 1;
+    return bb;
+}
+
 fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc *desc,
                                      const fcl_attention_aux *aux, cl_mem q, cl_mem k, cl_mem v,
                                      cl_mem o, cl_mem lse, cl_mem dout, cl_mem dq, cl_mem dk,
@@ -120,8 +140,7 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
         return FCL_ERROR_NULL_ARGUMENT;
     if (lse == NULL)
         return FCL_ERROR_MISSING_LSE;
-    FCL_TRY(fcl_validate_desc(desc));
-    FCL_TRY(fcl_require_no_fp8(desc->dtype)); /* no FP8 backward, as in FlashAttention-3 */
+    FCL_TRY(fcl_check_backward_desc(desc));
     const cl_mem mem[FCL_BACKWARD_TENSORS] = {q, k, v, o, lse, dout, dq, dk, dv};
     fcl_tensor_ref t[FCL_BACKWARD_TENSORS];
     fcl_backward_tensors(desc, mem, t);
@@ -130,26 +149,14 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
     FCL_TRY(fcl_variants_prepare(ctx, desc, aux, num_wait, wait_list, &var));
     FCL_TRY(fcl_validate_apart(ctx, t, FCL_BACKWARD_TENSORS, var.aux, var.num_aux));
 
-    /* Build and check every kernel before anything is enqueued: each on
-     * tensor cores where it can be; there, above head_dim 128, dK/dV is two
-     * launches (dV, then dK), r_dkdv[1] the second. */
+    /* Build and check every kernel before anything is enqueued. */
     fcl_resolved *r_dq = NULL, *r_dkdv[2] = {NULL, NULL};
-    const size_t D = desc->head_dim;
-    const unsigned mma = FCL_BUILD_TILE_MMA;
-    const unsigned build_dq =
-        var.features | (fcl_uses_tensor_cores(ctx, desc, FCL_KERNEL_BACKWARD_DQ) ? mma : 0);
-    const unsigned build_dkdv =
-        var.features | (fcl_uses_tensor_cores(ctx, desc, FCL_KERNEL_BACKWARD_DKDV) ? mma : 0);
-    const bool split = (build_dkdv & mma) && fcl_mma_dkdv_split(D);
-    const fcl_build b_dq = fcl_build_of(FCL_KERNEL_BACKWARD_DQ, D, desc->dtype, build_dq);
-    const fcl_build b_dkdv[2] = {
-        fcl_build_of(FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype,
-                     build_dkdv | (split ? FCL_BUILD_DV_ONLY : 0)),
-        fcl_build_of(FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype, build_dkdv | FCL_BUILD_DK_ONLY)};
-    FCL_TRY(fcl_resolve(ctx, &b_dq, &r_dq));
-    FCL_TRY(fcl_resolve(ctx, &b_dkdv[0], &r_dkdv[0]));
+    fcl_backward_builds bb = fcl_backward_builds_of(ctx, desc, var.features);
+    const bool split = bb.dkdv_launches == 2;
+    FCL_TRY(fcl_resolve(ctx, &bb.dq, &r_dq));
+    FCL_TRY(fcl_resolve(ctx, &bb.dkdv[0], &r_dkdv[0]));
     if (split)
-        FCL_TRY(fcl_resolve(ctx, &b_dkdv[1], &r_dkdv[1]));
+        FCL_TRY(fcl_resolve(ctx, &bb.dkdv[1], &r_dkdv[1]));
 
     fcl_status st = FCL_OK;
     const size_t batch = desc->varlen ? 1 : desc->batch;

@@ -275,7 +275,7 @@ fcl_status fcl_attention_forward_ex(fcl_context *ctx, const fcl_attention_desc *
     if (ctx == NULL || desc == NULL || q == NULL || k == NULL || v == NULL || o == NULL ||
         (num_wait > 0 && wait_list == NULL))
         return FCL_ERROR_NULL_ARGUMENT;
-    FCL_TRY(fcl_validate_desc(desc));
+    FCL_TRY(fcl_check_forward_desc(desc));
     const cl_mem mem[FCL_FORWARD_TENSORS] = {q, k, v, o, lse};
     fcl_tensor_ref t[FCL_FORWARD_TENSORS];
     fcl_forward_tensors(desc, mem, t);

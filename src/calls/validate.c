@@ -37,10 +37,25 @@ fcl_status fcl_validate_desc(const fcl_attention_desc *desc)
         return FCL_ERROR_INVALID_VALUE;
     if (desc->num_splits < 0 || desc->num_splits > FCL_MAX_SPLITS)
         return FCL_ERROR_INVALID_VALUE;
+    if (desc->varlen != 0 && desc->varlen != 1)
+        return FCL_ERROR_INVALID_VALUE;
     if (desc->varlen && (desc->total_q == 0 || desc->total_k == 0 ||
                          desc->total_q > MAX_SEQLEN || desc->total_k > MAX_SEQLEN))
         return FCL_ERROR_INVALID_SHAPE;
     return FCL_OK;
+}
+
+fcl_status fcl_check_forward_desc(const fcl_attention_desc *desc)
+{
+    FCL_TRY(fcl_validate_desc(desc));
+    return fcl_variants_check_settings(desc);
+}
+
+fcl_status fcl_check_backward_desc(const fcl_attention_desc *desc)
+{
+    FCL_TRY(fcl_validate_desc(desc));
+    FCL_TRY(fcl_require_no_fp8(desc->dtype)); /* no FP8 backward, as in FlashAttention-3 */
+    return fcl_variants_check_settings(desc);
 }
 
 fcl_status fcl_tensor_extent_bytes(const fcl_tensor_ref *t, uint64_t *bytes)
@@ -110,46 +125,60 @@ static fcl_status root_of(cl_mem mem, cl_mem *root, uint64_t *offset)
     return FCL_OK;
 }
 
-typedef struct byte_range {
+/* Where a tensor's bytes are: the root buffer of its cl_mem (so sub-buffers
+ * of one buffer compare), or the host's address space (root NULL) for a
+ * host array, and its footprint there. */
+typedef struct placed {
     cl_mem root;
-    uint64_t begin, end;
-} byte_range;
+    int present;                  /* 0: no buffer or array given */
+    fcl_footprint fp;
+} placed;
 
-/* The bytes of tensor t in its root buffer (t->mem not NULL), after
- * checking its context and size. */
-static fcl_status tensor_range(const fcl_context *ctx, const fcl_tensor_ref *t, uint64_t extent,
-                               byte_range *r)
+/* Places tensor t (after checking its buffer's context and size); `extent`
+ * is its fcl_tensor_extent_bytes. */
+static fcl_status place(const fcl_context *ctx, const fcl_tensor_ref *t, uint64_t extent,
+                        placed *p)
 {
-    cl_context owner = NULL;
-    size_t size = 0;
-    cl_int err = clGetMemObjectInfo(t->mem, CL_MEM_CONTEXT, sizeof owner, &owner, NULL);
-    if (err != CL_SUCCESS)
-        return err;
-    if (owner != ctx->cl_ctx)
-        return FCL_ERROR_WRONG_CONTEXT;
-    err = clGetMemObjectInfo(t->mem, CL_MEM_SIZE, sizeof size, &size, NULL);
-    if (err != CL_SUCCESS)
-        return err;
-    if ((uint64_t)size < extent)
-        return FCL_ERROR_BUFFER_TOO_SMALL;
+    p->root = NULL;
+    p->present = 0;
     uint64_t base = 0;
-    FCL_TRY(root_of(t->mem, &r->root, &base));
+    if (t->mem != NULL) {
+        cl_context owner = NULL;
+        size_t size = 0;
+        cl_int err = clGetMemObjectInfo(t->mem, CL_MEM_CONTEXT, sizeof owner, &owner, NULL);
+        if (err != CL_SUCCESS)
+            return err;
+        if (owner != ctx->cl_ctx)
+            return FCL_ERROR_WRONG_CONTEXT;
+        err = clGetMemObjectInfo(t->mem, CL_MEM_SIZE, sizeof size, &size, NULL);
+        if (err != CL_SUCCESS)
+            return err;
+        if ((uint64_t)size < extent)
+            return FCL_ERROR_BUFFER_TOO_SMALL;
+        FCL_TRY(root_of(t->mem, &p->root, &base));
+    } else if (t->host != NULL) {
+        base = (uint64_t)(uintptr_t)t->host;
+    } else {
+        return FCL_OK;
+    }
     uint64_t first = 0;
     if (!fcl_add_product(&first, t->layout.offset, t->elem_size))
         return FCL_ERROR_INVALID_SHAPE;
-    r->begin = base + first;
-    r->end = base + extent;
+    p->present = 1;
+    p->fp = fcl_footprint_of(t, base + first);
     return FCL_OK;
 }
 
-static bool meet(const byte_range *a, const byte_range *b)
+/* Whether two placed tensors share a byte: same buffer (or both host
+ * arrays) and meeting footprints. */
+static bool share_bytes(const placed *a, const placed *b)
 {
-    return a->root != NULL && a->root == b->root && a->begin < b->end && b->begin < a->end;
+    return a->present && b->present && a->root == b->root && fcl_footprints_meet(&a->fp, &b->fp);
 }
 
 fcl_status fcl_validate_tensors(const fcl_context *ctx, const fcl_tensor_ref *tensors, size_t n)
 {
-    byte_range ranges[16];
+    placed at[16];
     if (n > 16)
         return FCL_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < n; ++i) {
@@ -157,14 +186,12 @@ fcl_status fcl_validate_tensors(const fcl_context *ctx, const fcl_tensor_ref *te
         FCL_TRY(check_no_overlap(t));
         uint64_t extent = 0;
         FCL_TRY(fcl_tensor_extent_bytes(t, &extent));
-        ranges[i].root = NULL;
-        if (t->mem != NULL) /* NULL: host call, the library allocates the buffer */
-            FCL_TRY(tensor_range(ctx, t, extent, &ranges[i]));
+        FCL_TRY(place(ctx, t, extent, &at[i]));
     }
-    /* An output must not share bytes with any other tensor of the call. */
+    /* An output must not share a byte with any other tensor of the call. */
     for (size_t i = 0; i < n; ++i)
         for (size_t j = 0; j < n && tensors[i].is_output; ++j)
-            if (j != i && meet(&ranges[i], &ranges[j]))
+            if (j != i && share_bytes(&at[i], &at[j]))
                 return FCL_ERROR_BUFFER_ALIASING;
     return FCL_OK;
 }
@@ -178,23 +205,20 @@ fcl_tensor_ref fcl_aux_ref(cl_mem mem, uint64_t bytes)
 fcl_status fcl_validate_apart(const fcl_context *ctx, const fcl_tensor_ref *tensors, size_t n,
                               const fcl_tensor_ref *aux, size_t num_aux)
 {
-    byte_range in[10];
+    placed in[10];
     if (num_aux > sizeof in / sizeof in[0])
         return FCL_ERROR_INVALID_VALUE;
-    for (size_t j = 0; j < num_aux; ++j) {
-        in[j].root = NULL;
-        if (aux[j].mem != NULL)
-            FCL_TRY(tensor_range(ctx, &aux[j], aux[j].head_dim, &in[j]));
-    }
+    for (size_t j = 0; j < num_aux; ++j)
+        FCL_TRY(place(ctx, &aux[j], aux[j].head_dim, &in[j]));
     for (size_t i = 0; i < n; ++i) {
-        if (!tensors[i].is_output || tensors[i].mem == NULL)
+        if (!tensors[i].is_output)
             continue;
         uint64_t extent = 0;
-        byte_range out;
+        placed out;
         FCL_TRY(fcl_tensor_extent_bytes(&tensors[i], &extent));
-        FCL_TRY(tensor_range(ctx, &tensors[i], extent, &out));
+        FCL_TRY(place(ctx, &tensors[i], extent, &out));
         for (size_t j = 0; j < num_aux; ++j)
-            if (meet(&in[j], &out))
+            if (share_bytes(&in[j], &out))
                 return FCL_ERROR_BUFFER_ALIASING;
     }
     return FCL_OK;
@@ -206,6 +230,7 @@ fcl_tensor_ref fcl_tensor_ref_make(cl_mem mem, fcl_layout layout, size_t batch,
 {
     fcl_tensor_ref t;
     t.mem = mem;
+    t.host = NULL;
     t.layout = layout;
     t.batch = batch;
     t.heads = heads;

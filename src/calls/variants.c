@@ -47,9 +47,22 @@ fcl_status fcl_check_aux_buffer(const fcl_context *ctx, cl_mem mem, uint64_t byt
     return (uint64_t)size < bytes ? FCL_ERROR_BUFFER_TOO_SMALL : FCL_OK;
 }
 
-/* Reads cu_seqlens back and checks: 0 first, never decreasing, no sequence
- * longer than the stated maximum, the last within the packed rows; gives
- * the longest sequence. */
+fcl_status fcl_check_cu_seqlens_values(const int32_t *cu, size_t batch, size_t max_len,
+                                       size_t total, size_t *longest)
+{
+    if (cu[0] != 0)
+        return FCL_ERROR_INVALID_CU_SEQLENS;
+    *longest = 0;
+    for (size_t b = 0; b < batch; ++b) {
+        if (cu[b + 1] < cu[b] || (size_t)(cu[b + 1] - cu[b]) > max_len)
+            return FCL_ERROR_INVALID_CU_SEQLENS;
+        if ((size_t)(cu[b + 1] - cu[b]) > *longest)
+            *longest = (size_t)(cu[b + 1] - cu[b]);
+    }
+    return (size_t)cu[batch] > total ? FCL_ERROR_INVALID_CU_SEQLENS : FCL_OK;
+}
+
+/* Reads cu_seqlens back (after the wait list) and checks them. */
 static fcl_status check_cu_seqlens(fcl_context *ctx, cl_mem mem, size_t batch, size_t max_len,
                                    size_t total, cl_uint num_wait, const cl_event *wait,
                                    size_t *longest)
@@ -60,19 +73,49 @@ static fcl_status check_cu_seqlens(fcl_context *ctx, cl_mem mem, size_t batch, s
         return FCL_ERROR_OUT_OF_HOST_MEMORY;
     fcl_status st = clEnqueueReadBuffer(ctx->queue, mem, CL_TRUE, 0, (batch + 1) * sizeof *cu, cu,
                                         num_wait, wait, NULL);
-    if (st == FCL_OK && cu[0] != 0)
-        st = FCL_ERROR_INVALID_CU_SEQLENS;
-    *longest = 0;
-    for (size_t b = 0; b < batch && st == FCL_OK; ++b) {
-        if (cu[b + 1] < cu[b] || (size_t)(cu[b + 1] - cu[b]) > max_len)
-            st = FCL_ERROR_INVALID_CU_SEQLENS;
-        else if ((size_t)(cu[b + 1] - cu[b]) > *longest)
-            *longest = (size_t)(cu[b + 1] - cu[b]);
-    }
-    if (st == FCL_OK && (size_t)cu[batch] > total)
-        st = FCL_ERROR_INVALID_CU_SEQLENS;
+    if (st == FCL_OK)
+        st = fcl_check_cu_seqlens_values(cu, batch, max_len, total, longest);
     free(cu);
     return st;
+}
+
+fcl_status fcl_variants_check_settings(const fcl_attention_desc *d)
+{
+    if (d->window_left < -1 || d->window_right < -1)
+        return FCL_ERROR_INVALID_VALUE;
+    if (!isfinite(d->softcap) || d->softcap < 0.0f)
+        return FCL_ERROR_INVALID_VALUE;
+    if (d->alibi != FCL_ALIBI_NONE && d->alibi != FCL_ALIBI_PER_HEAD &&
+        d->alibi != FCL_ALIBI_PER_BATCH_HEAD)
+        return FCL_ERROR_INVALID_VALUE;
+    if (!(d->dropout_p >= 0.0f && d->dropout_p < 1.0f)) /* NaN fails too */
+        return FCL_ERROR_INVALID_VALUE;
+    if (d->varlen != 0 && d->varlen != 1)
+        return FCL_ERROR_INVALID_VALUE;
+    if (d->block_m != 0 || d->block_n != 0) {
+        if (d->block_m == 0 || d->block_n == 0 || d->block_m > d->seqlen_q ||
+            d->block_n > d->seqlen_k)
+            return FCL_ERROR_INVALID_VALUE;
+        uint64_t bytes = 0;
+        FCL_TRY(fcl_block_mask_bytes(d, &bytes));
+    }
+    return FCL_OK;
+}
+
+unsigned fcl_variants_features(const fcl_attention_desc *d)
+{
+    unsigned f = 0;
+    if (d->softcap > 0.0f)
+        f |= FCL_FEAT_SOFTCAP;
+    if (d->alibi != FCL_ALIBI_NONE)
+        f |= FCL_FEAT_ALIBI;
+    if (d->dropout_p > 0.0f)
+        f |= FCL_FEAT_DROPOUT;
+    if (d->varlen)
+        f |= FCL_FEAT_VARLEN;
+    if (d->block_m != 0)
+        f |= FCL_FEAT_BLOCKMASK;
+    return f;
 }
 
 fcl_status fcl_variants_prepare(fcl_context *ctx, const fcl_attention_desc *d,
@@ -83,37 +126,24 @@ fcl_status fcl_variants_prepare(fcl_context *ctx, const fcl_attention_desc *d,
     if (aux == NULL)
         aux = &no_aux;
     memset(v, 0, sizeof *v);
+    FCL_TRY(fcl_variants_check_settings(d));
+    v->features = fcl_variants_features(d);
 
-    if (d->window_left < -1 || d->window_right < -1)
-        return FCL_ERROR_INVALID_VALUE;
     const size_t longest = d->seqlen_q > d->seqlen_k ? d->seqlen_q : d->seqlen_k;
     v->window_left = kernel_window(d->window_left, longest);
     v->window_right = d->causal ? 0 : kernel_window(d->window_right, longest);
+    v->softcap = d->softcap > 0.0f ? d->softcap : 1.0f;
 
-    if (!isfinite(d->softcap) || d->softcap < 0.0f)
-        return FCL_ERROR_INVALID_VALUE;
-    v->softcap = 1.0f;
-    if (d->softcap > 0.0f) {
-        v->features |= FCL_FEAT_SOFTCAP;
-        v->softcap = d->softcap;
-    }
-
-    if (d->alibi == FCL_ALIBI_PER_HEAD || d->alibi == FCL_ALIBI_PER_BATCH_HEAD) {
+    if (d->alibi != FCL_ALIBI_NONE) {
         const size_t n = d->alibi == FCL_ALIBI_PER_HEAD ? d->heads_q : d->batch * d->heads_q;
         FCL_TRY(fcl_check_aux_buffer(ctx, aux->alibi_slopes, (uint64_t)n * sizeof(float)));
         v->aux[v->num_aux++] = fcl_aux_ref(aux->alibi_slopes, (uint64_t)n * sizeof(float));
-        v->features |= FCL_FEAT_ALIBI;
         v->alibi = aux->alibi_slopes;
         v->alibi_stride_batch = d->alibi == FCL_ALIBI_PER_HEAD ? 0 : (int64_t)d->heads_q;
-    } else if (d->alibi != FCL_ALIBI_NONE) {
-        return FCL_ERROR_INVALID_VALUE;
     }
 
-    if (!(d->dropout_p >= 0.0f && d->dropout_p < 1.0f)) /* NaN fails too */
-        return FCL_ERROR_INVALID_VALUE;
     if (d->dropout_p > 0.0f) {
         const double t = floor((double)d->dropout_p * 4294967296.0 + 0.5);
-        v->features |= FCL_FEAT_DROPOUT;
         v->dropout_threshold = t >= 4294967295.0 ? 0xFFFFFFFFu : (uint32_t)t;
         v->keep_scale = (float)(1.0 / (1.0 - (double)d->dropout_p));
         v->seed_lo = (uint32_t)(d->dropout_seed & 0xFFFFFFFFu);
@@ -124,7 +154,7 @@ fcl_status fcl_variants_prepare(fcl_context *ctx, const fcl_attention_desc *d,
     v->lse_rows = (int)d->seqlen_q;
     v->longest_q = d->seqlen_q;
     v->longest_k = d->seqlen_k;
-    if (d->varlen == 1) {
+    if (d->varlen) {
         FCL_TRY(check_cu_seqlens(ctx, aux->cu_seqlens_q, d->batch, d->seqlen_q, d->total_q,
                                  num_wait, wait, &v->longest_q));
         FCL_TRY(check_cu_seqlens(ctx, aux->cu_seqlens_k, d->batch, d->seqlen_k, d->total_k,
@@ -132,30 +162,22 @@ fcl_status fcl_variants_prepare(fcl_context *ctx, const fcl_attention_desc *d,
         const uint64_t cu_bytes = (uint64_t)(d->batch + 1) * sizeof(cl_int);
         v->aux[v->num_aux++] = fcl_aux_ref(aux->cu_seqlens_q, cu_bytes);
         v->aux[v->num_aux++] = fcl_aux_ref(aux->cu_seqlens_k, cu_bytes);
-        v->features |= FCL_FEAT_VARLEN;
         v->cu_q = aux->cu_seqlens_q;
         v->cu_k = aux->cu_seqlens_k;
         v->lse_rows = (int)d->total_q;
-    } else if (d->varlen != 0) {
-        return FCL_ERROR_INVALID_VALUE;
     }
 
-    if (d->block_m != 0 || d->block_n != 0) {
-        if (d->block_m == 0 || d->block_n == 0 || d->block_m > d->seqlen_q ||
-            d->block_n > d->seqlen_k)
-            return FCL_ERROR_INVALID_VALUE;
+    if (d->block_m != 0) {
         uint64_t bytes = 0;
         FCL_TRY(fcl_block_mask_bytes(d, &bytes));
-        const uint64_t nbn = (d->seqlen_k + d->block_n - 1) / d->block_n;
         FCL_TRY(fcl_check_aux_buffer(ctx, aux->block_mask, bytes));
         v->aux[v->num_aux++] = fcl_aux_ref(aux->block_mask, bytes);
-        v->features |= FCL_FEAT_BLOCKMASK;
         v->block_mask = aux->block_mask;
         v->block_mask_stride_batch = (int64_t)d->block_mask_stride_batch;
         v->block_mask_stride_head = (int64_t)d->block_mask_stride_head;
         v->block_m = (int)d->block_m;
         v->block_n = (int)d->block_n;
-        v->block_nbn = (int)nbn;
+        v->block_nbn = (int)((d->seqlen_k + d->block_n - 1) / d->block_n);
     }
 
     /* FP8 descales: per (batch, query head) for Q, per (batch, K/V head)

@@ -64,7 +64,7 @@ size_t fcl_kvcache_capacity(const fcl_kvcache_desc *d)
     return d->page_size == 0 ? d->cache_seqlen : d->max_pages_per_seq * d->page_size;
 }
 
-fcl_status fcl_kvcache_validate_desc(const fcl_kvcache_desc *d)
+fcl_status fcl_kvcache_check_desc(const fcl_kvcache_desc *d)
 {
     if (d == NULL)
         return FCL_ERROR_NULL_ARGUMENT;
@@ -82,8 +82,9 @@ fcl_status fcl_kvcache_validate_desc(const fcl_kvcache_desc *d)
     const size_t capacity = fcl_kvcache_capacity(d);
     if (capacity > MAX_KEYS || d->seqlen_new > capacity || d->seqlen_q > MAX_KEYS)
         return FCL_ERROR_INVALID_SHAPE;
-    const fcl_attention_desc fwd = fcl_kvcache_as_forward(d); /* heads, dtype, scale, causal */
-    return fcl_validate_desc(&fwd);
+    /* heads, dtype, scale, causal, splits; window, softcap, the ALiBi mode */
+    const fcl_attention_desc fwd = fcl_kvcache_as_forward(d);
+    return fcl_check_forward_desc(&fwd);
 }
 
 /* The forward problem of a KV-cache call: K/V are the caches, each sequence
@@ -176,6 +177,19 @@ static fcl_status enqueue_append(fcl_context *ctx, fcl_resolved *r, const fcl_kv
     return err;
 }
 
+/* The job's fields that come from the descriptors alone. */
+static void kvcache_job_shape(const fcl_kvcache_desc *desc, const fcl_attention_desc *fwd,
+                              const fcl_variants *var, fcl_forward_job *job)
+{
+    memset(job, 0, sizeof *job);
+    job->desc = fwd;
+    job->var = var;
+    job->page_size = (int)desc->page_size;
+    job->page_table_stride = (int64_t)desc->page_table_stride;
+    job->seqlen_new = (int)desc->seqlen_new;
+    job->num_pages = (int)desc->num_pages;
+}
+
 fcl_status fcl_kvcache_job(fcl_context *ctx, const fcl_kvcache_desc *desc,
                            const fcl_kvcache_buffers *b, const fcl_attention_desc *fwd,
                            fcl_variants *var, fcl_forward_job *job)
@@ -189,13 +203,7 @@ fcl_status fcl_kvcache_job(fcl_context *ctx, const fcl_kvcache_desc *desc,
     }
     FCL_TRY(fcl_variants_prepare(ctx, fwd, &aux, 0, NULL, var));
     var->features |= FCL_FEAT_KVCACHE;
-    memset(job, 0, sizeof *job);
-    job->desc = fwd;
-    job->var = var;
-    job->page_size = (int)desc->page_size;
-    job->page_table_stride = (int64_t)desc->page_table_stride;
-    job->seqlen_new = (int)desc->seqlen_new;
-    job->num_pages = (int)desc->num_pages;
+    kvcache_job_shape(desc, fwd, var, job);
     if (b != NULL) {
         job->q = b->q;
         job->k = b->k_cache;
@@ -218,7 +226,7 @@ fcl_status fcl_attention_kvcache(fcl_context *ctx, const fcl_kvcache_desc *desc,
         (desc->seqlen_new > 0 && (b->k_new == NULL || b->v_new == NULL)) ||
         (num_wait > 0 && wait_list == NULL))
         return FCL_ERROR_NULL_ARGUMENT;
-    FCL_TRY(fcl_kvcache_validate_desc(desc));
+    FCL_TRY(fcl_kvcache_check_desc(desc));
     const fcl_attention_desc fwd = fcl_kvcache_as_forward(desc);
     fcl_tensor_ref t[FCL_KVCACHE_TENSORS];
     size_t n = 0;
@@ -270,14 +278,12 @@ fcl_status fcl_kvcache_plan_query(fcl_context *ctx, const fcl_kvcache_desc *desc
 {
     if (ctx == NULL || desc == NULL || plan == NULL)
         return FCL_ERROR_NULL_ARGUMENT;
-    FCL_TRY(fcl_kvcache_validate_desc(desc));
-    fcl_attention_desc fwd = fcl_kvcache_as_forward(desc);
-    const fcl_alibi_mode alibi = fwd.alibi;
-    fwd.alibi = FCL_ALIBI_NONE; /* no slopes buffer to check here */
-    fcl_variants var;
+    FCL_TRY(fcl_kvcache_check_desc(desc)); /* the call's descriptor checks, no buffer */
+    const fcl_attention_desc fwd = fcl_kvcache_as_forward(desc);
+    fcl_variants var = {.features = fcl_variants_features(&fwd) | FCL_FEAT_KVCACHE,
+                        .longest_q = fwd.seqlen_q,
+                        .longest_k = fwd.seqlen_k};
     fcl_forward_job job;
-    FCL_TRY(fcl_kvcache_job(ctx, desc, NULL, &fwd, &var, &job));
-    if (alibi != FCL_ALIBI_NONE)
-        var.features |= FCL_FEAT_ALIBI;
+    kvcache_job_shape(desc, &fwd, &var, &job);
     return fcl_forward_plan_of(ctx, &job, plan);
 }

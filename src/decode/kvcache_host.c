@@ -1,7 +1,10 @@
-/* kvcache_host.c - the KV-cache call on host arrays: cache lengths and the
- * page table are checked here, on the host, before anything is copied, so a
- * bad entry is a status and nothing changes; then the arrays travel as in
- * host_calls.c (caches back only when rows were appended). */
+/* kvcache_host.c - the KV-cache call on host arrays.  Everything that needs
+ * no array is checked first (the descriptor, the tensors' strides and
+ * footprints, which arrays are given, the plan), then the cache lengths and
+ * the page table are read and checked on the host, and only then is
+ * anything copied: a refused call reads no other array and changes none.
+ * The arrays then travel as in host_calls.c (caches back only when rows
+ * were appended, and only their elements' bytes). */
 #include "internal.h"
 
 #include <string.h>
@@ -29,28 +32,49 @@ static fcl_status check_cache_entries(const fcl_kvcache_desc *d, const int32_t *
 
 enum { AUX_LENS, AUX_PAGES, AUX_ALIBI, AUX_DESCALE_Q, AUX_DESCALE_K, AUX_DESCALE_V, AUX_COUNT };
 
+/* The aux arrays the call reads, as one-byte tensors of their host arrays
+ * (absent ones have no array), in the order of fcl_kvcache_buffers. */
+static void aux_refs(const fcl_kvcache_desc *d, const fcl_kvcache_host *a,
+                     fcl_tensor_ref aux[AUX_COUNT])
+{
+    uint64_t bytes[AUX_COUNT] = {0};
+    const void *arrays[AUX_COUNT] = {a->cache_seqlens, NULL, NULL,
+                                     a->descale_q, a->descale_k, a->descale_v};
+    bytes[AUX_LENS] = d->batch * sizeof(int32_t);
+    if (d->page_size > 0) {
+        arrays[AUX_PAGES] = a->page_table;
+        bytes[AUX_PAGES] = fcl_kvcache_page_table_entries(d) * sizeof(int32_t);
+    }
+    if (d->alibi != FCL_ALIBI_NONE) {
+        arrays[AUX_ALIBI] = a->alibi_slopes;
+        bytes[AUX_ALIBI] =
+            (d->alibi == FCL_ALIBI_PER_BATCH_HEAD ? d->batch : 1) * d->heads_q * sizeof(float);
+    }
+    for (int i = 0; i < 3; ++i)
+        bytes[AUX_DESCALE_Q + i] = d->batch * (i == 0 ? d->heads_q : d->heads_kv) * sizeof(float);
+    for (int i = 0; i < AUX_COUNT; ++i) {
+        aux[i] = fcl_aux_ref(NULL, arrays[i] != NULL ? bytes[i] : 0);
+        aux[i].host = arrays[i];
+    }
+}
+
 fcl_status fcl_attention_kvcache_host(fcl_context *ctx, const fcl_kvcache_desc *desc,
                                       const fcl_kvcache_host *a)
 {
     if (ctx == NULL || desc == NULL || a == NULL || a->q == NULL || a->k_cache == NULL ||
         a->v_cache == NULL || a->o == NULL || a->cache_seqlens == NULL ||
         (desc->page_size > 0 && a->page_table == NULL) ||
-        (desc->seqlen_new > 0 && (a->k_new == NULL || a->v_new == NULL)) ||
-        (desc->alibi != FCL_ALIBI_NONE && a->alibi_slopes == NULL))
+        (desc->seqlen_new > 0 && (a->k_new == NULL || a->v_new == NULL)))
         return FCL_ERROR_NULL_ARGUMENT;
-    FCL_TRY(fcl_kvcache_validate_desc(desc));
-    FCL_TRY(check_cache_entries(desc, a->cache_seqlens, a->page_table));
+    FCL_TRY(fcl_kvcache_check_desc(desc));
 
-    /* the tensors, in fcl_kvcache_tensors' order, re-based to offset 0 */
-    fcl_kvcache_desc local = *desc;
+    /* the tensors, in fcl_kvcache_tensors' order, on their host arrays */
     const fcl_kvcache_buffers none = {.lse = a->lse != NULL ? (cl_mem)1 : NULL};
     fcl_tensor_ref t[FCL_KVCACHE_TENSORS];
     size_t n = 0;
     fcl_kvcache_tensors(desc, &none, t, &n);
-    for (size_t i = 0; i < n; ++i)
-        t[i].mem = NULL; /* the library allocates the buffers */
-    FCL_TRY(fcl_validate_tensors(ctx, t, n));
     const void *base[FCL_KVCACHE_TENSORS] = {a->q, a->o, a->k_cache, a->v_cache};
+    fcl_kvcache_desc local = *desc;
     fcl_layout *layouts[FCL_KVCACHE_TENSORS] = {&local.q, &local.o, &local.k_cache, &local.v_cache};
     size_t next = 4;
     if (desc->seqlen_new > 0) {
@@ -64,39 +88,36 @@ fcl_status fcl_attention_kvcache_host(fcl_context *ctx, const fcl_kvcache_desc *
         base[next] = a->lse;
         layouts[next++] = &lse_layout;
     }
+    for (size_t i = 0; i < n; ++i) {
+        t[i].mem = NULL; /* the library allocates the buffers */
+        t[i].host = base[i];
+    }
+    FCL_TRY(fcl_validate_tensors(ctx, t, n));
+    /* which aux arrays are given, and that no output meets one, as the
+     * cl_mem call checks its buffers */
+    fcl_tensor_ref aux[AUX_COUNT];
+    aux_refs(desc, a, aux);
+    if (desc->alibi != FCL_ALIBI_NONE && a->alibi_slopes == NULL)
+        return FCL_ERROR_NULL_ARGUMENT;
+    if (!fcl_dtype_is_fp8(desc->dtype) &&
+        (a->descale_q != NULL || a->descale_k != NULL || a->descale_v != NULL))
+        return FCL_ERROR_INVALID_VALUE;
+    FCL_TRY(fcl_validate_apart(ctx, t, n, aux, AUX_COUNT));
+    fcl_plan plan; /* built now: a failed build or plan is a refusal too */
+    FCL_TRY(fcl_kvcache_plan_query(ctx, desc, &plan));
+    /* the arrays whose contents are checked, the only ones read so far */
+    FCL_TRY(check_cache_entries(desc, a->cache_seqlens, a->page_table));
+
     fcl_host_tensor h[FCL_KVCACHE_TENSORS + AUX_COUNT];
     memset(h, 0, sizeof h);
     for (size_t i = 0; i < n; ++i)
         FCL_TRY(fcl_host_range(&t[i], base[i], layouts[i], &h[i]));
     local.lse_offset = 0;
-    /* the aux arrays, whole */
-    h[n + AUX_LENS].src = a->cache_seqlens;
-    h[n + AUX_LENS].bytes = desc->batch * sizeof(int32_t);
-    if (desc->page_size > 0) {
-        h[n + AUX_PAGES].src = a->page_table;
-        h[n + AUX_PAGES].bytes = (size_t)fcl_kvcache_page_table_entries(desc) * sizeof(int32_t);
+    for (size_t i = 0; i < AUX_COUNT; ++i) {
+        h[n + i].src = aux[i].host;
+        h[n + i].bytes = aux[i].head_dim;
     }
-    if (desc->alibi != FCL_ALIBI_NONE) {
-        h[n + AUX_ALIBI].src = a->alibi_slopes;
-        h[n + AUX_ALIBI].bytes =
-            (desc->alibi == FCL_ALIBI_PER_BATCH_HEAD ? desc->batch : 1) * desc->heads_q * sizeof(float);
-    }
-    /* descales travel whatever the dtype: the call rejects them where unused */
-    const float *descales[3] = {a->descale_q, a->descale_k, a->descale_v};
-    for (int i = 0; i < 3; ++i) {
-        h[n + AUX_DESCALE_Q + i].src = descales[i];
-        h[n + AUX_DESCALE_Q + i].bytes =
-            desc->batch * (i == 0 ? desc->heads_q : desc->heads_kv) * sizeof(float);
-    }
-
-    fcl_status st = FCL_OK;
-    for (size_t i = 0; i < n + AUX_COUNT && st == FCL_OK; ++i) {
-        if (h[i].src == NULL || h[i].bytes == 0)
-            continue;
-        const cl_mem_flags flags =
-            CL_MEM_COPY_HOST_PTR | (h[i].dst ? CL_MEM_READ_WRITE : CL_MEM_READ_ONLY);
-        h[i].mem = fcl_buffer_create(ctx, flags, h[i].bytes, (void *)h[i].src, &st);
-    }
+    fcl_status st = fcl_host_upload(ctx, h, n + AUX_COUNT);
     if (st == FCL_OK) {
         const fcl_kvcache_buffers b = {h[0].mem, h[2].mem, h[3].mem, h[n + AUX_LENS].mem,
                                        h[n + AUX_PAGES].mem,
@@ -112,7 +133,6 @@ fcl_status fcl_attention_kvcache_host(fcl_context *ctx, const fcl_kvcache_desc *
         st = clFinish(ctx->queue);
     if (st == FCL_OK)
         st = fcl_host_read_outputs(ctx, h, n);
-    for (size_t i = 0; i < n + AUX_COUNT; ++i)
-        fcl_buffer_release(ctx, h[i].mem, h[i].bytes);
+    fcl_host_release(ctx, h, n + AUX_COUNT);
     return st;
 }

@@ -220,45 +220,6 @@ fcl_status fcl_resolve_after_launch_failure(fcl_context *ctx, fcl_resolved *r, c
     return build_checked(ctx, r);
 }
 
-fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *desc, fcl_kernel_kind kernel,
-                          fcl_plan *plan)
-{
-    if (ctx == NULL || desc == NULL || plan == NULL)
-        return FCL_ERROR_NULL_ARGUMENT;
-    if ((int)kernel < 0 || (int)kernel >= FCL_KERNEL_KINDS)
-        return FCL_ERROR_INVALID_VALUE;
-    FCL_TRY(fcl_validate_desc(desc));
-    if (kernel == FCL_KERNEL_FORWARD || kernel == FCL_KERNEL_DECODE) {
-        /* the forward call's plan, with the variants it would compile in
-         * (ALiBi, packing and block masks are checked against no buffers) */
-        fcl_variants var;
-        const fcl_attention_desc *d = desc;
-        fcl_attention_desc plain = *desc;
-        plain.alibi = FCL_ALIBI_NONE;
-        plain.varlen = 0;
-        plain.block_m = plain.block_n = 0;
-        FCL_TRY(fcl_variants_prepare(ctx, &plain, NULL, 0, NULL, &var));
-        if (desc->varlen)
-            var.features |= FCL_FEAT_VARLEN;
-        if (desc->block_m != 0)
-            var.features |= FCL_FEAT_BLOCKMASK;
-        if (desc->alibi != FCL_ALIBI_NONE)
-            var.features |= FCL_FEAT_ALIBI;
-        const fcl_forward_job job = {d, &var, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, 0, 0, 0};
-        return fcl_forward_plan_of(ctx, &job, plan);
-    }
-    FCL_TRY(fcl_require_no_fp8(desc->dtype)); /* no FP8 backward */
-    const unsigned build = fcl_uses_tensor_cores(ctx, desc, kernel) ? FCL_BUILD_TILE_MMA : 0;
-    const fcl_build b = fcl_build_of(kernel, desc->head_dim, desc->dtype, build);
-    fcl_resolved *r = NULL;
-    FCL_TRY(fcl_resolve(ctx, &b, &r));
-    *plan = r->plan.pub;
-    plan->pack = 1;
-    plan->num_splits = 1;
-    plan->split_keys = 0;
-    return FCL_OK;
-}
-
 void fcl_forget_resolved(fcl_context *ctx)
 {
     for (size_t i = 0; i < ctx->num_resolved; ++i) {
