@@ -19,7 +19,21 @@
  *   - The library never prints, never exits or aborts, and keeps no global
  *     mutable state: two contexts in two threads never interfere.  One context
  *     must not be used by two threads at the same time.
- *   - On any error, nothing has been written to any output buffer.
+ *   - On any error, nothing has been written to any output buffer.  Every
+ *     call checks, in this order: its NULL arguments, its descriptor alone
+ *     (sizes, dtype, scale, flags, variant settings: the checks the plan
+ *     queries make too, so a query returns the status its call would return
+ *     for that descriptor), its tensors (strides, buffer sizes and contexts,
+ *     aliasing), its aux buffers or arrays, and for a host-pointer call the
+ *     kernels' plans; only then does it read any array of yours beyond those
+ *     it must read to check (cu_seqlens, cache lengths, page tables).  A
+ *     refused call reads no other array and writes nothing.
+ *   - Aliasing is decided on footprints: the bytes of a tensor's elements
+ *     (see fcl_layout), not the range from its first to its last byte.  No
+ *     output may share a byte with another tensor or aux array of its call
+ *     (FCL_ERROR_BUFFER_ALIASING); tensors whose rows interleave without
+ *     sharing a byte (K and V pages of one allocation, Q, K and V of one
+ *     packed QKV tensor) are accepted, in one cl_mem or one host array alike.
  *
  * Minimal use (host pointers; see fcl_attention_forward for cl_mem buffers):
  *
@@ -167,7 +181,14 @@ FCL_API const char *fcl_dtype_name(fcl_dtype dtype);
  * buffer, in elements (not bytes).  Element (b, h, s, d) is at
  *     offset + b * stride_batch + h * stride_head + s * stride_seq + d
  * i.e. the head_dim axis is always contiguous.  Strides must not make two
- * elements of one tensor meet (FCL_ERROR_OVERLAPPING_STRIDES). */
+ * elements of one tensor meet (FCL_ERROR_OVERLAPPING_STRIDES): taken by
+ * increasing stride, each stride of an axis longer than 1 is at least the
+ * span of the axes below it.  The tensor's footprint is the bytes of its
+ * elements: the bytes between its rows belong to it no more than to anyone
+ * else (whatever lies there is never read as the tensor nor written).  Two
+ * footprints are compared exactly, except in one case: footprints that
+ * interleave with different strides in more than about a million places
+ * are taken to meet (FCL_ERROR_BUFFER_ALIASING). */
 typedef struct fcl_layout {
     size_t offset;
     size_t stride_batch;
@@ -249,7 +270,8 @@ typedef struct fcl_attention_desc {
     float dropout_p;               /* in [0, 1); 0: off */
     uint64_t dropout_seed;
     uint32_t dropout_offset;
-    int varlen;                    /* 1: packed sequences, cu_seqlens in fcl_attention_aux */
+    int varlen;                    /* 1: packed sequences, cu_seqlens in fcl_attention_aux;
+                                      0 or 1 (else FCL_ERROR_INVALID_VALUE) */
     size_t total_q, total_k;       /* varlen: rows of the packed Q and K tensors */
     size_t block_m, block_n;       /* block-sparse mask of block_m x block_n blocks; 0: none */
     size_t block_mask_stride_batch;  /* bytes between batch entries' masks, 0: shared */
@@ -570,7 +592,15 @@ typedef struct fcl_plan {
  * forward only (FCL_ERROR_DTYPE_UNSUPPORTED for the backward kernels); their
  * plans have no GQA packing (pack 1: the packed rows of one block would
  * belong to query heads of different Q descales).
- * @return FCL_OK and *plan, or the error a launch would return. */
+ * FCL_KERNEL_BACKWARD_DQ and _DKDV give the backward call's kernels for
+ * desc's variants (above head_dim 128 on tensor cores dK/dV is two launches
+ * with this plan each).
+ * @return FCL_OK and *plan, or the status the call (the forward for
+ *         FCL_KERNEL_FORWARD and _DECODE, the backward for the others) would
+ *         return for this descriptor with valid buffers: the same descriptor
+ *         checks, in the same order (see the conventions at the top), then
+ *         the kernel's build and plan (FCL_ERROR_NO_PLAN,
+ *         FCL_ERROR_BUILD_FAILED). */
 FCL_API fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *desc,
                                   fcl_kernel_kind kernel, fcl_plan *plan);
 
@@ -619,7 +649,11 @@ FCL_API fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_
  * uint8_t; o of the output type, see fcl_attention_forward).  Copies in,
  * runs, copies out, and waits.  lse may be NULL.  The outputs come back
  * through one host staging copy (host memory of their size during the call,
- * for every host-pointer call), so that a failed read changes none of them.
+ * for every host-pointer call), so that a failed read changes none of them,
+ * and only their footprints' bytes are written (see fcl_layout).  Each
+ * tensor is read as the bytes from its first to its last element.  Aliasing
+ * is checked on the arrays' addresses as fcl_attention_forward checks it in
+ * one buffer.
  * @return FCL_OK, or an error; on error the outputs are untouched. */
 FCL_API fcl_status fcl_attention_forward_host(fcl_context *ctx, const fcl_attention_desc *desc,
                                               const void *q, const void *k, const void *v,
@@ -833,7 +867,11 @@ typedef struct fcl_kvcache_host {
  * call.  The shapes, layouts, buffer sizes, contexts and aliasing (no
  * output, nor a cache that rows are appended to, may share bytes with
  * another tensor, cache_seqlens, the page table or the slopes) are
- * checked before anything is enqueued; cache_seqlens and the page table are
+ * checked before anything is enqueued (sharing is decided on footprints:
+ * K and V pages interleaved in one allocation, [page][2][page_size]
+ * [heads_kv][head_dim] with k_cache.offset 0, v_cache.offset one page and
+ * both page strides two pages, as FlashInfer and vLLM keep them, are one
+ * cl_mem passed as both caches); cache_seqlens and the page table are
  * not read back (that would stall the queue): the device checks them, never
  * reads or writes outside the cache, and a sequence whose length is negative
  * or exceeds its cache with the appended rows, or which uses a page-table
@@ -848,9 +886,12 @@ FCL_API fcl_status fcl_attention_kvcache(fcl_context *ctx, const fcl_kvcache_des
                                          const cl_event *wait_list, cl_event *event);
 
 /*! fcl_attention_kvcache_host() :
- * The same on host arrays: checks cache_seqlens and the page table first
- * (FCL_ERROR_INVALID_CACHE_SEQLENS, FCL_ERROR_INVALID_PAGE_TABLE), copies in,
- * runs, copies O, LSE and (when appending) the caches back, and waits.
+ * The same on host arrays: checks everything that needs no array (as the
+ * cl_mem form, aliasing on the arrays' addresses; then the plan), then
+ * cache_seqlens and the page table (FCL_ERROR_INVALID_CACHE_SEQLENS,
+ * FCL_ERROR_INVALID_PAGE_TABLE), then copies in, runs, copies O, LSE and
+ * (when appending) the caches' footprints back, and waits.  k_cache and
+ * v_cache may point into one array (interleaved pages, as above).
  * @return FCL_OK, or an error; on error no output or cache was changed. */
 FCL_API fcl_status fcl_attention_kvcache_host(fcl_context *ctx, const fcl_kvcache_desc *desc,
                                               const fcl_kvcache_host *arrays);
@@ -859,7 +900,9 @@ FCL_API fcl_status fcl_attention_kvcache_host(fcl_context *ctx, const fcl_kvcach
  * The plan fcl_attention_kvcache() launches for `desc` (a decode plan for
  * seqlen_q x pack <= 64 rows, else the forward's), with its packing and
  * split-KV chunks (chunks come from the cache's capacity per sequence).
- * @return FCL_OK and *plan, or the error the call would return. */
+ * @return FCL_OK and *plan, or the status the call would return for this
+ *         descriptor with valid buffers (the same descriptor checks, then
+ *         the kernel's build and plan). */
 FCL_API fcl_status fcl_kvcache_plan_query(fcl_context *ctx, const fcl_kvcache_desc *desc,
                                           fcl_plan *plan);
 

@@ -265,6 +265,56 @@ static void test_finite_differences(void **state)
     }
 }
 
+/* Q, K, V of one packed (B, S, 3, H, d) array, and dQ, dK, dV written into
+ * one such array, as PyTorch's packed QKV projections keep them: bitwise the
+ * gradients of separate arrays, and every gradient lands (the host form once
+ * copied each output's whole byte range back, so dV's range, written last,
+ * put back the old bytes between its rows: dQ's and dK's). */
+static void test_packed_qkv_gradients(void **state)
+{
+    (void)state;
+    enum { Bp = 2, Sp = 45, Hp = 3, Dp = 32 };
+    const size_t row = 3 * Hp * Dp, n = (size_t)Bp * Sp * row, one = (size_t)Bp * Sp * Hp * Dp;
+    float *qkv = malloc(n * sizeof *qkv), *dqkv = malloc(n * sizeof *dqkv);
+    float *o = malloc(one * sizeof *o), *dout = malloc(one * sizeof *dout);
+    float *lse = malloc((size_t)Bp * Hp * Sp * sizeof *lse);
+    float *sep = malloc(3 * one * sizeof *sep); /* dQ, dK, dV of separate arrays */
+    rng r = {77};
+    for (size_t i = 0; i < n; ++i)
+        qkv[i] = (float)rng_normal(&r);
+    for (size_t i = 0; i < one; ++i)
+        dout[i] = (float)rng_normal(&r);
+    for (size_t i = 0; i < n; ++i)
+        dqkv[i] = NAN; /* every element must be written */
+    fcl_attention_desc d;
+    fcl_attention_desc_init(&d, Bp, Hp, Hp, Sp, Sp, Dp, FCL_DTYPE_FP32, FCL_LAYOUT_BSHD);
+    d.causal = 1;
+    fcl_layout packed = {0, Sp * row, Dp, row};
+    d.q = d.k = d.v = packed;
+    d.k.offset = Hp * Dp;
+    d.v.offset = 2 * Hp * Dp;
+    assert_int_equal(fcl_attention_forward_host(ctx, &d, qkv, qkv, qkv, o, lse), FCL_OK);
+    fcl_attention_desc ds = d; /* separate, contiguous gradients */
+    ds.dq = ds.dk = ds.dv = fcl_layout_contiguous(FCL_LAYOUT_BSHD, Hp, Sp, Dp);
+    assert_int_equal(fcl_attention_backward_host(ctx, &ds, qkv, qkv, qkv, o, lse, dout, sep,
+                                                 sep + one, sep + 2 * one),
+                     FCL_OK);
+    d.dq = d.q, d.dk = d.k, d.dv = d.v;
+    assert_int_equal(fcl_attention_backward_host(ctx, &d, qkv, qkv, qkv, o, lse, dout, dqkv, dqkv,
+                                                 dqkv),
+                     FCL_OK);
+    for (size_t t = 0; t < 3; ++t)
+        for (size_t b = 0; b < Bp; ++b)
+            for (size_t s = 0; s < Sp; ++s)
+                for (size_t h = 0; h < Hp; ++h)
+                    for (size_t x = 0; x < Dp; ++x) {
+                        const float want = sep[t * one + ((b * Sp + s) * Hp + h) * Dp + x];
+                        const float got = dqkv[b * Sp * row + s * row + (t * Hp + h) * Dp + x];
+                        assert_memory_equal(&got, &want, sizeof got);
+                    }
+    free(qkv), free(dqkv), free(o), free(dout), free(lse), free(sep);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -279,6 +329,7 @@ int main(void)
         cmocka_unit_test(test_large_scores),
         cmocka_unit_test(test_bitwise_repeatable),
         cmocka_unit_test(test_finite_differences),
+        cmocka_unit_test(test_packed_qkv_gradients),
     };
     return cmocka_run_group_tests(tests, fa_group_setup, fa_group_teardown);
 }
