@@ -224,6 +224,10 @@ fcl_status fcl_debug_set_tile(fcl_context *ctx, fcl_kernel_kind kind, int rows, 
  * warp operations emulated in OpenCL C (cl/warp_emulated.cl), wherever the
  * real ones would be used on an NVIDIA sm_80+ device; 0 turns it off. */
 fcl_status fcl_debug_emulate_tensor_cores(fcl_context *ctx, int on);
+/* Tests: plans and checks later kernels as if the device had at most
+ * `bytes` of local memory (reported and usable; a 16..64 KiB device on any
+ * real one); 0 gives back the device's (or profile's) own. */
+fcl_status fcl_debug_limit_local_mem(fcl_context *ctx, uint64_t bytes);
 /* Appends options to every later build (e.g. -cl-nv-verbose). */
 fcl_status fcl_debug_set_build_options(fcl_context *ctx, const char *options);
 /* The build log of the program behind the kernel `kind` of a call of
