@@ -192,6 +192,7 @@ struct fcl_context {
     const fcl_profile *profile;   /* NULL unless emulating */
     int portable_only;            /* no vendor fast paths */
     int pocl_cpu;                 /* a CPU device of PoCL: FCL_POCL_CPU (common.cl) */
+    uint32_t loop_limit;          /* loop iterations a work-item may run (llvmpipe), 0: no limit */
     int emulate_tensor_cores;     /* tests: tensor-core pieces on any device */
     char *cache_dir;              /* NULL: no disk cache */
     fcl_program_entry *programs;
@@ -241,6 +242,18 @@ fcl_status fcl_probe_device(cl_device_id device, fcl_device_info *info, char **e
 fcl_caps fcl_caps_from_info(const fcl_device_info *info);
 /* Finds the largest compile-time __local array a work-group can use. */
 fcl_status fcl_probe_local_mem(cl_device_id device, uint64_t reported, uint64_t *usable);
+
+/* ---- devices that end long loops (loop_limit.c) ----------------------------- */
+
+/* Sets ctx->loop_limit: the iterations after which the device ends a
+ * kernel's loops (Mesa's llvmpipe), measured by a probe; 0 where none. */
+fcl_status fcl_probe_loop_limit(fcl_context *ctx);
+/* The most keys (query rows for dK/dV) one work-group of plan p may walk
+ * on this device; 0 when there is no limit. */
+uint64_t fcl_loop_max_outer(const fcl_context *ctx, const fcl_plan *p);
+/* FCL_ERROR_DEVICE_LOOP_LIMIT if a work-group of plan p walking `outer`
+ * keys (query rows for dK/dV) would outrun the device's loop limit. */
+fcl_status fcl_loop_check(const fcl_context *ctx, const fcl_plan *p, size_t outer);
 
 /* ---- device selection (device_select.c) ----------------------------------- */
 

@@ -375,6 +375,48 @@ static void test_tensor_core_local_bytes(void **state)
     fcl_context_destroy(ctx);
 }
 
+/* Mesa's llvmpipe ends a work-item's loops after 65535 iterations in all
+ * (NOTES.md): on such a device a forward over many keys is split into
+ * chunks it can walk and comes out right, and a backward whose loops are
+ * too long is refused with FCL_ERROR_DEVICE_LOOP_LIMIT, outputs untouched.
+ * Elsewhere the probe finds no limit. */
+static void test_loop_limit(void **state)
+{
+    (void)state;
+    fcl_context *ctx = test_context(NULL);
+    assert_non_null(ctx);
+    if (strcmp(ctx->info.platform_name, "rusticl") == 0 &&
+        strncmp(ctx->info.name, "llvmpipe", 8) == 0)
+        assert_int_equal(ctx->loop_limit, 65535);
+    if (ctx->loop_limit == 0) {
+        fcl_context_destroy(ctx);
+        return;
+    }
+    /* 64 rows, 5000 keys, head_dim 128: O was 100% wrong before the split */
+    fa_case c = {1, 1, 1, 64, 5000, 128, FCL_DTYPE_FP32, 0, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 11,
+                 NULL};
+    fa_result res;
+    assert_true(fa_check_forward(ctx, &c, &res));
+    fcl_attention_desc d;
+    fcl_attention_desc_init(&d, 1, 1, 1, 16, 5000, 128, FCL_DTYPE_FP32, FCL_LAYOUT_BSHD);
+    fcl_plan p;
+    assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DQ, &p), FCL_OK);
+    const uint64_t most = fcl_loop_max_outer(ctx, &p);
+    assert_true(most > 0 && most < d.seqlen_k);
+    const size_t nq = d.seqlen_q * d.head_dim, nk = d.seqlen_k * d.head_dim;
+    float *buf = calloc(3 * nq + 2 * nk + d.seqlen_q, sizeof *buf);
+    assert_non_null(buf);
+    float *q = buf, *k = q + nq, *v = k + nk, *o = v + nk, *dq = o + nq, *lse = dq + nq;
+    for (size_t i = 0; i < 3 * nq + 2 * nk; ++i) buf[i] = (float)((i * 7919u) % 101u) / 50.0f - 1.0f;
+    for (size_t i = 0; i < d.seqlen_q; ++i) lse[i] = 1.0f;
+    const float dq_before = dq[0];
+    assert_int_equal(fcl_attention_backward_host(ctx, &d, q, k, v, o, lse, o, dq, k, v),
+                     FCL_ERROR_DEVICE_LOOP_LIMIT);
+    assert_true(dq[0] == dq_before);
+    free(buf);
+    fcl_context_destroy(ctx);
+}
+
 /* A launch refused for resources re-plans smaller, says so, and still
  * computes the right answer. */
 static void test_launch_failure_fallback(void **state)
@@ -443,6 +485,7 @@ int main(void)
         cmocka_unit_test(test_small_local_memory_plans),
         cmocka_unit_test(test_small_local_memory_tensor_cores),
         cmocka_unit_test(test_small_local_memory_builds),
+        cmocka_unit_test(test_loop_limit),
         cmocka_unit_test(test_local_bytes_match_compiler),
         cmocka_unit_test(test_launch_failure_fallback),
         cmocka_unit_test(test_failed_replan_recovers),

@@ -91,6 +91,10 @@ fcl_split fcl_forward_splits(const fcl_context *ctx, const fcl_plan *p, size_t g
             n = n < MAX_AUTO_SPLITS ? n : MAX_AUTO_SPLITS;
             n = n < 1 ? 1 : n;
         }
+        /* a device that ends long loops (loop_limit.c): chunks it can walk */
+        const uint64_t most = fcl_loop_max_outer(ctx, p);
+        if (most >= p->bc && tiles > most / p->bc && n < div_up(tiles, most / p->bc))
+            n = div_up(tiles, most / p->bc);
     }
     if (n > 1) {
         /* fixed chunks of whole tiles; forced counts are kept even where the
@@ -139,6 +143,9 @@ static fcl_status set_forward_args(const fcl_resolved *r, cl_kernel kernel, cons
                                : fcl_forward_splits(c->ctx, &r->plan.pub, base_groups, d->seqlen_k,
                                                     d->num_splits);
     c->part_o = c->part_lse = NULL;
+    FCL_TRY(fcl_loop_check(c->ctx, &r->plan.pub,
+                           c->split.num_splits > 1 ? (size_t)c->split.split_keys
+                                                   : j->var->longest_k));
     if (c->split.num_splits > 1) {
         const size_t rows = part_rows(d) * (size_t)c->split.num_splits;
         FCL_TRY(fcl_scratch_get(c->ctx, FCL_SCRATCH_PART_O, rows * d->head_dim * sizeof(float),
