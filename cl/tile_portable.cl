@@ -63,6 +63,12 @@
 /* 16-byte alignment for __local tiles read as float4. */
 #define FCL_ALIGNED __attribute__((aligned(16)))
 
+/* The row stride of a transposed tile of n rows: 4 floats of padding from 4
+ * rows up (float4 reads, no bank conflicts), none below, where no float4 is
+ * read and padding would be most of the tile (1- and 2-row plans of devices
+ * with 16 KiB of local memory at head_dim 256).  Host: padded_ld in plan.c. */
+#define FCL_LD_PAD(n) ((n) >= 4 ? (n) + 4 : (n))
+
 /* Row reductions across the TX work-items that share rows ty*RM .. ty*RM+RM-1.
  * `red` holds RROWS*TX floats.  Every work-item reduces in the same order, so
  * all of a row group get bitwise the same result.  Contains one barrier; the
@@ -178,10 +184,10 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
 #define RM (BR / TY)
 #define RN (BC / TX)
 #define DN (D_PAD / TX)
-#define QT_LD (BR + 4)
+#define QT_LD FCL_LD_PAD(BR)
 #define KS_LD (D_PAD + 1)
 #define VS_LD (D_PAD)
-#define PT_LD (BR + 4)
+#define PT_LD FCL_LD_PAD(BR)
 
 #define FCL_FWD_IDS FCL_PORTABLE_IDS
 
@@ -240,9 +246,9 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
 #define RM (BR / TY)
 #define RN (BC / TX)
 #define DN (D_PAD / TX)
-#define QT_LD (BR + 4)
+#define QT_LD FCL_LD_PAD(BR)
 #define KS_LD (D_PAD + 1)
-#define ST_LD (BR + 4)
+#define ST_LD FCL_LD_PAD(BR)
 #define FCL_BWD_IDS FCL_PORTABLE_IDS
 
 #define FCL_DQ_LOCALS                                   \
@@ -294,9 +300,9 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
 #define RM (BC / TY)
 #define RN (BR / TX)
 #define DN (D_PAD / TX)
-#define KT_LD (BC + 4)
+#define KT_LD FCL_LD_PAD(BC)
 #define QS_LD (D_PAD + 1)
-#define PS_LD (BC + 4)
+#define PS_LD FCL_LD_PAD(BC)
 #define FCL_BWD_IDS FCL_PORTABLE_IDS
 
 #define FCL_DKDV_LOCALS                                 \

@@ -96,7 +96,13 @@ FCL_API const char *fcl_version_string(void);
 /* ------------------------------------------------------------------------ */
 
 /* One list generates the enum below and the strings of fcl_status_string().
- * Values are stable: new codes are only ever appended. */
+ * Values are stable: new codes are only ever appended.
+ * FCL_ERROR_DEVICE_LOOP_LIMIT: on a device that silently ends kernel loops
+ * after a fixed number of iterations (Mesa's llvmpipe, found by a probe at
+ * context creation) the forward splits long key ranges into chunks it can
+ * walk; a call that still needs longer loops (the backward over many keys
+ * or query rows, packed sequences, a forced num_splits too small) is
+ * refused with it before anything is enqueued. */
 #define FCL_STATUS_MAP(X)                                                              \
     X(OK, 0, "success")                                                                \
     X(ERROR_NULL_ARGUMENT, 1, "a required pointer argument is NULL")                   \
@@ -122,7 +128,8 @@ FCL_API const char *fcl_version_string(void);
     X(ERROR_INVALID_CACHE_SEQLENS, 21, "a cache length is negative, or with the appended rows exceeds its sequence's cache") \
     X(ERROR_INVALID_PAGE_TABLE, 22, "a page-table entry that a sequence uses is outside [0, num_pages)") \
     X(ERROR_RANKS_DISAGREE, 23, "the ranks of a collective call were given different descriptors") \
-    X(ERROR_MPI, 24, "an MPI call failed (flashcl_mpi)")
+    X(ERROR_MPI, 24, "an MPI call failed (flashcl_mpi)")                               \
+    X(ERROR_DEVICE_LOOP_LIMIT, 25, "the device ends kernel loops after a fixed count (Mesa's llvmpipe: 65535 iterations) and this call's loops are longer")
 
 #define FCL_STATUS_ENUM_ITEM_(name, value, text) FCL_##name = value,
 /* Positive: flashcl errors.  Negative: OpenCL error codes passed through. */

@@ -192,6 +192,7 @@ struct fcl_context {
     const fcl_profile *profile;   /* NULL unless emulating */
     int portable_only;            /* no vendor fast paths */
     int pocl_cpu;                 /* a CPU device of PoCL: FCL_POCL_CPU (common.cl) */
+    uint32_t loop_limit;          /* loop iterations a work-item may run (llvmpipe), 0: no limit */
     int emulate_tensor_cores;     /* tests: tensor-core pieces on any device */
     char *cache_dir;              /* NULL: no disk cache */
     fcl_program_entry *programs;
@@ -224,6 +225,10 @@ fcl_status fcl_debug_set_tile(fcl_context *ctx, fcl_kernel_kind kind, int rows, 
  * warp operations emulated in OpenCL C (cl/warp_emulated.cl), wherever the
  * real ones would be used on an NVIDIA sm_80+ device; 0 turns it off. */
 fcl_status fcl_debug_emulate_tensor_cores(fcl_context *ctx, int on);
+/* Tests: plans and checks later kernels as if the device had at most
+ * `bytes` of local memory (reported and usable; a 16..64 KiB device on any
+ * real one); 0 gives back the device's (or profile's) own. */
+fcl_status fcl_debug_limit_local_mem(fcl_context *ctx, uint64_t bytes);
 /* Appends options to every later build (e.g. -cl-nv-verbose). */
 fcl_status fcl_debug_set_build_options(fcl_context *ctx, const char *options);
 /* The build log of the program behind the kernel `kind` of a call of
@@ -237,6 +242,18 @@ fcl_status fcl_probe_device(cl_device_id device, fcl_device_info *info, char **e
 fcl_caps fcl_caps_from_info(const fcl_device_info *info);
 /* Finds the largest compile-time __local array a work-group can use. */
 fcl_status fcl_probe_local_mem(cl_device_id device, uint64_t reported, uint64_t *usable);
+
+/* ---- devices that end long loops (loop_limit.c) ----------------------------- */
+
+/* Sets ctx->loop_limit: the iterations after which the device ends a
+ * kernel's loops (Mesa's llvmpipe), measured by a probe; 0 where none. */
+fcl_status fcl_probe_loop_limit(fcl_context *ctx);
+/* The most keys (query rows for dK/dV) one work-group of plan p may walk
+ * on this device; 0 when there is no limit. */
+uint64_t fcl_loop_max_outer(const fcl_context *ctx, const fcl_plan *p);
+/* FCL_ERROR_DEVICE_LOOP_LIMIT if a work-group of plan p walking `outer`
+ * keys (query rows for dK/dV) would outrun the device's loop limit. */
+fcl_status fcl_loop_check(const fcl_context *ctx, const fcl_plan *p, size_t outer);
 
 /* ---- device selection (device_select.c) ----------------------------------- */
 
@@ -548,6 +565,10 @@ fcl_split fcl_forward_splits(const fcl_context *ctx, const fcl_plan *p, size_t g
 fcl_status fcl_forward_resolve(fcl_context *ctx, const fcl_forward_job *job, fcl_resolved **out);
 /* The public plan of a job: the resolved plan with its packing and chunks. */
 fcl_status fcl_forward_plan_of(fcl_context *ctx, const fcl_forward_job *job, fcl_plan *plan);
+/* FCL_OK when the device can run the job with r's plan as it would be
+ * launched (its key chunks within a loop limit, see loop_limit.c). */
+fcl_status fcl_forward_check_launch(fcl_context *ctx, const fcl_forward_job *job,
+                                    const fcl_resolved *r);
 /* Launches the job (and the merge of its chunks) after `wait`; `event`, if
  * not NULL, receives the completion of the last kernel. */
 fcl_status fcl_forward_enqueue(fcl_context *ctx, const fcl_forward_job *job, fcl_resolved *r,

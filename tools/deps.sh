@@ -2,7 +2,8 @@
 # deps.sh - installs the Debian packages flashcl needs, only those missing.
 #   tools/deps.sh build   compiler, CMake, OpenCL headers and ICD loader, PoCL
 #   tools/deps.sh test    the above plus cmocka, Oclgrind, Open MPI and pkg-config (the
-#                         package test builds a consumer with it), and the Python
+#                         package test builds a consumer with it), Mesa's rusticl
+#                         (a second OpenCL implementation), and the Python
 #                         packages python/tests and its install test use
 #   tools/deps.sh bench   the build packages plus matplotlib (the benchmarks' plots)
 # Runs apt-get as root (directly, or through sudo when available).
@@ -13,6 +14,8 @@ set -euo pipefail
 want=(build-essential cmake ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo libopenblas-dev)
 if [ "${1:-build}" = "test" ]; then
   want+=(libcmocka-dev oclgrind pkg-config openmpi-bin libopenmpi-dev)
+  # Mesa's rusticl: the device tests run again on its llvmpipe CPU device
+  want+=(mesa-opencl-icd)
   # tools/sanitize.sh: the fuzzer is built with clang and its libFuzzer
   want+=(clang libclang-rt-dev)
   # the Python package's tests (python/tests) and its install test (pip, venv);

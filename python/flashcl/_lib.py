@@ -210,6 +210,7 @@ STATUS_NAMES = {
     20: "FCL_ERROR_INVALID_CU_SEQLENS", 21: "FCL_ERROR_INVALID_CACHE_SEQLENS",
     22: "FCL_ERROR_INVALID_PAGE_TABLE",
     23: "FCL_ERROR_RANKS_DISAGREE", 24: "FCL_ERROR_MPI",
+    25: "FCL_ERROR_DEVICE_LOOP_LIMIT",
 }
 
 # ---- prototypes -------------------------------------------------------------

@@ -157,6 +157,10 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
     FCL_TRY(fcl_resolve(ctx, &bb.dkdv[0], &r_dkdv[0]));
     if (split)
         FCL_TRY(fcl_resolve(ctx, &bb.dkdv[1], &r_dkdv[1]));
+    /* a device that ends long loops (loop_limit.c): dQ walks the keys,
+     * dK/dV the query rows; the stated lengths, as the plan query sees them */
+    FCL_TRY(fcl_loop_check(ctx, &r_dq->plan.pub, desc->seqlen_k));
+    FCL_TRY(fcl_loop_check(ctx, &r_dkdv[0]->plan.pub, desc->seqlen_q));
 
     fcl_status st = FCL_OK;
     const size_t batch = desc->varlen ? 1 : desc->batch;

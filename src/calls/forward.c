@@ -91,6 +91,10 @@ fcl_split fcl_forward_splits(const fcl_context *ctx, const fcl_plan *p, size_t g
             n = n < MAX_AUTO_SPLITS ? n : MAX_AUTO_SPLITS;
             n = n < 1 ? 1 : n;
         }
+        /* a device that ends long loops (loop_limit.c): chunks it can walk */
+        const uint64_t most = fcl_loop_max_outer(ctx, p);
+        if (most >= p->bc && tiles > most / p->bc && n < div_up(tiles, most / p->bc))
+            n = div_up(tiles, most / p->bc);
     }
     if (n > 1) {
         /* fixed chunks of whole tiles; forced counts are kept even where the
@@ -127,6 +131,30 @@ static size_t row_blocks(const fcl_variants *v, const fcl_resolved *r)
 
 static size_t part_rows(const fcl_attention_desc *d) { return d->batch * d->heads_q * d->seqlen_q; }
 
+/* The key chunks of a launch of job with r's plan, after checking that
+ * the device can walk them (a device that ends long loops, loop_limit.c:
+ * FCL_ERROR_DEVICE_LOOP_LIMIT).  The call, its plan query and the KV-cache
+ * call before its append all decide here. */
+static fcl_status job_split(fcl_context *ctx, const fcl_forward_job *j, const fcl_resolved *r,
+                            fcl_split *split)
+{
+    const fcl_attention_desc *d = j->desc;
+    const size_t base_groups = row_blocks(j->var, r) * head_groups(d, &r->build);
+    *split = d->varlen ? (fcl_split){1, 0}
+                       : fcl_forward_splits(ctx, &r->plan.pub, base_groups, d->seqlen_k,
+                                            d->num_splits);
+    /* the stated lengths (not packed sequences' longest), as the plan query sees them */
+    return fcl_loop_check(ctx, &r->plan.pub,
+                          split->num_splits > 1 ? (size_t)split->split_keys : d->seqlen_k);
+}
+
+fcl_status fcl_forward_check_launch(fcl_context *ctx, const fcl_forward_job *job,
+                                    const fcl_resolved *r)
+{
+    fcl_split split;
+    return job_split(ctx, job, r, &split);
+}
+
 static fcl_status set_forward_args(const fcl_resolved *r, cl_kernel kernel, const void *user,
                                    size_t *groups)
 {
@@ -135,10 +163,8 @@ static fcl_status set_forward_args(const fcl_resolved *r, cl_kernel kernel, cons
     const fcl_attention_desc *d = j->desc;
     const size_t num_hg = head_groups(d, &r->build);
     const size_t base_groups = row_blocks(j->var, r) * num_hg;
-    c->split = j->desc->varlen ? (fcl_split){1, 0}
-                               : fcl_forward_splits(c->ctx, &r->plan.pub, base_groups, d->seqlen_k,
-                                                    d->num_splits);
     c->part_o = c->part_lse = NULL;
+    FCL_TRY(job_split(c->ctx, j, r, &c->split));
     if (c->split.num_splits > 1) {
         const size_t rows = part_rows(d) * (size_t)c->split.num_splits;
         FCL_TRY(fcl_scratch_get(c->ctx, FCL_SCRATCH_PART_O, rows * d->head_dim * sizeof(float),
@@ -226,11 +252,8 @@ fcl_status fcl_forward_plan_of(fcl_context *ctx, const fcl_forward_job *job, fcl
 {
     fcl_resolved *r = NULL;
     FCL_TRY(fcl_forward_resolve(ctx, job, &r));
-    const fcl_attention_desc *d = job->desc;
-    const fcl_split s = d->varlen ? (fcl_split){1, 0}
-                                  : fcl_forward_splits(ctx, &r->plan.pub,
-                                                       row_blocks(job->var, r) * head_groups(d, &r->build),
-                                                       d->seqlen_k, d->num_splits);
+    fcl_split s;
+    FCL_TRY(job_split(ctx, job, r, &s));
     *plan = r->plan.pub;
     plan->pack = (size_t)r->build.pack;
     plan->num_splits = (size_t)s.num_splits;

@@ -25,7 +25,10 @@ fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *desc, fcl_
     }
     const fcl_backward_builds bb = fcl_backward_builds_of(ctx, desc, features);
     fcl_resolved *r = NULL;
-    FCL_TRY(fcl_resolve(ctx, kernel == FCL_KERNEL_BACKWARD_DQ ? &bb.dq : &bb.dkdv[0], &r));
+    const bool dq = kernel == FCL_KERNEL_BACKWARD_DQ;
+    FCL_TRY(fcl_resolve(ctx, dq ? &bb.dq : &bb.dkdv[0], &r));
+    /* as the call: dQ walks the keys, dK/dV the query rows (loop_limit.c) */
+    FCL_TRY(fcl_loop_check(ctx, &r->plan.pub, dq ? desc->seqlen_k : desc->seqlen_q));
     *plan = r->plan.pub;
     plan->pack = 1;
     plan->num_splits = 1;

@@ -253,6 +253,7 @@ fcl_status fcl_attention_kvcache(fcl_context *ctx, const fcl_kvcache_desc *desc,
     FCL_TRY(fcl_validate_apart(ctx, t, n, read, num_read));
     fcl_resolved *r = NULL;
     FCL_TRY(fcl_forward_resolve(ctx, &job, &r));
+    FCL_TRY(fcl_forward_check_launch(ctx, &job, r)); /* before the append changes the cache */
 
     fcl_wait wait;
     FCL_TRY(fcl_scratch_wait_list(ctx, num_wait, wait_list, &wait));

@@ -30,6 +30,7 @@ static fcl_status finish_setup(fcl_context *ctx, const fcl_context_options *opts
         return err;
     ctx->queue_in_order = !(qprops & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE);
     FCL_TRY(fcl_disk_cache_setup(ctx, opts));
+    FCL_TRY(fcl_probe_loop_limit(ctx));
     /* Only GPUs with dedicated on-chip memory can hold more than they report;
      * a CPU's "local" memory is ordinary memory. */
     if ((ctx->info.type & CL_DEVICE_TYPE_GPU) && ctx->info.local_mem_is_dedicated &&

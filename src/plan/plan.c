@@ -15,6 +15,12 @@
 #include <math.h>
 #include <string.h>
 
+/* The row stride of a transposed __local tile of n rows: 4 floats of
+ * padding (bank-conflict-free float4 reads) from 4 rows up; none below,
+ * where no float4 is read and the padding would be most of the tile.  Must
+ * match FCL_LD_PAD in cl/tile_portable.cl. */
+static uint64_t padded_ld(uint64_t n) { return n >= 4 ? n + 4 : n; }
+
 /* Must match the __local arrays of cl/flash_fwd.cl and cl/flash_bwd.cl. */
 uint64_t fcl_plan_local_bytes(fcl_kernel_kind kind, int rows, int cols, int d_pad, int tx)
 {
@@ -23,13 +29,13 @@ uint64_t fcl_plan_local_bytes(fcl_kernel_kind kind, int rows, int cols, int d_pa
     switch (kind) {
     case FCL_KERNEL_FORWARD: /* Qt, Ks, Vs, Pt, red */
     case FCL_KERNEL_DECODE:
-        floats = D * (R + 4) + C * (D + 1) + C * D + C * (R + 4) + R * (uint64_t)tx;
+        floats = D * padded_ld(R) + C * (D + 1) + C * D + C * padded_ld(R) + R * (uint64_t)tx;
         break;
     case FCL_KERNEL_BACKWARD_DQ: /* Qt, dOt, Ks, Vs, dSt */
-        floats = 2 * D * (R + 4) + 2 * C * (D + 1) + C * (R + 4);
+        floats = 2 * D * padded_ld(R) + 2 * C * (D + 1) + C * padded_ld(R);
         break;
     case FCL_KERNEL_BACKWARD_DKDV: /* Kt, Vt, Qs, dOs, Ps, dSs, lse and delta (2 each) */
-        floats = 2 * D * (R + 4) + 2 * C * (D + 1) + 2 * C * (R + 4) + 4 * C;
+        floats = 2 * D * padded_ld(R) + 2 * C * (D + 1) + 2 * C * padded_ld(R) + 4 * C;
         break;
     }
     return floats * 4;
@@ -87,6 +93,49 @@ static bool better(const candidate *a, const candidate *b)
     if ((ar >= ac) != (br >= bc))
         return ar >= ac;
     return a->rm * a->rn > b->rm * b->rn;
+}
+
+/* The best tile (see `better`) not above the target that fits the limits,
+ * over thread grids `txs` wide.  *target_fits: the target itself fits. */
+static bool search_tiles(fcl_kernel_kind kind, int d, const fcl_tuned_tile *target,
+                         const int *txs, size_t ntx, uint64_t local_limit, size_t wg_limit,
+                         int reg_budget, candidate *best, bool *target_fits)
+{
+    const int target_wg = target->ty * target->tx;
+    bool found = false;
+    for (size_t t = 0; t < ntx; ++t) {
+        const int tx = txs[t];
+        const int d_pad = round_up(d, tx);
+        const int waste = d_pad - d;
+        /* Padding up to an eighth of head_dim is treated as free, so that the
+         * tuned thread grid is kept for e.g. d = 59 (pads to 64). */
+        const double pad_eff = (8 * waste <= d) ? 1.0 : (double)d / d_pad;
+        for (int ty = 1; ty <= 64; ty *= 2) {
+            if ((size_t)(ty * tx) > wg_limit)
+                continue;
+            for (int rm = 1; rm <= 8; rm *= 2) {
+                for (int rn = 1; rn <= 16; rn *= 2) {
+                    const int rows = ty * rm, cols = tx * rn;
+                    if (rows > target->rows || cols > target->cols)
+                        continue;
+                    if (register_floats(kind, rm, rn, d_pad / tx) > reg_budget)
+                        continue;
+                    const uint64_t bytes = fcl_plan_local_bytes(kind, rows, cols, d_pad, tx);
+                    if (bytes > local_limit)
+                        continue;
+                    if (rows == target->rows && cols == target->cols)
+                        *target_fits = true;
+                    candidate c = {ty, tx, rm, rn, d_pad, bytes, (double)rows * cols * pad_eff,
+                                   log2_ratio(ty * tx, target_wg), log2_ratio(tx, target->tx)};
+                    if (!found || better(&c, best)) {
+                        *best = c;
+                        found = true;
+                    }
+                }
+            }
+        }
+    }
+    return found;
 }
 
 static const char *kernel_name(fcl_kernel_kind kind)
@@ -180,44 +229,16 @@ fcl_status fcl_plan_make(const fcl_caps *caps, fcl_kernel_kind kind, size_t head
         target = *forced;
     else if (!fcl_tuned_lookup(caps, kind, head_dim, FCL_PIECE_PORTABLE, &target))
         return FCL_ERROR_NO_PLAN;
-    const int target_wg = target.ty * target.tx;
-
+    /* Thread grids 4..32 wide; 1 and 2 only where none of those fits (a
+     * 16 KiB device at head_dim 256 holds K and V tiles of only two keys). */
+    static const int wide[] = {4, 8, 16, 32}, narrow[] = {1, 2};
     candidate best = {0};
-    bool found = false;
     bool target_fits = false;
-    static const int txs[] = {4, 8, 16, 32};
-    for (size_t t = 0; t < sizeof txs / sizeof txs[0]; ++t) {
-        const int tx = txs[t];
-        const int d_pad = round_up(d, tx);
-        const int waste = d_pad - d;
-        /* Padding up to an eighth of head_dim is treated as free, so that the
-         * tuned thread grid is kept for e.g. d = 59 (pads to 64). */
-        const double pad_eff = (8 * waste <= d) ? 1.0 : (double)d / d_pad;
-        for (int ty = 1; ty <= 64; ty *= 2) {
-            if ((size_t)(ty * tx) > wg_limit)
-                continue;
-            for (int rm = 1; rm <= 8; rm *= 2) {
-                for (int rn = 1; rn <= 16; rn *= 2) {
-                    const int rows = ty * rm, cols = tx * rn;
-                    if (rows > target.rows || cols > target.cols)
-                        continue;
-                    if (register_floats(kind, rm, rn, d_pad / tx) > reg_budget)
-                        continue;
-                    const uint64_t bytes = fcl_plan_local_bytes(kind, rows, cols, d_pad, tx);
-                    if (bytes > local_limit)
-                        continue;
-                    if (rows == target.rows && cols == target.cols)
-                        target_fits = true;
-                    candidate c = {ty, tx, rm, rn, d_pad, bytes, (double)rows * cols * pad_eff,
-                                   log2_ratio(ty * tx, target_wg), log2_ratio(tx, target.tx)};
-                    if (!found || better(&c, &best)) {
-                        best = c;
-                        found = true;
-                    }
-                }
-            }
-        }
-    }
+    bool found = search_tiles(kind, d, &target, wide, 4, local_limit, wg_limit, reg_budget, &best,
+                              &target_fits);
+    if (!found)
+        found = search_tiles(kind, d, &target, narrow, 2, local_limit, wg_limit, reg_budget, &best,
+                             &target_fits);
     if (!found)
         return FCL_ERROR_NO_PLAN;
 

@@ -10,6 +10,20 @@ static bool rows_aligned(const fcl_layout *l)
            l->stride_seq % 8 == 0;
 }
 
+/* Whether the pieces' smallest tiles of `kind` fit the device's local
+ * memory: every NVIDIA GPU with tensor cores has room for them (99 KiB or
+ * more), a device made smaller for tests (fcl_debug_limit_local_mem) may
+ * not, and then runs the portable piece.  Decode plans are smaller than
+ * the forward's, which stands in for them. */
+static bool tiles_fit(const fcl_context *ctx, fcl_kernel_kind kind, size_t head_dim,
+                      fcl_dtype dtype)
+{
+    fcl_plan_full p;
+    const fcl_kernel_kind k = kind == FCL_KERNEL_DECODE ? FCL_KERNEL_FORWARD : kind;
+    return fcl_plan_make_mma(&ctx->caps, k, head_dim, dtype, NULL, NULL, ctx->emulate_tensor_cores,
+                             &p) == FCL_OK;
+}
+
 bool fcl_uses_tensor_cores(const fcl_context *ctx, const fcl_attention_desc *d,
                            fcl_kernel_kind kind)
 {
@@ -26,5 +40,6 @@ bool fcl_uses_tensor_cores(const fcl_context *ctx, const fcl_attention_desc *d,
                           (!backward && fcl_dtype_is_fp8(d->dtype));
     return !ctx->portable_only && device && dtype_ok && d->head_dim % 16 == 0 &&
            d->head_dim <= (size_t)fcl_mma_max_head_dim() && rows_aligned(&d->q) &&
-           rows_aligned(&d->k) && rows_aligned(&d->v) && (!backward || rows_aligned(&d->dout));
+           rows_aligned(&d->k) && rows_aligned(&d->v) && (!backward || rows_aligned(&d->dout)) &&
+           tiles_fit(ctx, kind, d->head_dim, d->dtype);
 }

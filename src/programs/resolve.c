@@ -7,6 +7,16 @@
  * extra may not fit this kernel), the plan is made again under lower limits.
  * A launch that fails for resources does the same.  What happened is written
  * into the plan's reason, so the reported plan is always the launched one.
+ *
+ * Implementations count CL_KERNEL_LOCAL_MEM_SIZE differently (NOTES.md,
+ * "Local memory as each implementation counts it"): PoCL 3.1 and NVIDIA
+ * the declared __local arrays (NVIDIA adds tens of bytes), PoCL 4-6 on CPUs
+ * 0, Mesa 22.3's rusticl twice the declared bytes.  The re-plan therefore
+ * trusts only the built kernel's answer and converges from it, whether the
+ * driver adds a constant or scales.  The other kernels of the program (the
+ * split-KV merge, the KV-cache append, the backward's delta) have fixed
+ * __local arrays: they are checked as built, and a device that cannot take
+ * them gets FCL_ERROR_NO_PLAN, never a launch that fails later.
  */
 #include "internal.h"
 
@@ -35,32 +45,143 @@ static void note_fallback(fcl_resolved *r, const char *what, unsigned long long 
                 value);
 }
 
-static fcl_status build_checked(fcl_context *ctx, fcl_resolved *r)
+static const char *const helper_names[FCL_HELPER_COUNT] = {
+    [FCL_HELPER_COMBINE] = "fcl_combine",
+    [FCL_HELPER_KVCACHE_APPEND] = "fcl_kvcache_append",
+    [FCL_HELPER_DELTA] = "fcl_backward_delta",
+};
+
+/* Kernel objects are made once: creating one costs the host as much as a
+ * launch, and a decode step launches up to three. */
+fcl_status fcl_resolved_kernel(fcl_resolved *r, fcl_helper helper, cl_kernel *out)
 {
-    for (int attempt = 0; attempt < MAX_ATTEMPTS; ++attempt) {
-        const fcl_build *b = &r->build;
-        const fcl_tuned_tile *target =
-            ctx->has_tile_override[b->kind] ? &ctx->tile_override[b->kind] : NULL;
-        /* The CPU piece on CPUs, unless told otherwise or tuned with more
-         * than one work-item a group (the portable piece's tiles). */
-        const bool cpu_piece = !(b->features & FCL_BUILD_TILE_MMA) && !ctx->portable_only &&
-                               fcl_cpu_piece_width(&ctx->caps) > 0 &&
-                               (target == NULL || (target->ty == 1 && target->tx == 1));
+    if (r->helpers[helper] == NULL) {
+        cl_program prog = NULL;
+        cl_int err = clGetKernelInfo(r->kernel, CL_KERNEL_PROGRAM, sizeof prog, &prog, NULL);
+        if (err == CL_SUCCESS)
+            r->helpers[helper] = clCreateKernel(prog, helper_names[helper], &err);
+        if (err != CL_SUCCESS) {
+            r->helpers[helper] = NULL;
+            return err;
+        }
+    }
+    *out = r->helpers[helper];
+    return FCL_OK;
+}
+
+/* r's kernels, before its program changes or r goes. */
+static void release_kernels(fcl_resolved *r)
+{
+    if (r->kernel != NULL)
+        clReleaseKernel(r->kernel);
+    r->kernel = NULL;
+    for (int i = 0; i < FCL_HELPER_COUNT; ++i) {
+        if (r->helpers[i] != NULL)
+            clReleaseKernel(r->helpers[i]);
+        r->helpers[i] = NULL;
+    }
+}
+
+/* The local-memory limit for the next plan after a kernel planned at
+ * `planned` bytes was built at `built` > `usable`: the larger of what an
+ * added constant (built - planned) and what a scale (built / planned) would
+ * leave, and always below `planned`, so the attempts shrink until the
+ * built kernel fits or nothing does. */
+static uint64_t next_local_limit(uint64_t usable, uint64_t planned, uint64_t built)
+{
+    const uint64_t extra = built - planned;
+    const uint64_t if_added = usable > extra ? usable - extra : 0;
+    const uint64_t if_scaled = (uint64_t)((double)usable * (double)planned / (double)built);
+    uint64_t next = if_added > if_scaled ? if_added : if_scaled;
+    if (next >= planned)
+        next = planned - 1;
+    return next;
+}
+
+/* r's plan under r->limits: the tensor-core piece when the build asks for
+ * it; else the CPU piece on CPUs (unless told otherwise or tuned with more
+ * than one work-item a group), falling back to the portable piece where
+ * the CPU piece's tiles do not fit the limits (a small local memory); else
+ * the portable piece. */
+static fcl_status make_plan(fcl_context *ctx, fcl_resolved *r)
+{
+    const fcl_build *b = &r->build;
+    const fcl_tuned_tile *forced =
+        ctx->has_tile_override[b->kind] ? &ctx->tile_override[b->kind] : NULL;
+    if (b->features & FCL_BUILD_TILE_MMA) {
+        fcl_tuned_tile decode_target;
+        if (forced == NULL && b->kind == FCL_KERNEL_DECODE) {
+            FCL_TRY(fcl_decode_target(&ctx->caps, b, FCL_PIECE_PORTABLE, &decode_target));
+            forced = &decode_target;
+        }
+        return fcl_plan_make_mma(&ctx->caps, b->kind, b->head_dim, b->dtype, &r->limits, forced,
+                                 ctx->emulate_tensor_cores, &r->plan);
+    }
+    const bool cpu_piece = !ctx->portable_only && fcl_cpu_piece_width(&ctx->caps) > 0 &&
+                           (forced == NULL || (forced->ty == 1 && forced->tx == 1));
+    for (int cpu = cpu_piece ? 1 : 0; cpu >= 0; --cpu) {
+        const fcl_tuned_tile *target = forced;
         fcl_tuned_tile decode_target;
         if (target == NULL && b->kind == FCL_KERNEL_DECODE) {
-            FCL_TRY(fcl_decode_target(&ctx->caps, b, cpu_piece ? FCL_PIECE_CPU : FCL_PIECE_PORTABLE,
+            FCL_TRY(fcl_decode_target(&ctx->caps, b, cpu ? FCL_PIECE_CPU : FCL_PIECE_PORTABLE,
                                       &decode_target));
             target = &decode_target;
         }
-        if (b->features & FCL_BUILD_TILE_MMA)
-            FCL_TRY(fcl_plan_make_mma(&ctx->caps, b->kind, b->head_dim, b->dtype, &r->limits,
-                                      target, ctx->emulate_tensor_cores, &r->plan));
-        else if (cpu_piece)
-            FCL_TRY(fcl_plan_make_cpu(&ctx->caps, b->kind, b->head_dim, b->dtype, &r->limits,
-                                      target, &r->plan));
-        else
-            FCL_TRY(fcl_plan_make(&ctx->caps, b->kind, b->head_dim, b->dtype, &r->limits, target,
-                                  &r->plan));
+        const fcl_status st =
+            cpu ? fcl_plan_make_cpu(&ctx->caps, b->kind, b->head_dim, b->dtype, &r->limits,
+                                    target, &r->plan)
+                : fcl_plan_make(&ctx->caps, b->kind, b->head_dim, b->dtype, &r->limits, target,
+                                &r->plan);
+        if (st != FCL_ERROR_NO_PLAN || !cpu || forced != NULL)
+            return st;
+        note_fallback(r, "CPU piece fits no tile within local bytes",
+                      r->limits.local_bytes ? r->limits.local_bytes : ctx->caps.local_mem_usable);
+    }
+    return FCL_ERROR_NO_PLAN;
+}
+
+/* Whether the program's other kernels run on this device as built: their
+ * __local arrays are fixed, and so is the merge's work-group size
+ * (reqd_work_group_size), which is checked against the device's limit,
+ * not the kernel's answer: rusticl (Mesa 22.3) answers 32 for every
+ * kernel, even one that requires 256, and launches either.  Checked here,
+ * at resolve, so a call is refused before anything is enqueued. */
+static fcl_status check_helpers(fcl_context *ctx, fcl_resolved *r)
+{
+    const bool forward = r->build.kind == FCL_KERNEL_FORWARD || r->build.kind == FCL_KERNEL_DECODE;
+    for (int h = 0; h < FCL_HELPER_COUNT; ++h) {
+        /* the dQ program holds the delta, the forward's the other two */
+        if (h == FCL_HELPER_DELTA ? r->build.kind != FCL_KERNEL_BACKWARD_DQ : !forward)
+            continue;
+        cl_kernel k = NULL;
+        FCL_TRY(fcl_resolved_kernel(r, (fcl_helper)h, &k));
+        size_t compiled[3] = {0, 0, 0};
+        cl_ulong local = 0;
+        cl_int err = clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE,
+                                              sizeof local, &local, NULL);
+        if (err == CL_SUCCESS)
+            err = clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_COMPILE_WORK_GROUP_SIZE,
+                                           sizeof compiled, compiled, NULL);
+        if (err != CL_SUCCESS)
+            return err;
+        const size_t needed = compiled[0] * (compiled[1] ? compiled[1] : 1) *
+                              (compiled[2] ? compiled[2] : 1);
+        if (local > ctx->caps.local_mem_usable) {
+            note_fallback(r, "a helper kernel needs local bytes", local);
+            return FCL_ERROR_NO_PLAN;
+        }
+        if (needed > ctx->caps.max_work_group_size) {
+            note_fallback(r, "a helper kernel needs work-items", needed);
+            return FCL_ERROR_NO_PLAN;
+        }
+    }
+    return FCL_OK;
+}
+
+static fcl_status build_checked(fcl_context *ctx, fcl_resolved *r)
+{
+    for (int attempt = 0; attempt < MAX_ATTEMPTS; ++attempt) {
+        FCL_TRY(make_plan(ctx, r));
         char options[640];
         int n = fcl_kernel_options(&r->plan, &r->build, ctx->pocl_cpu, options, sizeof options);
         if (ctx->extra_build_options[0] != '\0' && n > 0 && (size_t)n < sizeof options)
@@ -102,13 +223,18 @@ static fcl_status build_checked(fcl_context *ctx, fcl_resolved *r)
         if (kernel_local > ctx->caps.local_mem_usable) {
             clReleaseKernel(kernel);
             note_fallback(r, "kernel needs local bytes", kernel_local);
-            uint64_t over = kernel_local - r->plan.pub.local_bytes;
-            r->limits.local_bytes = ctx->caps.local_mem_usable > over
-                                        ? ctx->caps.local_mem_usable - over
-                                        : 1;
+            r->limits.local_bytes = next_local_limit(ctx->caps.local_mem_usable,
+                                                     r->plan.pub.local_bytes, kernel_local);
+            if (r->limits.local_bytes == 0)
+                return FCL_ERROR_NO_PLAN;
             continue;
         }
         r->kernel = kernel;
+        const fcl_status helpers = check_helpers(ctx, r);
+        if (helpers != FCL_OK) {
+            release_kernels(r);
+            return helpers;
+        }
         if (r->fallback[0] != '\0') {
             fcl_appendf(r->plan.pub.reason, sizeof r->plan.pub.reason, "; fallback: %s",
                         r->fallback);
@@ -117,43 +243,6 @@ static fcl_status build_checked(fcl_context *ctx, fcl_resolved *r)
         return FCL_OK;
     }
     return FCL_ERROR_NO_PLAN;
-}
-
-static const char *const helper_names[FCL_HELPER_COUNT] = {
-    [FCL_HELPER_COMBINE] = "fcl_combine",
-    [FCL_HELPER_KVCACHE_APPEND] = "fcl_kvcache_append",
-    [FCL_HELPER_DELTA] = "fcl_backward_delta",
-};
-
-/* Kernel objects are made once: creating one costs the host as much as a
- * launch, and a decode step launches up to three. */
-fcl_status fcl_resolved_kernel(fcl_resolved *r, fcl_helper helper, cl_kernel *out)
-{
-    if (r->helpers[helper] == NULL) {
-        cl_program prog = NULL;
-        cl_int err = clGetKernelInfo(r->kernel, CL_KERNEL_PROGRAM, sizeof prog, &prog, NULL);
-        if (err == CL_SUCCESS)
-            r->helpers[helper] = clCreateKernel(prog, helper_names[helper], &err);
-        if (err != CL_SUCCESS) {
-            r->helpers[helper] = NULL;
-            return err;
-        }
-    }
-    *out = r->helpers[helper];
-    return FCL_OK;
-}
-
-/* r's kernels, before its program changes or r goes. */
-static void release_kernels(fcl_resolved *r)
-{
-    if (r->kernel != NULL)
-        clReleaseKernel(r->kernel);
-    r->kernel = NULL;
-    for (int i = 0; i < FCL_HELPER_COUNT; ++i) {
-        if (r->helpers[i] != NULL)
-            clReleaseKernel(r->helpers[i]);
-        r->helpers[i] = NULL;
-    }
 }
 
 fcl_build fcl_build_of(fcl_kernel_kind kind, size_t head_dim, fcl_dtype dtype, unsigned features)

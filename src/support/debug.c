@@ -1,5 +1,6 @@
 /* debug.c - hooks for tuning tools (bench/flashcl-tune.c), declared in
- * internal.h only: forcing a target tile and adding build options. */
+ * internal.h only: forcing a target tile and adding build options; for
+ * tests, a smaller local memory than the device's. */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -70,6 +71,19 @@ fcl_status fcl_debug_emulate_tensor_cores(fcl_context *ctx, int on)
     if (ctx == NULL)
         return FCL_ERROR_NULL_ARGUMENT;
     ctx->emulate_tensor_cores = on != 0;
+    fcl_forget_resolved(ctx); /* the next call plans again */
+    return FCL_OK;
+}
+
+fcl_status fcl_debug_limit_local_mem(fcl_context *ctx, uint64_t bytes)
+{
+    if (ctx == NULL)
+        return FCL_ERROR_NULL_ARGUMENT;
+    ctx->caps = ctx->profile != NULL ? ctx->profile->caps : fcl_caps_from_info(&ctx->info);
+    if (bytes != 0 && bytes < ctx->caps.local_mem_usable)
+        ctx->caps.local_mem_usable = bytes;
+    if (bytes != 0 && bytes < ctx->caps.local_mem_reported)
+        ctx->caps.local_mem_reported = bytes;
     fcl_forget_resolved(ctx); /* the next call plans again */
     return FCL_OK;
 }

@@ -1,0 +1,111 @@
+/* loop_limit.c - devices that end long kernel loops early.
+ *
+ * Mesa's llvmpipe (the CPU device of rusticl) compiles kernels with a loop
+ * limiter meant for graphics shaders: every loop iteration of a work-item,
+ * over all loops of the kernel together, counts down 65535, and at zero
+ * every loop exits at its next iteration.  Nothing reports it: a forward
+ * over a few thousand keys returns FCL_OK with the later key tiles left
+ * out (NOTES.md, "rusticl", has the reproduction).  So on such a device the
+ * library bounds the loop iterations of every launch: the forward splits
+ * the keys into chunks short enough (split-KV), and a call whose loops
+ * cannot be made short enough is refused with FCL_ERROR_DEVICE_LOOP_LIMIT.
+ *
+ * The limit is measured, not assumed: a probe kernel counts the iterations
+ * of one long loop.  It runs on Mesa's platforms only (the limiter is
+ * Mesa's gallivm), once per context.
+ */
+#include "internal.h"
+
+#include <string.h>
+
+static const char *probe_source =
+    "__kernel void fcl_probe_loop(__global uint *count, uint n)\n"
+    "{\n"
+    "    uint c = 0;\n"
+    "    for (uint i = 0; i < n; ++i) c += 1u;\n"
+    "    count[0] = c;\n"
+    "}\n";
+
+/* Iterations asked of the probe: far past any limiter's count. */
+enum { PROBE_ITERATIONS = 1u << 20 };
+
+/* The iterations one loop of `n` really ran on the context's device. */
+static fcl_status run_probe(fcl_context *ctx, cl_uint n, cl_uint *ran)
+{
+    cl_int err = CL_SUCCESS;
+    cl_program prog = clCreateProgramWithSource(ctx->cl_ctx, 1, &probe_source, NULL, &err);
+    cl_kernel kern = NULL;
+    cl_mem out = NULL;
+    if (err == CL_SUCCESS)
+        err = clBuildProgram(prog, 1, &ctx->device, "", NULL, NULL);
+    if (err == CL_SUCCESS)
+        kern = clCreateKernel(prog, "fcl_probe_loop", &err);
+    if (err == CL_SUCCESS)
+        out = clCreateBuffer(ctx->cl_ctx, CL_MEM_WRITE_ONLY, sizeof(cl_uint), NULL, &err);
+    if (err == CL_SUCCESS)
+        err = clSetKernelArg(kern, 0, sizeof out, &out);
+    if (err == CL_SUCCESS)
+        err = clSetKernelArg(kern, 1, sizeof n, &n);
+    const size_t one = 1;
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(ctx->queue, kern, 1, NULL, &one, &one, 0, NULL, NULL);
+    if (err == CL_SUCCESS)
+        err = clEnqueueReadBuffer(ctx->queue, out, CL_TRUE, 0, sizeof *ran, ran, 0, NULL, NULL);
+    if (out != NULL)
+        clReleaseMemObject(out);
+    if (kern != NULL)
+        clReleaseKernel(kern);
+    if (prog != NULL)
+        clReleaseProgram(prog);
+    return err;
+}
+
+fcl_status fcl_probe_loop_limit(fcl_context *ctx)
+{
+    ctx->loop_limit = 0;
+    const char *p = ctx->info.platform_name;
+    if (strcmp(p, "rusticl") != 0 && strcmp(p, "Clover") != 0)
+        return FCL_OK;
+    cl_uint ran = 0;
+    FCL_TRY(run_probe(ctx, PROBE_ITERATIONS, &ran));
+    if (ran < PROBE_ITERATIONS)
+        ctx->loop_limit = ran;
+    return FCL_OK;
+}
+
+/* An upper bound on the loop iterations a work-item of plan p runs per
+ * tile of its outer loop (keys for the forward and dQ, query rows for
+ * dK/dV): the products' inner loops (head_dim, tile length), the tile
+ * loads (elements per work-item), and the register-tile loops of masking,
+ * softmax and variants, generously.  Measured on llvmpipe: 209 for the
+ * forward at head_dim 128, 8 x 8 tiles, 4 x 8 work-items, where this
+ * bound gives 416. */
+static uint64_t iterations_per_tile(const fcl_plan *p)
+{
+    const bool dkdv = p->kernel == FCL_KERNEL_BACKWARD_DKDV;
+    const uint64_t rows = dkdv ? p->bc : p->br, cols = dkdv ? p->br : p->bc;
+    const uint64_t ty = p->threads_row ? p->threads_row : 1, tx = p->threads_col ? p->threads_col : 1;
+    const uint64_t wg = p->work_group_size ? p->work_group_size : 1, d = p->head_dim_padded;
+    const uint64_t rm = (rows + ty - 1) / ty, rn = (cols + tx - 1) / tx, dn = (d + tx - 1) / tx;
+    const uint64_t products = dkdv || p->kernel == FCL_KERNEL_BACKWARD_DQ ? 2 * d + 2 * cols
+                                                                            : d + cols;
+    const uint64_t loads = 2 * ((cols * d + wg - 1) / wg) + 2 * cols;
+    return products + loads + 8 * rm * (rn + tx + dn) + 16 * rm * rn + 64;
+}
+
+uint64_t fcl_loop_max_outer(const fcl_context *ctx, const fcl_plan *p)
+{
+    if (ctx->loop_limit == 0)
+        return 0;
+    /* a quarter of the count for what runs before and after the outer
+     * loop (the Q block's load, the output's store, a cache's page check) */
+    const uint64_t tiles = (uint64_t)ctx->loop_limit * 3 / 4 / iterations_per_tile(p);
+    const uint64_t streamed = p->kernel == FCL_KERNEL_BACKWARD_DKDV ? p->br : p->bc;
+    return tiles * streamed;
+}
+
+fcl_status fcl_loop_check(const fcl_context *ctx, const fcl_plan *p, size_t outer)
+{
+    const uint64_t most = fcl_loop_max_outer(ctx, p);
+    return most != 0 && outer > most ? FCL_ERROR_DEVICE_LOOP_LIMIT : FCL_OK;
+}
