@@ -1,6 +1,6 @@
 /* backward.c - validate, plan, bind and launch the three backward kernels:
  * delta = rowsum(dO * O), then dQ and dK/dV, which both only need delta. */
-#include "internal.h"
+#include "calls/calls.h"
 
 #include <stddef.h>
 

@@ -16,7 +16,7 @@
  * is count[k] copies of level k-1, stride[k] bytes apart.  Axes of one
  * element are dropped, and an axis whose stride equals the span of a single
  * run below it joins that run, so a contiguous tensor is one run. */
-#include "internal.h"
+#include "calls/calls.h"
 
 #include <string.h>
 

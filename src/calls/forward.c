@@ -2,7 +2,7 @@
  * with split-KV, one work-group per key chunk and then the merge of their
  * partial results (cl/combine.cl).  The forward call and the KV-cache call
  * (kvcache.c) both launch through fcl_forward_enqueue. */
-#include "internal.h"
+#include "calls/calls.h"
 
 #include <stddef.h>
 #include <stdlib.h>

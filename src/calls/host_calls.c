@@ -5,7 +5,7 @@
  * lies between an output's rows (another tensor of the call, such as V
  * between K's pages) keeps its value.  The aux arrays (ALiBi slopes,
  * cu_seqlens, block mask) travel whole. */
-#include "internal.h"
+#include "calls/calls.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * launch, after the same descriptor checks as the call (the checks that need
  * no buffer: a query and its call return the same status for any
  * descriptor). */
-#include "internal.h"
+#include "calls/calls.h"
 
 fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *desc, fcl_kernel_kind kernel,
                           fcl_plan *plan)

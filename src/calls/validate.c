@@ -1,6 +1,6 @@
 /* validate.c - every argument is checked before anything is enqueued, so an
  * error never leaves a half-written output behind. */
-#include "internal.h"
+#include "calls/calls.h"
 
 #include <limits.h>
 #include <math.h>

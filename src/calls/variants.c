@@ -1,7 +1,7 @@
 /* variants.c - the attention variants of one call (window, softcap, ALiBi,
  * dropout, packed sequences, block-sparse mask): checked, and put in the form
  * the kernels take, including the FCL_FEATURES bits they are compiled with. */
-#include "internal.h"
+#include "calls/calls.h"
 
 #include <math.h>
 #include <stdlib.h>

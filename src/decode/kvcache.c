@@ -2,7 +2,7 @@
  * (cl/kvcache.cl) when there are any, the forward kernel on the cache
  * (decode plan, GQA packing, paged K/V, split-KV, each sequence's cache
  * checked by the work-groups that read it) and the merge of its chunks. */
-#include "internal.h"
+#include "decode/decode.h"
 
 #include <limits.h>
 #include <math.h>

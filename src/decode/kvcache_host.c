@@ -5,7 +5,7 @@
  * anything copied: a refused call reads no other array and changes none.
  * The arrays then travel as in host_calls.c (caches back only when rows
  * were appended, and only their elements' bytes). */
-#include "internal.h"
+#include "decode/decode.h"
 
 #include <string.h>
 

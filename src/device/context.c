@@ -1,6 +1,7 @@
 /* context.c - creating and destroying a context: device choice, one probe of
  * the device (with its usable on-chip memory), the queue, the emulated profile. */
-#include "internal.h"
+#include "device/context.h"
+#include "device/device.h"
 
 #include <stdlib.h>
 #include <string.h>

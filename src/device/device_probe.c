@@ -1,7 +1,7 @@
 /* device_probe.c - one checked probe of an OpenCL device into fcl_device_info.
  * Every clGetDeviceInfo is checked; vendor extensions are asked only when the
  * device lists them. */
-#include "internal.h"
+#include "device/device.h"
 
 #include <CL/cl_ext.h>
 #include <stdlib.h>

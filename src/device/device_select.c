@@ -2,7 +2,7 @@
  * Default: the FLASHCL_DEVICE variable ("P:D") if set, else the first GPU of
  * any platform, else the first device of any platform.  Platforms are not
  * trusted to list GPUs first (PoCL often comes before a GPU driver). */
-#include "internal.h"
+#include "device/device.h"
 
 #include <CL/cl_ext.h>
 #include <ctype.h>

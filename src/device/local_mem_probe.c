@@ -9,7 +9,7 @@
  * a size fails, then bisects.  It runs in a context of its own, so that a
  * failed launch cannot disturb the caller's context.
  */
-#include "internal.h"
+#include "device/device.h"
 
 #include <stdio.h>
 #include <stdlib.h>

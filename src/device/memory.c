@@ -1,6 +1,7 @@
 /* memory.c - the one path by which flashcl allocates device memory, counted so
  * that benchmarks report it and tests can prove no N x N buffer ever exists. */
-#include "internal.h"
+#include "device/context.h"
+#include "device/device.h"
 
 cl_mem fcl_buffer_create(fcl_context *ctx, cl_mem_flags flags, size_t bytes, void *host,
                          fcl_status *status)

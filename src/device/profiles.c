@@ -6,7 +6,7 @@
  * any machine, a CPU included.  Numbers are from the vendors' documentation
  * and, for the H100, from our own probe (see NOTES.md).
  */
-#include "internal.h"
+#include "device/device.h"
 
 #include <string.h>
 

@@ -8,7 +8,8 @@
  * them, and the next one waits for it.  Every buffer is counted by
  * fcl_context_memory_stats.
  */
-#include "internal.h"
+#include "device/context.h"
+#include "device/device.h"
 
 #include <stdlib.h>
 

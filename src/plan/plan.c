@@ -10,7 +10,7 @@
  *     our kernels also hold the score tile and pad for conflict-free access,
  *     so the two differ and the plan says why.
  */
-#include "internal.h"
+#include "plan/plan.h"
 
 #include <math.h>
 #include <string.h>

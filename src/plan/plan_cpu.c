@@ -10,7 +10,7 @@
  * in vectors of the SIMD width, and two vectors of rows by 8 keys are 16
  * accumulators, which x86's 16 (AVX2) or 32 (AVX-512) registers hold.
  */
-#include "internal.h"
+#include "plan/plan.h"
 
 #include <string.h>
 

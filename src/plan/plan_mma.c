@@ -14,7 +14,7 @@
  * with rows = 16 * MB * warps, plus 24 bytes per work-item when the warp
  * operations are emulated.  Shapes by measurement on an H200 (NOTES.md).
  */
-#include "internal.h"
+#include "plan/plan.h"
 
 #include <string.h>
 

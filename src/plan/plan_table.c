@@ -6,7 +6,7 @@
  * Entries for a real device must cite the measurement that chose them
  * (bench/results/, NOTES.md); the generic entries are reasoned defaults.
  */
-#include "internal.h"
+#include "plan/plan.h"
 
 #include <stddef.h>
 

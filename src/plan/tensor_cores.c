@@ -1,5 +1,6 @@
 /* tensor_cores.c - when a call runs on the tensor-core pieces. */
-#include "internal.h"
+#include "device/context.h"
+#include "plan/plan.h"
 
 /* The pieces load rows 8 elements at a time (16 bytes, 8 for FP8): every
  * row they read must start on a multiple of 8 elements (cl_mem buffers

@@ -32,7 +32,8 @@
  */
 #define _POSIX_C_SOURCE 200809L /* opendir, stat, utimensat, getpid */
 
-#include "internal.h"
+#include "device/context.h"
+#include "programs/programs.h"
 
 #include <dirent.h>
 #include <errno.h>

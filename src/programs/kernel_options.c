@@ -1,6 +1,6 @@
 /* kernel_options.c - a plan as OpenCL build options.  The options string is
  * also the program cache key, so everything that changes the code is here. */
-#include "internal.h"
+#include "programs/programs.h"
 
 #include <stdio.h>
 

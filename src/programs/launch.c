@@ -1,6 +1,7 @@
 /* launch.c - kernel arguments with one error check, and the enqueue with its
  * resource fallback. */
-#include "internal.h"
+#include "device/context.h"
+#include "programs/programs.h"
 
 #include <limits.h>
 

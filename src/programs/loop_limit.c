@@ -14,7 +14,8 @@
  * of one long loop.  It runs on Mesa's platforms only (the limiter is
  * Mesa's gallivm), once per context.
  */
-#include "internal.h"
+#include "device/context.h"
+#include "programs/programs.h"
 
 #include <string.h>
 

@@ -3,7 +3,8 @@
  * the built binary.  The program cache (program_cache.c), the disk cache
  * (disk_cache.c) and the sm_90a step (ptx_rewrite.c) all stand on this file,
  * which calls none of them. */
-#include "internal.h"
+#include "device/context.h"
+#include "programs/programs.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -7,7 +7,8 @@
  * program_build.c (one program's sources, build, log and binary): no file of
  * the three calls back into this one.
  */
-#include "internal.h"
+#include "device/context.h"
+#include "programs/programs.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -20,7 +20,8 @@
  * on an H200 with a minimal kernel (shared/device/NOTES.md): wgmma from
  * shared-memory descriptors, mbarriers and bulk copies run correctly.
  */
-#include "internal.h"
+#include "device/context.h"
+#include "programs/programs.h"
 
 #include <stdio.h>
 #include <stdlib.h>

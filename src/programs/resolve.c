@@ -18,7 +18,8 @@
  * __local arrays: they are checked as built, and a device that cannot take
  * them gets FCL_ERROR_NO_PLAN, never a launch that fails later.
  */
-#include "internal.h"
+#include "device/context.h"
+#include "programs/programs.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,8 @@
 /* debug.c - hooks for tuning tools (bench/flashcl-tune.c), declared in
  * internal.h only: forcing a target tile and adding build options; for
  * tests, a smaller local memory than the device's. */
-#include "internal.h"
+#include "calls/calls.h"
+#include "support/debug.h"
 
 #include <stdlib.h>
 #include <string.h>

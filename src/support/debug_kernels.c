@@ -1,7 +1,8 @@
 /* debug_kernels.c - the kernels that let tests check what the attention
  * kernels rely on, on the device itself: Philox known answers and the
  * dropout mask of a call. */
-#include "internal.h"
+#include "calls/calls.h"
+#include "support/debug.h"
 
 #include <string.h>
 

@@ -4,7 +4,7 @@
  * -Wl,--wrap=fcl_host_malloc,... and fails the n-th one.  They live in a file
  * of their own because the linker redirects only calls from other object
  * files; the library itself pays one plain call and keeps no state. */
-#include "internal.h"
+#include "support/support.h"
 
 #include <stdlib.h>
 

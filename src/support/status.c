@@ -1,6 +1,6 @@
 /* status.c - status codes to text: flashcl's own (from FCL_STATUS_MAP) and the
  * OpenCL error codes that calls pass through unchanged. */
-#include "internal.h"
+#include "support/support.h"
 
 #include <CL/cl.h>
 

@@ -1,5 +1,5 @@
 /* util.c - small string and hashing helpers shared by the library. */
-#include "internal.h"
+#include "support/support.h"
 
 #include <stdarg.h>
 #include <stdio.h>

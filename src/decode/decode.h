@@ -1,0 +1,27 @@
+/* decode.h - decoding against a KV cache (kvcache.c, kvcache_host.c): the
+ * forward kernel on the cache, with the append of new rows. */
+#ifndef FCL_DECODE_H
+#define FCL_DECODE_H
+
+#include "calls/calls.h"
+
+/* ---- the KV-cache call (kvcache.c, kvcache_host.c) ------------------------- */
+
+enum { FCL_KVCACHE_TENSORS = 7 };
+/* Keys one sequence's cache can hold. */
+size_t fcl_kvcache_capacity(const fcl_kvcache_desc *d);
+/* Everything the KV-cache call (both forms) and its plan query check on the
+ * descriptor alone, before any buffer or array. */
+fcl_status fcl_kvcache_check_desc(const fcl_kvcache_desc *d);
+fcl_attention_desc fcl_kvcache_as_forward(const fcl_kvcache_desc *d);
+/* The call's tensors (q, o, k_cache, v_cache[, k_new, v_new][, lse]), *n of them. */
+void fcl_kvcache_tensors(const fcl_kvcache_desc *d, const fcl_kvcache_buffers *b,
+                         fcl_tensor_ref t[FCL_KVCACHE_TENSORS], size_t *n);
+/* int32 entries the page table must hold. */
+uint64_t fcl_kvcache_page_table_entries(const fcl_kvcache_desc *d);
+/* The forward job of a KV-cache call (b may be NULL for planning). */
+fcl_status fcl_kvcache_job(fcl_context *ctx, const fcl_kvcache_desc *desc,
+                           const fcl_kvcache_buffers *b, const fcl_attention_desc *fwd,
+                           fcl_variants *var, fcl_forward_job *job);
+
+#endif /* FCL_DECODE_H */

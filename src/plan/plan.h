@@ -1,0 +1,131 @@
+/* plan.h - tile plans for each piece (portable, NVIDIA tensor cores, CPU),
+ * the tuned table, and which piece a kernel runs on.  Pure C: no OpenCL
+ * call is made here. */
+#ifndef FCL_PLAN_H
+#define FCL_PLAN_H
+
+#include "device/device.h"
+
+/* ---- what a kernel is built for ------------------------------------------- */
+
+/* Must match cl/common.cl.  FCL_BUILD_TILE_MMA is not a variant: it marks
+ * kernels built with the tensor-core piece, in the same build-key word. */
+enum {
+    FCL_FEAT_SOFTCAP = 1,
+    FCL_FEAT_ALIBI = 2,
+    FCL_FEAT_DROPOUT = 4,
+    FCL_FEAT_VARLEN = 8,
+    FCL_FEAT_BLOCKMASK = 16,
+    FCL_FEAT_KVCACHE = 32,
+    FCL_FEAT_MASK = 0xFF,
+    FCL_BUILD_TILE_MMA = 0x100,
+    /* dK/dV above head_dim 128 on tensor cores: one output per launch */
+    FCL_BUILD_DV_ONLY = 0x200,
+    FCL_BUILD_DK_ONLY = 0x400
+};
+
+/* What a kernel is built for: the resolved-kernel cache's key. */
+typedef struct fcl_build {
+    fcl_kernel_kind kind;
+    size_t head_dim;
+    fcl_dtype dtype;              /* of Q, K, V (FCL_DTYPE) */
+    fcl_dtype out_dtype;          /* of O (FCL_OUT_DTYPE): dtype but for FP8 forwards */
+    unsigned features;            /* FCL_FEAT_* and FCL_BUILD_* bits compiled in */
+    int pack;                     /* FCL_PACK: query heads packed per row block (forward), else 1 */
+    int page_size;                /* FCL_PAGE_SIZE: keys per K/V page, 0 for strided K/V */
+    int rows;                     /* decode plans: (packed) rows to plan for; 0 otherwise */
+} fcl_build;
+
+/* A plain build of `kind`: no packing, no pages. */
+fcl_build fcl_build_of(fcl_kernel_kind kind, size_t head_dim, fcl_dtype dtype, unsigned features);
+
+/* ---- the tuned table (plan_table.c) --------------------------------------- */
+
+typedef struct fcl_tuned_tile {
+    int rows, cols, ty, tx;
+    const char *entry;           /* which entry matched, for the plan's report */
+} fcl_tuned_tile;
+
+/* Which tile piece a table entry is for: the portable one (cl/tile_portable.cl)
+ * or the CPU one (cl/tile_cpu.cl, one work-item a group).  The tensor-core
+ * piece sizes its tiles in plan_mma.c. */
+typedef enum fcl_piece { FCL_PIECE_PORTABLE, FCL_PIECE_CPU } fcl_piece;
+
+bool fcl_tuned_lookup(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
+                      fcl_piece piece, fcl_tuned_tile *out);
+
+/* ---- plans (plan.c: pure C, no OpenCL) ------------------------------------ */
+
+/* The plan plus the thread layout the kernel is compiled with.  The S tile
+ * of a kernel has rows = ty * rm and cols = tx * rn: (Br, Bc) for the forward
+ * and dQ kernels, (Bc, Br) for dK/dV, which walks keys by rows. */
+typedef struct fcl_plan_full {
+    fcl_plan pub;
+    int ty, tx, rm, rn;
+    int d_pad;
+    int force_unroll;             /* GPUs: unroll register-array loops */
+    int tile_mma;                 /* the tensor-core piece (tile_nv_mma.cl) */
+    int mma_emulated;             /* ... on emulated warp operations (tests) */
+    int tile_cpu;                 /* the CPU piece (tile_cpu.cl): tile rows per vector, else 0 */
+} fcl_plan_full;
+
+/* Limits a plan must respect beyond the caps: lowered after a build or
+ * launch shows the device cannot take a plan (resource fallback). */
+typedef struct fcl_plan_limits {
+    uint64_t local_bytes;
+    size_t work_group_size;
+} fcl_plan_limits;
+
+/* `target` NULL: look the target tile up in the tuned table. */
+fcl_status fcl_plan_make(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
+                         fcl_dtype dtype, const fcl_plan_limits *limits,
+                         const fcl_tuned_tile *target, fcl_plan_full *out);
+/* The fields of a plan every planner fills alike: the problem, the on-chip
+ * memory (reported, and `usable_bytes`, what the tiles were sized for) and
+ * the paper's rule with M counted in tile elements of `tile_elem_bytes`. */
+void fcl_plan_describe(fcl_plan *pub, const fcl_caps *caps, fcl_kernel_kind kind,
+                       fcl_dtype dtype, size_t head_dim, size_t head_dim_padded,
+                       uint64_t usable_bytes, unsigned tile_elem_bytes);
+/* The caps' local memory and work-group size, lowered by `limits`. */
+void fcl_plan_effective_limits(const fcl_caps *caps, const fcl_plan_limits *limits,
+                               uint64_t *local_bytes, size_t *work_group_size);
+/* A kernel on the tensor-core pieces (plan_mma.c, cl/tile_nv_mma.cl).
+ * `target` (forced by a tuning tool): rows x cols of the S tile as for
+ * fcl_plan_make, ty = warps.  `emulated`: the warp operations of
+ * cl/warp_emulated.cl (tests on any device). */
+/* The largest head_dim the tensor-core kernels take: 256 for each (dK/dV
+ * above 128 as two launches, see fcl_mma_dkdv_split). */
+int fcl_mma_max_head_dim(void);
+/* Whether the tensor-core dK/dV of this head_dim runs as two launches, dV
+ * and then dK (FCL_BUILD_DV_ONLY / FCL_BUILD_DK_ONLY): one d-wide
+ * accumulator per lane each, as the other kernels have. */
+bool fcl_mma_dkdv_split(size_t head_dim);
+fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
+                             fcl_dtype dtype, const fcl_plan_limits *limits,
+                             const fcl_tuned_tile *target, int emulated, fcl_plan_full *out);
+uint64_t fcl_plan_local_bytes(fcl_kernel_kind kind, int rows, int cols, int d_pad, int tx);
+
+/* Decode plans (FCL_KERNEL_DECODE) are forward plans for at most this many
+ * (packed) query rows per block. */
+#define FCL_DECODE_MAX_ROWS 64
+/* The target tile of a decode plan: the table's (or 16-row warps on tensor
+ * cores), with no more rows than build->rows rounded up to a power of two. */
+fcl_status fcl_decode_target(const fcl_caps *caps, const struct fcl_build *build,
+                             fcl_piece piece, fcl_tuned_tile *out);
+
+/* The CPU piece (plan_cpu.c, cl/tile_cpu.cl; every kernel has its CPU
+ * code): its rows per vector on this device (the SIMD width in floats, 8 or
+ * 16), or 0 where it does not run (not a CPU, or another SIMD width). */
+int fcl_cpu_piece_width(const fcl_caps *caps);
+/* `target` NULL: the table's CPU-piece entry.  A forced target must have
+ * ty = tx = 1 (one work-item a group). */
+fcl_status fcl_plan_make_cpu(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
+                             fcl_dtype dtype, const fcl_plan_limits *limits,
+                             const fcl_tuned_tile *target, fcl_plan_full *out);
+
+/* Whether kernel `kind` of a call of `desc` runs on the tensor-core pieces
+ * (tensor_cores.c). */
+bool fcl_uses_tensor_cores(const fcl_context *ctx, const fcl_attention_desc *desc,
+                           fcl_kernel_kind kind);
+
+#endif /* FCL_PLAN_H */

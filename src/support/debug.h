@@ -1,0 +1,30 @@
+/* debug.h - hooks for tests and tuning tools (debug.c): not part of the
+ * public API. */
+#ifndef FCL_DEBUG_H
+#define FCL_DEBUG_H
+
+#include "support/support.h"
+
+/* ---- tuning hooks (debug.c): not part of the public API ------------------- */
+
+/* Forces the target tile of `kind` (rows x cols of the S tile, ty x tx
+ * work-items) for later calls, dropping kernels resolved before; rows 0
+ * returns `kind` to the tuned table. */
+fcl_status fcl_debug_set_tile(fcl_context *ctx, fcl_kernel_kind kind, int rows, int cols, int ty,
+                              int tx);
+/* Tests: plan and build the tensor-core pieces on any device, with the
+ * warp operations emulated in OpenCL C (cl/warp_emulated.cl), wherever the
+ * real ones would be used on an NVIDIA sm_80+ device; 0 turns it off. */
+fcl_status fcl_debug_emulate_tensor_cores(fcl_context *ctx, int on);
+/* Tests: plans and checks later kernels as if the device had at most
+ * `bytes` of local memory (reported and usable; a 16..64 KiB device on any
+ * real one); 0 gives back the device's (or profile's) own. */
+fcl_status fcl_debug_limit_local_mem(fcl_context *ctx, uint64_t bytes);
+/* Appends options to every later build (e.g. -cl-nv-verbose). */
+fcl_status fcl_debug_set_build_options(fcl_context *ctx, const char *options);
+/* The build log of the program behind the kernel `kind` of a call of
+ * `desc` (without variants). */
+fcl_status fcl_debug_kernel_log(fcl_context *ctx, const fcl_attention_desc *desc,
+                                fcl_kernel_kind kind, char *log, size_t size);
+
+#endif /* FCL_DEBUG_H */
