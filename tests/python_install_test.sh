@@ -5,7 +5,8 @@
 # packages, pip install --no-build-isolation ./python; no package index),
 # then, from elsewhere and without FLASHCL_LIBRARY, the README's example and
 # python/examples/attention_example.py with the installed package, which
-# must load the library copied into it.
+# must load the library copied into it, and flashcl.check() (--quick) with the
+# flashcl-check program bundled with it.
 set -euo pipefail
 build=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
@@ -35,3 +36,10 @@ awk '/^## Python/ {on = 1} on && /^```python/ {grab = 1; next} grab && /^```/ {e
 [ "$(wc -l < "$work/readme_example.py")" -eq 5 ] || { echo "README example is not 5 lines" >&2; exit 1; }
 echo "README example: $("$work/venv/bin/python" "$work/readme_example.py")"
 "$work/venv/bin/python" "$src/python/examples/attention_example.py"
+# flashcl.check() runs the flashcl-check program bundled into the package
+check=$("$work/venv/bin/python" -c 'import flashcl._check as c; print(c.program())')
+case $check in
+  "$work/venv/"*) echo "installed package runs $check" ;;
+  *) echo "the installed package did not bundle flashcl-check ($check)" >&2; exit 1 ;;
+esac
+"$work/venv/bin/python" -c 'import flashcl, sys; sys.exit(0 if flashcl.check(quick=True) else 1)'

@@ -11,13 +11,17 @@
 
 /* ---- random numbers ------------------------------------------------------ */
 
+#define RNG_STEP 0x9E3779B97F4A7C15ull /* splitmix64's state increment */
+
 uint64_t rng_next(rng *r)
 {
-    uint64_t z = (r->state += 0x9E3779B97F4A7C15ull); /* splitmix64 */
+    uint64_t z = (r->state += RNG_STEP); /* splitmix64 */
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
+
+void rng_skip(rng *r, uint64_t n) { r->state += n * RNG_STEP; }
 
 double rng_uniform(rng *r) { return (double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
 
@@ -68,8 +72,9 @@ uint16_t float_to_half_bits(float f)
     uint32_t mant = (mag >> 13) & 0x3FFu;
     uint32_t rest = mag & 0x1FFFu;
     uint32_t h = exp | mant;
-    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
-        ++h; /* may carry into the exponent: still correct */
+    /* round to nearest even, without a branch (random inputs would mispredict
+     * it half the time); a carry into the exponent is still correct */
+    h += (uint32_t)(rest > 0x1000u) | ((uint32_t)(rest == 0x1000u) & h & 1u);
     return (uint16_t)(sign | h);
 }
 
@@ -229,29 +234,43 @@ static int is_fill(const unsigned char *p, size_t es)
 
 void fa_put_value(unsigned char *p, fcl_dtype dt, double x)
 {
-    if (dt == FCL_DTYPE_FP32) {
-        float f = (float)x;
+    uint16_t b;
+    switch (dt) { /* no library call: this runs billions of times in large_check.c */
+    case FCL_DTYPE_FP32: {
+        const float f = (float)x;
         memcpy(p, &f, 4);
-    } else if (fcl_dtype_size(dt) == 1) {
-        *p = fp8_encode(x, dt);
-    } else {
-        uint16_t b = dt == FCL_DTYPE_FP16 ? float_to_half_bits((float)x) : float_to_bf16_bits((float)x);
-        memcpy(p, &b, 2);
+        return;
     }
+    case FCL_DTYPE_FP16:
+        b = float_to_half_bits((float)x);
+        break;
+    case FCL_DTYPE_BF16:
+        b = float_to_bf16_bits((float)x);
+        break;
+    default:
+        *p = fp8_encode(x, dt);
+        return;
+    }
+    memcpy(p, &b, 2);
 }
 
 double fa_get_value(const unsigned char *p, fcl_dtype dt)
 {
-    if (dt == FCL_DTYPE_FP32) {
-        float f;
+    float f;
+    uint16_t b;
+    switch (dt) { /* no library call, as in fa_put_value */
+    case FCL_DTYPE_FP32:
         memcpy(&f, p, 4);
         return f;
-    }
-    if (fcl_dtype_size(dt) == 1)
+    case FCL_DTYPE_FP16:
+        memcpy(&b, p, 2);
+        return half_bits_to_float(b);
+    case FCL_DTYPE_BF16:
+        memcpy(&b, p, 2);
+        return bf16_bits_to_float(b);
+    default:
         return fp8_decode(*p, dt);
-    uint16_t b;
-    memcpy(&b, p, 2);
-    return dt == FCL_DTYPE_FP16 ? half_bits_to_float(b) : bf16_bits_to_float(b);
+    }
 }
 
 static size_t rows_of(const dev_tensor *t, size_t b)

@@ -51,6 +51,9 @@ typedef struct rng {
     uint64_t state;
 } rng;
 uint64_t rng_next(rng *r);
+/* Moves r past n draws at once (splitmix64's state advances by a constant a
+ * draw), so that threads can each draw their own part of one sequence. */
+void rng_skip(rng *r, uint64_t n);
 double rng_normal(rng *r);
 double rng_uniform(rng *r); /* [0, 1) */
 

@@ -12,6 +12,7 @@ Arrays: NumPy (float32, float16, bfloat16 as uint16 bit patterns or
 ml_dtypes.bfloat16), PyOpenCL arrays of a Context.from_pyopencl(queue)
 (no copies), PyTorch CPU tensors (attention is differentiable).  Failures
 raise flashcl.Error with the library's status name and message.
+flashcl.check() tells whether flashcl is right on a device (flashcl-check).
 """
 from ._lib import library_path
 from ._errors import ArgumentError, Error
@@ -19,6 +20,7 @@ from ._context import Context, Device, default_context, devices
 from ._attention import (attention, attention_backward, attention_varlen,
                          attention_varlen_backward, dropout_mask, plan)
 from ._kvcache import attention_kvcache
+from ._check import CheckResult, check
 from ._bf16 import bf16_to_float32, float32_to_bf16
 from . import _lib
 
@@ -27,4 +29,4 @@ __version__ = _lib.fcl_version_string().decode()
 __all__ = ["Context", "Device", "Error", "ArgumentError", "attention", "attention_backward",
            "attention_varlen", "attention_varlen_backward", "attention_kvcache", "devices",
            "default_context", "dropout_mask", "plan", "bf16_to_float32", "float32_to_bf16",
-           "library_path"]
+           "library_path", "check", "CheckResult"]
