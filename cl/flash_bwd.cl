@@ -28,7 +28,10 @@
  * fcl_rowv, see "rows as vector lanes" in common.cl) and the products that
  * accumulate the gradients
  * (FCL_DQ_ACC, FCL_DKDV_ACC; the tensor-core piece's skips the output
- * FCL_WANT_DK / FCL_WANT_DV leave out, the portable one is never split).
+ * FCL_WANT_DK / FCL_WANT_DV leave out, the portable one is never split),
+ * and the non-finite elements of those products' operands (FCL_DQ_K_BAD /
+ * _CLEAN, FCL_DKDV_Q_BAD / _CLEAN, FCL_DKDV_DO_BAD / _CLEAN: see
+ * "non-finite operands" in common.cl).
  * Masked scores are zeroed after the fact, on edge tiles only
  * (FCL_HIDE_MASKED).  The variants (common.cl) recompute the
  * forward's modified scores; the softcap multiplies dS by 1 - tanh^2, and

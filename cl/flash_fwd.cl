@@ -23,7 +23,9 @@
  * tile, or in the background, see the loop), FCL_FWD_QK, FCL_ROWS_MAX /
  * FCL_ROWS_SUM (over the work-items sharing a row), FCL_FIRST_IN_ROW,
  * FCL_FWD_SET_P (the probabilities of FCL_RW rows, one column) and
- * FCL_FWD_PV, and the exponential it uses: FCL_EXP_UNITS
+ * FCL_FWD_PV, FCL_FWD_V_BAD / FCL_FWD_V_CLEAN (the V tile's non-finite
+ * elements, see "non-finite operands" in common.cl), and the exponential it
+ * uses: FCL_EXP_UNITS
  * converts a score to the units of FCL_EXP, FCL_NATURAL_UNITS converts back
  * (exp itself on the portable path, exp2 on the tensor-core one).  Tiles
  * are named by fcl_rows (common.cl) and their first row.
