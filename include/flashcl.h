@@ -604,7 +604,9 @@ FCL_API fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *de
  * is enqueued; it waits for `num_wait` events first, and if `event` is not
  * NULL returns an event for its completion (release it with clReleaseEvent).
  * Buffer sizes count elements of desc->dtype for q, k, v and of the output
- * type (out_dtype for FP8 dtypes, else dtype) for o.
+ * type (out_dtype for FP8 dtypes, else dtype) for o.  A NaN or infinity in
+ * q, k or v reaches only the outputs fcl_attention_desc's "Non-finite
+ * inputs" names.
  * @return FCL_OK, or an error; on error nothing was enqueued or written. */
 FCL_API fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *desc,
                                          cl_mem q, cl_mem k, cl_mem v, cl_mem o, cl_mem lse,
@@ -618,7 +620,10 @@ FCL_API fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_d
  * over the query heads that share a K/V head.  The N x N matrices are never
  * stored: P is recomputed tile by tile from Q, K and LSE.  Extra device
  * memory: one fp32 value per query row (batch*heads_q*seqlen_q floats).
- * Deterministic: the same inputs give bitwise the same gradients.
+ * Deterministic: the same inputs give bitwise the same gradients.  A NaN
+ * or infinity in q, k, v, o, lse or dout reaches only the gradients
+ * fcl_attention_desc's "Non-finite inputs" names: it moves only along
+ * (row, key) pairs that see each other.
  * FP8 dtypes have no backward (as in FlashAttention-3): with one, once the
  * NULL-argument, LSE and fcl_attention_desc checks pass (shape, head_dim,
  * heads, dtype, scale, causal, num_splits, varlen sizes, in that order: as
