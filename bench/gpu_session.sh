@@ -54,7 +54,7 @@ for step in $steps; do
       dev=""
       [ "$step" = tests-cpu ] && \
         dev=$(cpu_device)
-      all="test_forward test_backward test_variants test_tensor_cores test_kvcache test_profiles test_plan test_api test_errors test_cache test_fp8 test_threads"
+      all="test_forward test_backward test_variants test_tensor_cores test_kvcache test_profiles test_plan test_api test_errors test_cache test_fp8 test_threads test_nonfinite"
       [ "$step" = tests-fast ] && all="test_forward test_variants test_plan test_api test_errors"
       [ "$step" = tests-tc ] && all="test_tensor_cores test_backward test_forward"
       [ -n "${TESTS:-}" ] && all=$TESTS
@@ -82,6 +82,17 @@ for step in $steps; do
         2>&1 | tee "$OUT/sdpa_variants.txt" ;;
     tune)
       timeout 300 "$B/bench/flashcl-tune" --verbose-build --reps 5 2>&1 | tee "$OUT/tune_fp32.txt" ;;
+    nonfinite-cost)
+      # the edge tiles' non-finite check (common.cl) on the tensor cores: this
+      # build against BASE_BUILD, a build of the commit before it, alternated
+      for r in 1 2; do
+        for b in "${BASE_BUILD:?BASE_BUILD: a build without the check}" "$B"; do
+          echo "== $b round $r" | tee -a "$OUT/nonfinite_cost.txt"
+          timeout 140 "$b/bench/flashcl-bench" --dtype fp16 --head-dims 64,128 --seqlens 1024,4096,16384 \
+            --backward --no-naive --reps 10 --out "$OUT/nonfinite_cost_${r}_$(basename "$b").csv" 2>&1 \
+            | grep -v '^\[' | tee -a "$OUT/nonfinite_cost.txt"
+        done
+      done ;;
     bench-probe)
       timeout 200 "$B/bench/flashcl-bench" --dtype fp32 --backward --reps 3 --seqlens 4096,16384 \
         --head-dims 64 --causal 0 2>&1 | tee "$OUT/bench_probe.txt" ;;

@@ -690,6 +690,76 @@ inline bool fcl_score_visible(const fcl_mask m, const fcl_blocks bl, int cover, 
     } while (0)
 #endif
 
+/* ---- non-finite operands of edge tiles ---------------------------------------
+ * A row's outputs depend only on the keys it sees, also when an input holds
+ * a NaN or an infinity.  After the softmax a masked score is an exact zero
+ * (P, dS), and a product of one with a non-finite operand element (0 * inf
+ * = NaN) would reach a row that cannot see it: the forward's P V (through
+ * V), dQ's dS K (K), dK/dV's P^T dO and dS^T Q (dO, Q).  Only edge tiles
+ * (FCL_EDGE_TILE) hold masked scores: elsewhere the operand is left as it
+ * is.  In an edge tile the work-group first looks for a non-finite element
+ * among the operand tile's valid rows (FCL_GUARD_NONFINITE: each work-item
+ * a share, then fcl_group_any, one barrier); only when there is one (rare)
+ * does it take the exact path: every output accumulator whose row sees a
+ * partner with a non-finite element in the accumulator's column becomes NaN
+ * (FCL_POISON; a NaN survives the later rescaling and sums), and the piece
+ * makes the tile's non-finite elements read as 0 in the product (CLEAN:
+ * zeroed on chip, or read through a select), which is then exact for every
+ * other accumulator (a masked zero times 0 adds nothing).  Padding rows of
+ * a tile are zeros or copies of its last valid row, which the scan covers.
+ * The piece gives per operand BAD(X, p, c), whether element (p, c) of the
+ * tile is non-finite (X: the tile's buffer, where it has two), and CLEAN(X,
+ * n) for its first n rows. */
+
+/* The statement that follows, for this work-item's share (p, c) of the
+ * first nrows rows and `width` columns of a tile: a row at a time, so one
+ * work-item (the CPU piece) walks each row as a vectorisable loop. */
+#define FCL_FOR_SHARE(p, c, nrows, width)  \
+    for (int p = 0; p < (nrows); ++p)      \
+        for (int c = lid; c < (width); c += WG)
+
+/* Sets to NaN each accumulator acc[i][n] (register row i, head_dim column
+ * FCL_OCOL(n)) whose row sees a partner p < npart (key c0 + p of the tile;
+ * TRANSPOSED, dK/dV: query row r0 + p) with BAD(X, p, FCL_OCOL(n)).  A
+ * partner at a time, so the register arrays keep constant indices; BAD is
+ * read again rather than kept, which would cost registers on every path. */
+#define FCL_POISON(acc, TRANSPOSED, mask, blocks, cover, seqlen_q, r0, c0, npart, BAD, X)  \
+    do {                                                                             \
+        for (int p_ = 0; p_ < (npart); ++p_) {                                       \
+            bool any_ = false;                                                       \
+            FCL_UNROLL                                                               \
+            for (int n_ = 0; n_ < DN; ++n_) any_ = any_ || BAD(X, p_, FCL_OCOL(n_)); \
+            if (!any_) continue;                                                     \
+            FCL_UNROLL                                                               \
+            for (int i_ = 0; i_ < RM; ++i_) {                                        \
+                const int row_ = (r0) + ((TRANSPOSED) ? p_ : FCL_ROW(i_));           \
+                const int key_ = (c0) + ((TRANSPOSED) ? FCL_ROW(i_) : p_);           \
+                if (!fcl_score_visible(mask, blocks, cover, seqlen_q, FCL_POS(row_), key_)) \
+                    continue;                                                        \
+                FCL_UNROLL                                                           \
+                for (int n_ = 0; n_ < DN; ++n_)                                      \
+                    if (BAD(X, p_, FCL_OCOL(n_))) FCL_S(acc, i_, n_) = NAN;          \
+            }                                                                        \
+        }                                                                            \
+    } while (0)
+
+/* Before the product of an edge tile's accumulators acc with its operand
+ * tile of npart valid rows (see above): scan, and on a find poison acc and
+ * CLEAN the tile.  `flag` is __local scratch for fcl_group_any, `tag` this
+ * tile's (see there).  Every work-item must reach it. */
+#define FCL_GUARD_NONFINITE(acc, TRANSPOSED, mask, blocks, cover, seqlen_q, r0, rows, c0, npart, \
+                            head_dim, flag, tag, BAD, CLEAN, X)                        \
+    do {                                                                             \
+        if (FCL_EDGE_TILE(mask, cover, r0, rows, c0)) {                              \
+            bool bad_ = false;                                                       \
+            FCL_FOR_SHARE(p_, c_, npart, head_dim) bad_ |= BAD(X, p_, c_);           \
+            if (fcl_group_any(bad_, flag, tag)) {                                    \
+                FCL_POISON(acc, TRANSPOSED, mask, blocks, cover, seqlen_q, r0, c0, npart, BAD, X); \
+                CLEAN(X, npart);                                                     \
+            }                                                                        \
+        }                                                                            \
+    } while (0)
+
 /* ---- the per-(batch, head) state of the variants, as every kernel needs it */
 typedef struct {
     fcl_score_mods mods;

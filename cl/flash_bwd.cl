@@ -28,7 +28,10 @@
  * fcl_rowv, see "rows as vector lanes" in common.cl) and the products that
  * accumulate the gradients
  * (FCL_DQ_ACC, FCL_DKDV_ACC; the tensor-core piece's skips the output
- * FCL_WANT_DK / FCL_WANT_DV leave out, the portable one is never split).
+ * FCL_WANT_DK / FCL_WANT_DV leave out, the portable one is never split),
+ * and the non-finite elements of those products' operands (FCL_DQ_K_BAD /
+ * _CLEAN, FCL_DKDV_Q_BAD / _CLEAN, FCL_DKDV_DO_BAD / _CLEAN: see
+ * "non-finite operands" in common.cl).
  * Masked scores are zeroed after the fact, on edge tiles only
  * (FCL_HIDE_MASKED).  The variants (common.cl) recompute the
  * forward's modified scores; the softcap multiplies dS by 1 - tanh^2, and
@@ -103,7 +106,10 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
                      int block_m, int block_n, int block_nbn)
 {
     FCL_DQ_LOCALS;
+    __local int nonfinite; /* fcl_group_any's flag: visible after the first tile's barrier */
     FCL_BWD_IDS;
+    if (lid == 0)
+        nonfinite = -1;
     const fcl_q_block blk = fcl_q_block_of_group(BR, num_bh, 1, heads_q, q_per_kv, seqlen_q, seqlen_k,
                                                  cu_q, cu_k, window_left, window_right);
     const int bh = blk.bh, b = blk.b, h = blk.h, hk = blk.hk, r0 = blk.r0, rows = blk.rows;
@@ -188,6 +194,9 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
         for (int iv = 0; iv < RMV; ++iv)
             FCL_UNROLL
             for (int j = 0; j < RN; ++j) FCL_DQ_SET_DS(s, iv, j, s[iv][j]);
+        /* a non-finite K element reaches the rows that see its key alone */
+        FCL_GUARD_NONFINITE(acc, 0, mask, blocks, cover, sq.seqlen_q, r0, rows, c0, cols,
+                            head_dim, &nonfinite, c0, FCL_DQ_K_BAD, FCL_DQ_K_CLEAN, buf);
         FCL_DQ_ACC(acc, s, buf);
         c0 = next;
     }
@@ -231,7 +240,11 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
                        int block_m, int block_n, int block_nbn)
 {
     FCL_DKDV_LOCALS;
+    /* fcl_group_any's flags, for Q and dO: visible after the first block's barrier */
+    __local int nonfinite[2];
     FCL_BWD_IDS;
+    if (lid == 0)
+        nonfinite[0] = nonfinite[1] = -1;
     int bhk; /* under a causal mask the first K blocks see the most rows */
     const int kb = fcl_rank_of_group((int)get_group_id(0), (int)get_num_groups(0) / num_bhk,
                                      num_bhk, &bhk);
@@ -354,6 +367,13 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
         for (int iv = 0; iv < RMV; ++iv)
             FCL_UNROLL
             for (int j = 0; j < RN; ++j) FCL_DKDV_SET(st, dpt, iv, j, st[iv][j], dpt[iv][j]);
+        /* a non-finite Q (dO) element reaches the dK (dV) of the keys that see its row alone */
+        if (FCL_WANT_DK)
+            FCL_GUARD_NONFINITE(dk, 1, mask, blocks, cover, sq.seqlen_q, r0, rows, c0, rows,
+                                head_dim, &nonfinite[0], t, FCL_DKDV_Q_BAD, FCL_DKDV_Q_CLEAN, buf);
+        if (FCL_WANT_DV)
+            FCL_GUARD_NONFINITE(dv, 1, mask, blocks, cover, sq.seqlen_q, r0, rows, c0, rows,
+                                head_dim, &nonfinite[1], t, FCL_DKDV_DO_BAD, FCL_DKDV_DO_CLEAN, buf);
         FCL_DKDV_ACC(dk, dv, st, dpt, buf);
         t = next;
     }

@@ -23,7 +23,9 @@
  * tile, or in the background, see the loop), FCL_FWD_QK, FCL_ROWS_MAX /
  * FCL_ROWS_SUM (over the work-items sharing a row), FCL_FIRST_IN_ROW,
  * FCL_FWD_SET_P (the probabilities of FCL_RW rows, one column) and
- * FCL_FWD_PV, and the exponential it uses: FCL_EXP_UNITS
+ * FCL_FWD_PV, FCL_FWD_V_BAD / FCL_FWD_V_CLEAN (the V tile's non-finite
+ * elements, see "non-finite operands" in common.cl), and the exponential it
+ * uses: FCL_EXP_UNITS
  * converts a score to the units of FCL_EXP, FCL_NATURAL_UNITS converts back
  * (exp itself on the portable path, exp2 on the tensor-core one).  Tiles
  * are named by fcl_rows (common.cl) and their first row.
@@ -73,7 +75,10 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
 #if FCL_HAS(FCL_FEAT_KVCACHE)
     __local int kv_check;
 #endif
+    __local int nonfinite; /* fcl_group_any's flag: visible after the first tile's barrier */
     FCL_FWD_IDS;
+    if (lid == 0)
+        nonfinite = -1;
     const fcl_q_block blk = fcl_q_block_of_group(BR, num_bh, num_splits, heads_q, q_per_kv,
                                                  seqlen_q, seqlen_k, cu_q, cu_k, window_left,
                                                  window_right);
@@ -252,6 +257,9 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
             }
         }
         FCL_FWD_TILE_MID(next < key_end, k_rows, next, sq.seqlen_k - next);
+        /* a non-finite V element reaches the rows that see its key alone */
+        FCL_GUARD_NONFINITE(acc, 0, mask, blocks, cover, sq.seqlen_q, r0, rows, c0, cols,
+                            head_dim, &nonfinite, c0, FCL_FWD_V_BAD, FCL_FWD_V_CLEAN, 0);
         FCL_FWD_PV(acc, s);
         c0 = next;
     }

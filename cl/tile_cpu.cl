@@ -129,6 +129,34 @@ inline void fcl_cpu_accumulate(fcl_rowv (*acc)[DN], fcl_rowv (*p)[RN], int ncol,
         }
 }
 
+/* fcl_cpu_accumulate with B's non-finite elements read as 0: the exact
+ * path's product (common.cl, "non-finite operands"), the same sums in the
+ * same order, a column at a time. */
+inline void fcl_cpu_accumulate_finite(fcl_rowv (*acc)[DN], fcl_rowv (*p)[RN], int ncol,
+                                      fcl_cpu_src b, const long *b_at, int width)
+{
+    for (int n = 0; n < width; ++n)
+        for (int j = 0; j < ncol; ++j) {
+            const float y = FCL_CPU_READ(b, b_at[j] + n);
+            const fcl_rowv yv = isfinite(y) ? y : 0.0f;
+            for (int iv = 0; iv < RMV; ++iv) acc[iv][n] = fma(yv, p[iv][j], acc[iv][n]);
+        }
+}
+
+/* The product of an operand that the exact path made read as 0 where it
+ * is non-finite (`finite`, set by the piece's CLEAN), or not. */
+#define FCL_CPU_ACCUMULATE(finite, acc, p, ncol, b, b_at, width)       \
+    do {                                                               \
+        if (finite)                                                    \
+            fcl_cpu_accumulate_finite(acc, p, ncol, b, b_at, width);   \
+        else                                                           \
+            fcl_cpu_accumulate(acc, p, ncol, b, b_at, width);          \
+    } while (0)
+/* Whether operand element (row p, column c), of the rows at offsets `at`
+ * in src, is non-finite.  The pieces' CLEAN sets the operand's `finite`
+ * flag for FCL_CPU_ACCUMULATE. */
+#define FCL_CPU_BAD(src, at, p, c) (!isfinite(FCL_CPU_READ(src, (at)[p] + (c))))
+
 /* The offsets of a tile's n rows (key-side rows from c0, or query-side
  * rows), the rows past `valid` at the last one. */
 inline void fcl_cpu_tile_rows(long *at, int n, const fcl_rows rows, bool keys, int c0, int valid)
@@ -194,10 +222,12 @@ inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
 
 #define FCL_FWD_KEY_STATE                 \
     long k_at[BC], v_at[BC];              \
-    fcl_cpu_src k_src, v_src
+    fcl_cpu_src k_src, v_src;             \
+    bool v_finite
 #define FCL_FWD_PREFETCH_K(k_rows, c0, cols) ((void)0)
 #define FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, more, next, next_cols, head_dim) \
     do {                                                                             \
+        v_finite = false;                                                            \
         fcl_cpu_key_rows(k_at, (k_rows), (c0), (cols));                              \
         fcl_cpu_key_rows(v_at, (v_rows), (c0), (cols));                              \
         k_src = fcl_cpu_stage(Ks, k_at, BC, K);                                      \
@@ -210,7 +240,10 @@ inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
 #define FCL_ROWS_MAX(v) ((void)0)
 #define FCL_ROWS_SUM(v) ((void)0)
 #define FCL_FWD_SET_P(s, iv, j, p) (s[iv][j] = (p)) /* P replaces S in place */
-#define FCL_FWD_PV(acc, s) fcl_cpu_accumulate(acc, s, BC, v_src, v_at, D_PAD)
+#define FCL_FWD_PV(acc, s) FCL_CPU_ACCUMULATE(v_finite, acc, s, BC, v_src, v_at, D_PAD)
+/* The operand of P V, V (common.cl, "non-finite operands") */
+#define FCL_FWD_V_BAD(X, p, c) FCL_CPU_BAD(v_src, v_at, p, c)
+#define FCL_FWD_V_CLEAN(X, n) (v_finite = true)
 
 #endif
 
@@ -227,7 +260,8 @@ inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
     __local float Ks[FCL_CPU_STAGE_ROWS(BC) * D_PAD] FCL_ALIGNED;   \
     __local float Vs[FCL_CPU_STAGE_ROWS(BC) * D_PAD] FCL_ALIGNED;   \
     long k_at[BC], v_at[BC];                                        \
-    fcl_cpu_src k_src, v_src
+    fcl_cpu_src k_src, v_src;                                       \
+    bool k_finite
 
 #define FCL_DQ_LOAD_Q_DO(q_base, q_ss, do_base, do_ss, rows, head_dim)                        \
     do {                                                                                      \
@@ -237,6 +271,7 @@ inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
 #define FCL_DQ_PREFETCH_KV(k_base, k_ss, v_base, v_ss, cols, buf) ((void)0)
 #define FCL_DQ_TILE_BEGIN(k_base, k_ss, v_base, v_ss, cols, head_dim, buf)            \
     do {                                                                              \
+        k_finite = false;                                                             \
         fcl_cpu_key_rows(k_at, fcl_rows_strided((k_base), (k_ss)), 0, (cols));        \
         fcl_cpu_key_rows(v_at, fcl_rows_strided((v_base), (v_ss)), 0, (cols));        \
         k_src = fcl_cpu_stage(Ks, k_at, BC, K);                                       \
@@ -245,7 +280,10 @@ inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
 #define FCL_DQ_S(s, buf) fcl_cpu_product_t(s, BC, Qt, BR, k_src, k_at, D_PAD)
 #define FCL_DQ_DP(dp, buf) fcl_cpu_product_t(dp, BC, dOt, BR, v_src, v_at, D_PAD)
 #define FCL_DQ_SET_DS(s, iv, j, ds) ((void)0) /* dS replaces S in place */
-#define FCL_DQ_ACC(acc, s, buf) fcl_cpu_accumulate(acc, s, BC, k_src, k_at, D_PAD)
+#define FCL_DQ_ACC(acc, s, buf) FCL_CPU_ACCUMULATE(k_finite, acc, s, BC, k_src, k_at, D_PAD)
+/* The operand of dS K, K (common.cl, "non-finite operands") */
+#define FCL_DQ_K_BAD(buf, p, c) FCL_CPU_BAD(k_src, k_at, p, c)
+#define FCL_DQ_K_CLEAN(buf, n) (k_finite = true)
 
 /* dK/dV: lanes are keys.  __local Kt, Vt [D_PAD][BC] (transposed, loaded
  * once), LSE and delta of the Q block (2 x BR each: the shared loop names a
@@ -262,7 +300,8 @@ inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
     __local float Qs[FCL_CPU_STAGE_ROWS(BR) * D_PAD] FCL_ALIGNED;  \
     __local float dOs[FCL_CPU_STAGE_ROWS(BR) * D_PAD] FCL_ALIGNED; \
     long q_at[BR], do_at[BR];                    \
-    fcl_cpu_src q_src, do_src
+    fcl_cpu_src q_src, do_src;                   \
+    bool q_finite, do_finite
 
 #define FCL_DKDV_LOAD_KV(k_base, k_ss, v_base, v_ss, cols, head_dim)                     \
     do {                                                                                 \
@@ -272,6 +311,7 @@ inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
 #define FCL_DKDV_PREFETCH_Q_DO(q_base, q_ss, do_base, do_ss, rows, buf) ((void)0)
 #define FCL_DKDV_BLOCK_BEGIN(q_base, q_ss, do_base, do_ss, rows, head_dim, buf)            \
     do {                                                                                  \
+        q_finite = do_finite = false;                                                     \
         fcl_cpu_tile_rows(q_at, BR, fcl_rows_strided((q_base), (q_ss)), false, 0, (rows)); \
         fcl_cpu_tile_rows(do_at, BR, fcl_rows_strided((do_base), (do_ss)), false, 0, (rows));\
         q_src = fcl_cpu_stage(Qs, q_at, BR, Q);                                           \
@@ -280,10 +320,15 @@ inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
 #define FCL_DKDV_ST(st, buf) fcl_cpu_product_t(st, BR, Kt, BC, q_src, q_at, D_PAD)
 #define FCL_DKDV_DPT(dpt, buf) fcl_cpu_product_t(dpt, BR, Vt, BC, do_src, do_at, D_PAD)
 #define FCL_DKDV_SET(st, dpt, iv, j, p, ds) ((void)0) /* in place */
-#define FCL_DKDV_ACC(dk, dv, st, dpt, buf)                       \
-    do {                                                         \
-        fcl_cpu_accumulate(dv, st, BR, do_src, do_at, D_PAD);    \
-        if (FCL_WANT_DK) fcl_cpu_accumulate(dk, dpt, BR, q_src, q_at, D_PAD); \
+#define FCL_DKDV_ACC(dk, dv, st, dpt, buf)                                           \
+    do {                                                                             \
+        FCL_CPU_ACCUMULATE(do_finite, dv, st, BR, do_src, do_at, D_PAD);             \
+        if (FCL_WANT_DK) FCL_CPU_ACCUMULATE(q_finite, dk, dpt, BR, q_src, q_at, D_PAD); \
     } while (0)
+/* The operands of P^T dO and dS^T Q (common.cl, "non-finite operands") */
+#define FCL_DKDV_DO_BAD(buf, p, c) FCL_CPU_BAD(do_src, do_at, p, c)
+#define FCL_DKDV_DO_CLEAN(buf, n) (do_finite = true)
+#define FCL_DKDV_Q_BAD(buf, p, c) FCL_CPU_BAD(q_src, q_at, p, c)
+#define FCL_DKDV_Q_CLEAN(buf, n) (q_finite = true)
 
 #endif

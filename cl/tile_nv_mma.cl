@@ -159,6 +159,19 @@ inline void fcl_copy8_h_async(__local ushort *dst, __global const fcl_storage *s
 #endif
 }
 
+/* Whether a 16-bit tile value (fp16, or FP8 decoded to it, or bf16) is
+ * infinite or NaN: its exponent bits all set. */
+inline bool fcl_h_nonfinite(ushort h)
+{
+#if FCL_DTYPE == 2
+    return (h & 0x7F80u) == 0x7F80u;
+#else
+    return (h & 0x7C00u) == 0x7C00u;
+#endif
+}
+#define FCL_H_BAD(tile, p, c) fcl_h_nonfinite((tile)[(p) * LDH + (c)])
+#define FCL_H_CLEAN(tile, n) FCL_ZERO_NONFINITE((tile), LDH, (n), fcl_h_nonfinite)
+
 /* Runs the statement that follows for e = lid, lid + WG, ... below n: the
  * copies of a tile shared out over the work-group.  Every work-item takes
  * the same number of steps, those past n doing nothing, as in the paged
@@ -334,6 +347,9 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
 #define FCL_FWD_QK(s) FCL_MMA_ABT(s, Qh, warp * 16 * MB, Kh, BC)
 #define FCL_FWD_SET_P(s, i, j, p) (s[i][j] = (p)) /* P stays in the score registers */
 #define FCL_FWD_PV(acc, s) FCL_MMA_AB(acc, s, Vh, BC)
+/* The operand of P V, V (common.cl, "non-finite operands") */
+#define FCL_FWD_V_BAD(X, p, c) FCL_H_BAD(Vh, p, c)
+#define FCL_FWD_V_CLEAN(X, n) FCL_H_CLEAN(Vh, n)
 
 #endif
 
@@ -383,6 +399,9 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
 #define FCL_DQ_DP(dp, buf) FCL_MMA_ABT(dp, dOh, warp * 16 * MB, FCL_BUF(Vh, BC, buf), BC)
 #define FCL_DQ_SET_DS(s, i, j, ds) (s[i][j] = (ds))
 #define FCL_DQ_ACC(acc, s, buf) FCL_MMA_AB(acc, s, FCL_BUF(Kh, BC, buf), BC)
+/* The operand of dS K, K (common.cl, "non-finite operands") */
+#define FCL_DQ_K_BAD(buf, p, c) FCL_H_BAD(FCL_BUF(Kh, BC, buf), p, c)
+#define FCL_DQ_K_CLEAN(buf, n) FCL_H_CLEAN(FCL_BUF(Kh, BC, buf), n)
 
 #elif defined(FCL_KERNEL_DKDV)
 
@@ -425,6 +444,11 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
 #define FCL_DKDV_ST(st, buf) FCL_MMA_ABT(st, Kh, warp * 16 * MB, FCL_BUF(Qh, BR, buf), BR)
 #define FCL_DKDV_DPT(dpt, buf) FCL_MMA_ABT(dpt, Vh, warp * 16 * MB, FCL_BUF(dOh, BR, buf), BR)
 #define FCL_DKDV_SET(st, dpt, i, j, p, ds) (st[i][j] = (p), dpt[i][j] = (ds))
+/* The operands of P^T dO and dS^T Q (common.cl, "non-finite operands") */
+#define FCL_DKDV_DO_BAD(buf, p, c) FCL_H_BAD(FCL_BUF(dOh, BR, buf), p, c)
+#define FCL_DKDV_DO_CLEAN(buf, n) FCL_H_CLEAN(FCL_BUF(dOh, BR, buf), n)
+#define FCL_DKDV_Q_BAD(buf, p, c) FCL_H_BAD(FCL_BUF(Qh, BR, buf), p, c)
+#define FCL_DKDV_Q_CLEAN(buf, n) FCL_H_CLEAN(FCL_BUF(Qh, BR, buf), n)
 #define FCL_DKDV_ACC(dk, dv, st, dpt, buf)                              \
     do {                                                               \
         if (FCL_WANT_DV) FCL_MMA_AB(dv, st, FCL_BUF(dOh, BR, buf), BR);  \

@@ -97,6 +97,40 @@ inline void fcl_rows_sum(float v[], int nrows, __local float *red, int ty, int t
     }
 }
 
+/* Whether `x` holds for any work-item of the group: the same answer for
+ * every work-item, which must all call it (one barrier; none when the group
+ * is one work-item).  `flag` is __local scratch, set to -1 before the first
+ * call and written only by work-items whose x holds, with `tag`: a value
+ * that differs from the previous call's (the tile's first key, say), so it
+ * needs no reset.  Two calls with one flag need a barrier between them (the
+ * next tile's). */
+inline bool fcl_group_any(bool x, volatile __local int *flag, int tag)
+{
+#if WG == 1
+    (void)flag;
+    (void)tag;
+    return x;
+#else
+    if (x)
+        atomic_xchg(flag, tag);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return *flag == tag;
+#endif
+}
+
+/* The exact path's CLEAN for a __local tile (common.cl, "non-finite
+ * operands"): the elements of rows [0, nrows) for which BAD_VALUE holds
+ * become 0, once every work-item is done with them (a barrier before and
+ * after). */
+#define FCL_ZERO_NONFINITE(tile, ld, nrows, BAD_VALUE)                  \
+    do {                                                                \
+        barrier(CLK_LOCAL_MEM_FENCE);                                   \
+        FCL_FOR_SHARE(p_, c_, nrows, D_PAD)                             \
+            if (BAD_VALUE((tile)[p_ * (ld) + c_])) (tile)[p_ * (ld) + c_] = 0; \
+        barrier(CLK_LOCAL_MEM_FENCE);                                   \
+    } while (0)
+#define FCL_NOT_FINITE(x) (!isfinite(x))
+
 /* Copy rows [0, nvalid) of a (rows x head_dim) block (row r at
  * fcl_row_offset(src_rows, keys, r)) into a __local tile, zero-filling rows
  * >= nvalid and columns >= head_dim up to D_PAD.  Natural layout:
@@ -229,6 +263,10 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
 
 #define FCL_FWD_SET_P(s, i, j, p) (Pt[(tx + TX * (j)) * PT_LD + ty * RM + (i)] = (p))
 
+/* The operand of P V, V (common.cl, "non-finite operands") */
+#define FCL_FWD_V_BAD(X, p, c) FCL_NOT_FINITE(Vs[(p) * VS_LD + (c)])
+#define FCL_FWD_V_CLEAN(X, n) FCL_ZERO_NONFINITE(Vs, VS_LD, (n), FCL_NOT_FINITE)
+
 #define FCL_FWD_PV(acc, s)                                                                 \
     do {                                                                                   \
         barrier(CLK_LOCAL_MEM_FENCE); /* every P of the tile is in Pt */                   \
@@ -285,6 +323,9 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
         FCL_TILE_PRODUCT(dp, RM, RN, D_PAD, dOt + ty * RM, QT_LD, Vs + tx * KS_LD, TX * KS_LD, 1); \
     } while (0)
 #define FCL_DQ_SET_DS(s, i, j, ds) (dSt[(tx + TX * (j)) * ST_LD + ty * RM + (i)] = (ds))
+/* The operand of dS K, K (common.cl, "non-finite operands") */
+#define FCL_DQ_K_BAD(buf, p, c) FCL_NOT_FINITE(Ks[(p) * KS_LD + (c)])
+#define FCL_DQ_K_CLEAN(buf, n) FCL_ZERO_NONFINITE(Ks, KS_LD, (n), FCL_NOT_FINITE)
 #define FCL_DQ_ACC(acc, s, buf)                                                                 \
     do {                                                                                   \
         barrier(CLK_LOCAL_MEM_FENCE); /* every dS of the tile is in dSt */                 \
@@ -341,6 +382,11 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
         FCL_ZERO_TILE(dpt);                                                                \
         FCL_TILE_PRODUCT(dpt, RM, RN, D_PAD, Vt + ty * RM, KT_LD, dOs + tx * QS_LD, TX * QS_LD, 1); \
     } while (0)
+/* The operands of P^T dO and dS^T Q (common.cl, "non-finite operands") */
+#define FCL_DKDV_DO_BAD(buf, p, c) FCL_NOT_FINITE(dOs[(p) * QS_LD + (c)])
+#define FCL_DKDV_DO_CLEAN(buf, n) FCL_ZERO_NONFINITE(dOs, QS_LD, (n), FCL_NOT_FINITE)
+#define FCL_DKDV_Q_BAD(buf, p, c) FCL_NOT_FINITE(Qs[(p) * QS_LD + (c)])
+#define FCL_DKDV_Q_CLEAN(buf, n) FCL_ZERO_NONFINITE(Qs, QS_LD, (n), FCL_NOT_FINITE)
 #define FCL_DKDV_SET(st, dpt, i, j, p, ds)                                  \
     (Ps[(tx + TX * (j)) * PS_LD + ty * RM + (i)] = (p),                     \
      dSs[(tx + TX * (j)) * PS_LD + ty * RM + (i)] = (ds))

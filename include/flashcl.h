@@ -165,9 +165,8 @@ FCL_API const char *fcl_status_string(fcl_status status);
  * probabilities are rounded to fp16 for the P V product, as with fp16
  * storage, so O is accurate to fp16's precision there even when out_dtype
  * is FP32; elsewhere the arithmetic is fp32 throughout.  A NaN or infinite
- * element (E5M2's infinities, either format's NaN) makes the O rows it
- * reaches NaN or infinite; which of the two is not specified (a key of
- * probability 0 times an infinity is NaN). */
+ * element (E5M2's infinities, either format's NaN) reaches the outputs that
+ * "Non-finite inputs" (fcl_attention_desc) says, as in any other type. */
 typedef enum fcl_dtype {
     FCL_DTYPE_FP32 = 0,
     FCL_DTYPE_FP16 = 1,
@@ -240,6 +239,23 @@ typedef enum fcl_alibi_mode {
  * Keys of K/V blocks entirely outside the window or the block mask are not
  * loaded.  A row that sees no key gets O = 0, LSE = +INFINITY and zero
  * gradients; never NaN.
+ *
+ * Non-finite inputs (NaN, +-infinity): a row's outputs depend only on the
+ * keys it sees and a key's gradients only on the rows that see it, on every
+ * device and piece (whatever the tiling).  Forward: a non-finite V[j][c]
+ * makes O[i][c] non-finite (NaN or +-infinity; which is not specified) for
+ * every row i that sees key j, and changes no other element; a non-finite
+ * element of Q row i or K row j may reach (through scores of +-infinity or
+ * NaN) the O and LSE of row i, or of the rows that see key j, and nothing
+ * else.  Dropout does not change who sees whom (a dropped probability times
+ * an infinity is NaN).  Backward: dQ[i][c] is non-finite if row i sees a key
+ * j with a non-finite K[j][c]; dK[j][c] (dV[j][c]) is non-finite if a row i
+ * that sees key j has a non-finite Q[i][c] (dO[i][c]).  Beyond that a
+ * non-finite value moves only along pairs that see each other: one in key
+ * j's K or V may reach the dQ of the rows that see j and the dK, dV of the
+ * keys those rows see; one in row i's Q, dO, O or LSE may reach dQ of row i
+ * and the dK, dV of the keys row i sees.  Every other element is what it
+ * would be with finite inputs there.
  *
  * Dropout (dropout_p > 0) multiplies probability (i, j) of head
  * bh = b * heads_q + h by 0 or 1 / (1 - p) after the softmax: it is kept when
@@ -314,7 +330,9 @@ typedef struct fcl_attention_aux {
      * head h and key j is s = softmax_scale * dq * dk * (q_i . k_j) with the
      * bytes' decoded values, before softcap and ALiBi, and LSE is that of
      * these scores; V's descale multiplies O (O = dv * P decode(V)).  The
-     * values are used as they are (a NaN or infinity spreads into O). */
+     * values are used as they are (a NaN or infinity spreads into O as one
+     * in every element of the head's Q, K or V would: "Non-finite inputs",
+     * fcl_attention_desc). */
     cl_mem descale_q;
     cl_mem descale_k;
     cl_mem descale_v;
@@ -623,7 +641,9 @@ FCL_API fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *de
  * is enqueued; it waits for `num_wait` events first, and if `event` is not
  * NULL returns an event for its completion (release it with clReleaseEvent).
  * Buffer sizes count elements of desc->dtype for q, k, v and of the output
- * type (out_dtype for FP8 dtypes, else dtype) for o.
+ * type (out_dtype for FP8 dtypes, else dtype) for o.  A NaN or infinity in
+ * q, k or v reaches only the outputs fcl_attention_desc's "Non-finite
+ * inputs" names.
  * @return FCL_OK, or an error; on error nothing was enqueued or written. */
 FCL_API fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *desc,
                                          cl_mem q, cl_mem k, cl_mem v, cl_mem o, cl_mem lse,
@@ -637,7 +657,10 @@ FCL_API fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_d
  * over the query heads that share a K/V head.  The N x N matrices are never
  * stored: P is recomputed tile by tile from Q, K and LSE.  Extra device
  * memory: one fp32 value per query row (batch*heads_q*seqlen_q floats).
- * Deterministic: the same inputs give bitwise the same gradients.
+ * Deterministic: the same inputs give bitwise the same gradients.  A NaN
+ * or infinity in q, k, v, o, lse or dout reaches only the gradients
+ * fcl_attention_desc's "Non-finite inputs" names: it moves only along
+ * (row, key) pairs that see each other.
  * FP8 dtypes have no backward (as in FlashAttention-3): with one, once the
  * NULL-argument, LSE and fcl_attention_desc checks pass (shape, head_dim,
  * heads, dtype, scale, causal, num_splits, varlen sizes, in that order: as
@@ -753,7 +776,11 @@ FCL_API fcl_status fcl_philox_host(fcl_context *ctx, size_t n, const uint32_t *c
  * (-1: unbounded; causal is window_right = 0).  A row that sees no key
  * (T_b = 0, or a causal row before the first key) gets O = 0, LSE = +inf.
  * Scores are as in fcl_attention_desc: scale, softcap, then ALiBi with
- * distance |i + T_b - seqlen_q - j|.  Dropout, packed sequences and block
+ * distance |i + T_b - seqlen_q - j|.  Non-finite elements of Q, the caches
+ * and the new rows reach O and LSE as fcl_attention_desc's "Non-finite
+ * inputs" says for the forward, with this mask: a non-finite V element of
+ * key j makes O non-finite in its column for exactly the rows that see j;
+ * keys at or past T_b are never read.  Dropout, packed sequences and block
  * masks are not offered here (inference has no dropout; per-sequence lengths
  * replace packing; a block mask would need the cache's positions).
  *

@@ -9,14 +9,18 @@
  * and split-KV; the CPU piece (cl/tile_cpu.cl) through the cpu-avx2 profile,
  * plain, with every variant and in the KV-cache call (pages smaller than its
  * key tile); FP8 storage with descales on the device's plan, the CPU piece
- * and the emulated tensor cores (tiles decoded as they are loaded).  The
- * results are also checked against the reference.  Exit
+ * and the emulated tensor cores (tiles decoded as they are loaded); NaN and
+ * infinities next to masked scores, which every kernel's exact path handles
+ * (its extra barriers checked too).  The results are also checked against
+ * the reference.  Exit
  * status 0 only if every case passed; the ctest wrapper additionally fails
  * on any Oclgrind report (tests/run_oclgrind.cmake). */
 #include "internal.h"
 #include "kvcache_support.h"
+#include "nonfinite_support.h"
 #include "test_support.h"
 
+#include <math.h>
 #include <stdio.h>
 
 int main(void)
@@ -132,6 +136,23 @@ int main(void)
         if (ctx == NULL || fcl_debug_emulate_tensor_cores(ctx, i == 2) != FCL_OK)
             return 1;
         failures += !fa_check_forward(ctx, &fp8[i], &r);
+        fcl_context_destroy(ctx);
+    }
+    /* non-finite inputs next to masked scores (nonfinite_support.h): every
+     * kernel's exact path and its barriers, on the device's plan, the
+     * emulated tensor cores (2 warps x 16 rows) and the CPU piece */
+    const nf_case nf = {1, 1, 40, 40, 16, FCL_DTYPE_FP16, 1, -1, -1, 0, 0, 1,
+                        {{NF_V, 0, 25, 0, INFINITY}, {NF_K, 0, 30, 1, NAN},
+                         {NF_Q, 0, 10, 2, INFINITY}, {NF_DO, 0, 12, 3, -INFINITY}},
+                        14};
+    for (int i = 0; i < 3; ++i) {
+        ctx = test_context(i == 2 ? "cpu-avx2" : NULL);
+        if (ctx == NULL || fcl_debug_emulate_tensor_cores(ctx, i == 1) != FCL_OK)
+            return 1;
+        for (int k = 0; k < 3 && i == 1; ++k)
+            if (fcl_debug_set_tile(ctx, (fcl_kernel_kind)k, 32, 32, 2, 32) != FCL_OK)
+                return 1;
+        failures += !nf_check(ctx, &nf);
         fcl_context_destroy(ctx);
     }
     printf("oclgrind cases: %d failure(s)\n", failures);

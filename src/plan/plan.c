@@ -27,15 +27,16 @@ uint64_t fcl_plan_local_bytes(fcl_kernel_kind kind, int rows, int cols, int d_pa
     uint64_t R = (uint64_t)rows, C = (uint64_t)cols, D = (uint64_t)d_pad;
     uint64_t floats = 0;
     switch (kind) {
-    case FCL_KERNEL_FORWARD: /* Qt, Ks, Vs, Pt, red */
+    case FCL_KERNEL_FORWARD: /* Qt, Ks, Vs, Pt, red, the non-finite flag */
     case FCL_KERNEL_DECODE:
-        floats = D * padded_ld(R) + C * (D + 1) + C * D + C * padded_ld(R) + R * (uint64_t)tx;
+        floats = D * padded_ld(R) + C * (D + 1) + C * D + C * padded_ld(R) + R * (uint64_t)tx + 1;
         break;
-    case FCL_KERNEL_BACKWARD_DQ: /* Qt, dOt, Ks, Vs, dSt */
-        floats = 2 * D * padded_ld(R) + 2 * C * (D + 1) + C * padded_ld(R);
+    case FCL_KERNEL_BACKWARD_DQ: /* Qt, dOt, Ks, Vs, dSt, the non-finite flag */
+        floats = 2 * D * padded_ld(R) + 2 * C * (D + 1) + C * padded_ld(R) + 1;
         break;
-    case FCL_KERNEL_BACKWARD_DKDV: /* Kt, Vt, Qs, dOs, Ps, dSs, lse and delta (2 each) */
-        floats = 2 * D * padded_ld(R) + 2 * C * (D + 1) + 2 * C * padded_ld(R) + 4 * C;
+    case FCL_KERNEL_BACKWARD_DKDV: /* Kt, Vt, Qs, dOs, Ps, dSs, lse and delta (2 each), two
+                                      non-finite flags */
+        floats = 2 * D * padded_ld(R) + 2 * C * (D + 1) + 2 * C * padded_ld(R) + 4 * C + 2;
         break;
     }
     return floats * 4;

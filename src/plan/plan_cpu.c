@@ -54,7 +54,9 @@ static uint64_t working_set(fcl_kernel_kind kind, int rows, int cols, int d, siz
 
 /* __local bytes of the CPU piece's kernels (cl/tile_cpu.cl): the lane-side
  * tiles transposed, and the two streamed tiles widened to fp32 for 16-bit
- * storage (a one-row placeholder each for fp32). */
+ * storage (a one-row placeholder each for fp32).  The kernels' non-finite
+ * flags (common.cl) are never read by a group of one work-item: the
+ * compiler drops them. */
 static uint64_t local_bytes_of(fcl_kernel_kind kind, int rows, int cols, int d, size_t storage)
 {
     const uint64_t R = (uint64_t)rows, C = (uint64_t)cols, D = (uint64_t)d;

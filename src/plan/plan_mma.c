@@ -10,7 +10,8 @@
  *     forward  (rows + 2 * inner) * (d + 8) * 2
  *     dQ       (2 * rows + 4 * inner) * (d + 8) * 2
  *     dK/dV    (2 * rows + 4 * inner) * (d + 8) * 2 + 4 * inner * 4 (LSE, delta)
- * (the backward's streamed tiles have two buffers each)
+ * (the backward's streamed tiles have two buffers each), and one int per
+ * operand that may carry a non-finite value to masked rows (common.cl)
  * with rows = 16 * MB * warps, plus 24 bytes per work-item when the warp
  * operations are emulated.  Shapes by measurement on an H200 (NOTES.md).
  */
@@ -65,13 +66,13 @@ static uint64_t shape_bytes(fcl_kernel_kind kind, int d, mma_shape s, int emulat
     switch (kind) {
     case FCL_KERNEL_FORWARD:
     case FCL_KERNEL_DECODE:
-        bytes = (rows + 2 * inner) * row_bytes;
+        bytes = (rows + 2 * inner) * row_bytes + 4;
         break;
     case FCL_KERNEL_BACKWARD_DQ:
-        bytes = (2 * rows + 4 * inner) * row_bytes;
+        bytes = (2 * rows + 4 * inner) * row_bytes + 4;
         break;
     case FCL_KERNEL_BACKWARD_DKDV:
-        bytes = (2 * rows + 4 * inner) * row_bytes + 4 * inner * 4;
+        bytes = (2 * rows + 4 * inner) * row_bytes + 4 * inner * 4 + 2 * 4;
         break;
     }
     if (emulated)
