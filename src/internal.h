@@ -249,7 +249,8 @@ fcl_status fcl_probe_local_mem(cl_device_id device, uint64_t reported, uint64_t 
  * kernel's loops (Mesa's llvmpipe), measured by a probe; 0 where none. */
 fcl_status fcl_probe_loop_limit(fcl_context *ctx);
 /* The most keys (query rows for dK/dV) one work-group of plan p may walk
- * on this device; 0 when there is no limit. */
+ * on this device: UINT64_MAX when there is no limit, 0 when even one tile
+ * is too long. */
 uint64_t fcl_loop_max_outer(const fcl_context *ctx, const fcl_plan *p);
 /* FCL_ERROR_DEVICE_LOOP_LIMIT if a work-group of plan p walking `outer`
  * keys (query rows for dK/dV) would outrun the device's loop limit. */

@@ -96,9 +96,11 @@ static uint64_t iterations_per_tile(const fcl_plan *p)
 uint64_t fcl_loop_max_outer(const fcl_context *ctx, const fcl_plan *p)
 {
     if (ctx->loop_limit == 0)
-        return 0;
+        return UINT64_MAX;
     /* a quarter of the count for what runs before and after the outer
-     * loop (the Q block's load, the output's store, a cache's page check) */
+     * loop (the Q block's load, the output's store, a cache's page check);
+     * 0 when not even one tile fits (a large tile of an emulated CPU
+     * profile): every call with that plan is refused */
     const uint64_t tiles = (uint64_t)ctx->loop_limit * 3 / 4 / iterations_per_tile(p);
     const uint64_t streamed = p->kernel == FCL_KERNEL_BACKWARD_DKDV ? p->br : p->bc;
     return tiles * streamed;
@@ -106,6 +108,5 @@ uint64_t fcl_loop_max_outer(const fcl_context *ctx, const fcl_plan *p)
 
 fcl_status fcl_loop_check(const fcl_context *ctx, const fcl_plan *p, size_t outer)
 {
-    const uint64_t most = fcl_loop_max_outer(ctx, p);
-    return most != 0 && outer > most ? FCL_ERROR_DEVICE_LOOP_LIMIT : FCL_OK;
+    return outer > fcl_loop_max_outer(ctx, p) ? FCL_ERROR_DEVICE_LOOP_LIMIT : FCL_OK;
 }
