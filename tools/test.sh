@@ -14,7 +14,7 @@ ctest --output-on-failure -j "$(nproc)" --timeout 1500
 # by name; its kernel builds are slow, so the programs that check kernels
 # on one device (not Oclgrind or packaging), and of those the ones that
 # pass there today (NOTES.md, "rusticl", says which others fail and why, and
-# what each costs: about 4 minutes together on 2 cores).  Calls whose loops
+# what each costs: 2 min 23 s together on 2 cores, ctest -j2).  Calls whose loops
 # llvmpipe would end early are refused there, each as its plan query says;
 # the tests check that and print each refusal.
 rusticl=$(RUSTICL_ENABLE=llvmpipe clinfo -l 2>/dev/null |
