@@ -397,24 +397,35 @@ static void test_loop_limit(void **state)
                  NULL};
     fa_result res;
     assert_true(fa_check_forward(ctx, &c, &res));
+    /* the dQ kernel's plan (a short call's), the longest walk it allows,
+     * and the query of the long call: refused, as the call is */
     fcl_attention_desc d;
-    fcl_attention_desc_init(&d, 1, 1, 1, 16, 5000, 128, FCL_DTYPE_FP32, FCL_LAYOUT_BSHD);
+    fcl_attention_desc_init(&d, 1, 1, 1, 16, 16, 128, FCL_DTYPE_FP32, FCL_LAYOUT_BSHD);
     fcl_plan p;
     assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DQ, &p), FCL_OK);
+    d.seqlen_k = 5000;
     const uint64_t most = fcl_loop_max_outer(ctx, &p);
     assert_true(most > 0 && most < d.seqlen_k);
-    const size_t nq = d.seqlen_q * d.head_dim, nk = d.seqlen_k * d.head_dim;
-    float *buf = calloc(3 * nq + 2 * nk + d.seqlen_q, sizeof *buf);
-    assert_non_null(buf);
-    float *q = buf, *k = q + nq, *v = k + nk, *o = v + nk, *dq = o + nq, *lse = dq + nq;
-    for (size_t i = 0; i < 3 * nq + 2 * nk; ++i) buf[i] = (float)((i * 7919u) % 101u) / 50.0f - 1.0f;
-    for (size_t i = 0; i < d.seqlen_q; ++i) lse[i] = 1.0f;
-    const float dq_before = dq[0];
-    assert_int_equal(fcl_attention_backward_host(ctx, &d, q, k, v, o, lse, o, dq, k, v),
+    assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DQ, &p),
                      FCL_ERROR_DEVICE_LOOP_LIMIT);
-    assert_true(dq[0] == dq_before);
-    free(buf);
+    /* the call: refused with exactly that status, outputs untouched */
+    const int refused = fa_loop_refusals;
+    fa_case bc = {1, 1, 1, 16, 5000, 128, FCL_DTYPE_FP32, 0, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 13,
+                  NULL};
+    assert_true(fa_check_backward(ctx, &bc, &res));
+    assert_int_equal(fa_loop_refusals, refused + 1);
     fcl_context_destroy(ctx);
+
+    /* An emulated CPU's key tile (32 x 64 at head_dim 48, one work-item)
+     * costs more iterations than the whole limit: its forward returned
+     * FCL_OK with O unwritten (the bound's 0 read as "no limit").  Now it
+     * runs right or is refused as its plan query predicts (fa_check_forward). */
+    fcl_context *cpu = test_context("cpu-avx2");
+    assert_non_null(cpu);
+    fa_case e = {1, 2, 1, 45, 70, 48, FCL_DTYPE_FP32, 0, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 12,
+                 NULL};
+    assert_true(fa_check_forward(cpu, &e, &res));
+    fcl_context_destroy(cpu);
 }
 
 /* A launch refused for resources re-plans smaller, says so, and still

@@ -191,6 +191,9 @@ int fa_group_teardown(void **state)
     (void)state;
     fcl_context_destroy(fa_ctx);
     fa_ctx = NULL;
+    if (fa_loop_refusals > 0)
+        fprintf(stderr, "%d calls refused for the device's loop limit (each as predicted)\n",
+                fa_loop_refusals);
     return 0;
 }
 
@@ -459,10 +462,15 @@ void fa_describe(const fa_case *c, char *buf, size_t n)
     }
 }
 
-static int report(const char *what, const fa_case *c, int ok, const fa_result *res)
+static int report(const char *what, const fa_case *c, int ran, int ok, const fa_result *res)
 {
     char buf[512];
     fa_describe(c, buf, sizeof buf);
+    if (ran == 2) { /* said on every run: a device's refusals are part of its results */
+        fprintf(stderr, "refused %s [%s]: the device's loop limit, as its plan query predicted\n",
+                what, buf);
+        return 1;
+    }
     if (ok && getenv("FCL_TEST_VERBOSE") != NULL)
         fprintf(stderr, "ok %s [%s]: worst %s err %.3g low-precision %.3g tol %.3g (%.0f%% of tol)\n",
                 what, buf, res->worst ? res->worst : "-", res->err, res->err_lowp, res->tol,
@@ -715,17 +723,77 @@ static void free_forward_buffers(fwd_buffers *fb)
     tensor_free(&fb->lse);
 }
 
-static int run_forward(fcl_context *ctx, const case_state *st, fwd_buffers *fb)
+/* ---- devices that end long loops (src/programs/loop_limit.c) ------------------ */
+
+int fa_loop_refusals;
+
+/* FCL_ERROR_DEVICE_LOOP_LIMIT if fcl_plan_query says a call of d would be
+ * refused for the device's loop limit (any of the backward's two kernels). */
+static fcl_status loop_prediction(fcl_context *ctx, const fcl_attention_desc *d, int backward)
 {
-    fcl_status s = fcl_attention_forward_ex(ctx, &st->desc, &st->aux, fb->q.mem, fb->k.mem,
-                                            fb->v.mem, fb->o.mem, fb->lse.mem, 0, NULL, NULL);
+    fcl_plan p;
+    const fcl_status a =
+        fcl_plan_query(ctx, d, backward ? FCL_KERNEL_BACKWARD_DQ : FCL_KERNEL_FORWARD, &p);
+    const fcl_status b = backward ? fcl_plan_query(ctx, d, FCL_KERNEL_BACKWARD_DKDV, &p) : FCL_OK;
+    return a == FCL_ERROR_DEVICE_LOOP_LIMIT || b == FCL_ERROR_DEVICE_LOOP_LIMIT
+               ? FCL_ERROR_DEVICE_LOOP_LIMIT
+               : FCL_OK;
+}
+
+/* 1 if every byte of t (its guards included) is still the fill. */
+static int untouched(fcl_context *ctx, const dev_tensor *t)
+{
+    if (t->mem == NULL)
+        return 1;
+    fa_result r;
+    memset(&r, 0, sizeof r);
+    double *out = malloc(t->batch * t->heads * t->seqlen * t->dim * sizeof *out);
+    tensor_read(ctx, t, t->es == 4 ? FCL_DTYPE_FP32 : FCL_DTYPE_FP16, out, &r);
+    free(out);
+    size_t elems = 0;
+    for (size_t i = 0; i < t->elems; ++i)
+        elems += t->is_elem[i];
+    return r.guard_bad == 0 && (size_t)r.unwritten == elems;
+}
+
+/* The status of a forward (backward) call that returned s: 1 when it ran,
+ * 2 when it was refused for the device's loop limit as its plan query
+ * predicted, with its outputs untouched (the library's contract on such a
+ * device: refused, never truncated); 0 otherwise, after printing why. */
+static int call_outcome(fcl_context *ctx, const fcl_attention_desc *d, int backward, fcl_status s,
+                        const dev_tensor *const *outs, int num_outs)
+{
+    const char *what = backward ? "backward" : "forward";
+    const fcl_status predicted = loop_prediction(ctx, d, backward);
+    if ((s == FCL_ERROR_DEVICE_LOOP_LIMIT) != (predicted == FCL_ERROR_DEVICE_LOOP_LIMIT)) {
+        fprintf(stderr, "%s: %s, where its plan query says %s\n", what, fcl_status_string(s),
+                fcl_status_string(predicted));
+        return 0;
+    }
+    if (s == FCL_ERROR_DEVICE_LOOP_LIMIT) {
+        for (int i = 0; i < num_outs; ++i)
+            if (!untouched(ctx, outs[i])) {
+                fprintf(stderr, "%s: refused for the loop limit, but an output was written\n", what);
+                return 0;
+            }
+        ++fa_loop_refusals;
+        return 2;
+    }
     if (s == FCL_OK)
         s = clFinish(fcl_context_cl_queue(ctx));
     if (s != FCL_OK) {
-        fprintf(stderr, "forward: %s\n%s\n", fcl_status_string(s), fcl_context_build_log(ctx));
+        fprintf(stderr, "%s: %s\n%s\n", what, fcl_status_string(s), fcl_context_build_log(ctx));
         return 0;
     }
     return 1;
+}
+
+static int run_forward(fcl_context *ctx, const case_state *st, fwd_buffers *fb)
+{
+    const fcl_status s = fcl_attention_forward_ex(ctx, &st->desc, &st->aux, fb->q.mem, fb->k.mem,
+                                                  fb->v.mem, fb->o.mem, fb->lse.mem, 0, NULL, NULL);
+    const dev_tensor *outs[2] = {&fb->o, &fb->lse};
+    return call_outcome(ctx, &st->desc, 0, s, outs, 2);
 }
 
 /* The backward's extra tensors. */
@@ -755,16 +823,11 @@ static void free_backward_buffers(bwd_buffers *bb)
 
 static int run_backward(fcl_context *ctx, const case_state *st, fwd_buffers *fb, bwd_buffers *bb)
 {
-    fcl_status s = fcl_attention_backward_ex(ctx, &st->desc, &st->aux, fb->q.mem, fb->k.mem,
-                                             fb->v.mem, fb->o.mem, fb->lse.mem, bb->dout.mem,
-                                             bb->dq.mem, bb->dk.mem, bb->dv.mem, 0, NULL, NULL);
-    if (s == FCL_OK)
-        s = clFinish(fcl_context_cl_queue(ctx));
-    if (s != FCL_OK) {
-        fprintf(stderr, "backward: %s\n%s\n", fcl_status_string(s), fcl_context_build_log(ctx));
-        return 0;
-    }
-    return 1;
+    const fcl_status s = fcl_attention_backward_ex(
+        ctx, &st->desc, &st->aux, fb->q.mem, fb->k.mem, fb->v.mem, fb->o.mem, fb->lse.mem,
+        bb->dout.mem, bb->dq.mem, bb->dk.mem, bb->dv.mem, 0, NULL, NULL);
+    const dev_tensor *outs[3] = {&bb->dq, &bb->dk, &bb->dv};
+    return call_outcome(ctx, &st->desc, 1, s, outs, 3);
 }
 
 /* Rows that see no key (causal with seqlen_q > seqlen_k): O = 0, LSE = +inf. */
@@ -791,8 +854,9 @@ int fa_check_forward(fcl_context *ctx, const fa_case *c, fa_result *res)
     case_init(ctx, c, &st);
     fwd_buffers fb;
     memset(&fb, 0, sizeof fb);
-    int ok = make_forward_buffers(ctx, &st, &fb) && run_forward(ctx, &st, &fb);
-    if (ok) {
+    const int ran = make_forward_buffers(ctx, &st, &fb) ? run_forward(ctx, &st, &fb) : 0;
+    int ok = ran != 0;
+    if (ran == 1) {
         double *o = malloc(st.nq * sizeof *o), *lse = malloc(st.nlse * sizeof *lse);
         double *o64 = malloc(st.nq * sizeof *o), *lse64 = malloc(st.nlse * sizeof *lse);
         double *olp = malloc(st.nq * sizeof *o), *lselp = malloc(st.nlse * sizeof *lse);
@@ -814,7 +878,7 @@ int fa_check_forward(fcl_context *ctx, const fa_case *c, fa_result *res)
     }
     free_forward_buffers(&fb);
     case_free(&st);
-    return report("forward", c, ok, res);
+    return report("forward", c, ran, ok, res);
 }
 
 int fa_check_backward(fcl_context *ctx, const fa_case *c, fa_result *res)
@@ -827,9 +891,11 @@ int fa_check_backward(fcl_context *ctx, const fa_case *c, fa_result *res)
     bwd_buffers bb;
     memset(&fb, 0, sizeof fb);
     memset(&bb, 0, sizeof bb);
-    int ok = make_forward_buffers(ctx, &st, &fb) && run_forward(ctx, &st, &fb) &&
-             make_backward_buffers(ctx, &st, &bb) && run_backward(ctx, &st, &fb, &bb);
-    if (ok) {
+    int ran = make_forward_buffers(ctx, &st, &fb) ? run_forward(ctx, &st, &fb) : 0;
+    if (ran == 1)
+        ran = make_backward_buffers(ctx, &st, &bb) ? run_backward(ctx, &st, &fb, &bb) : 0;
+    int ok = ran != 0;
+    if (ran == 1) {
         double *g[3], *g64[3], *glp[3];
         unsigned char *valid[3];
         const size_t n[3] = {st.nq, st.nk, st.nk};
@@ -860,7 +926,7 @@ int fa_check_backward(fcl_context *ctx, const fa_case *c, fa_result *res)
     free_backward_buffers(&bb);
     free_forward_buffers(&fb);
     case_free(&st);
-    return report("backward", c, ok, res);
+    return report("backward", c, ran, ok, res);
 }
 
 /* Reads a whole buffer into a new host array. */

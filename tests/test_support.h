@@ -135,10 +135,17 @@ typedef struct fa_result {
 /* O's storage type for case c (out_dtype for FP8 inputs, else dtype). */
 fcl_dtype fa_out_dtype(const fa_case *c);
 
-/* Runs the forward on `c` and compares; returns 1 on pass, prints on failure. */
+/* Runs the forward on `c` and compares; returns 1 on pass, prints on failure.
+ * On a device that ends long loops (Mesa's llvmpipe, src/programs/loop_limit.c)
+ * a call refused with FCL_ERROR_DEVICE_LOOP_LIMIT passes too, when its plan
+ * query predicts exactly that and its outputs are untouched (it is printed,
+ * and counted in fa_loop_refusals); a refusal the query does not predict, or
+ * a prediction the call does not keep, fails. */
 int fa_check_forward(fcl_context *ctx, const fa_case *c, fa_result *res);
 /* Forward (ours) then backward; compares dQ, dK, dV. */
 int fa_check_backward(fcl_context *ctx, const fa_case *c, fa_result *res);
+/* Calls refused for the device's loop limit so far (see fa_check_forward). */
+extern int fa_loop_refusals;
 /* Runs the forward twice (and the backward if `backward`), 1 if bitwise equal. */
 int fa_check_deterministic(fcl_context *ctx, const fa_case *c, int backward);
 

@@ -12,15 +12,17 @@ cd build
 ctest --output-on-failure -j "$(nproc)" --timeout 1500
 # The device tests again on Mesa's rusticl (its llvmpipe CPU device), found
 # by name; its kernel builds are slow, so the programs that check kernels
-# on one device (not the emulated profiles, Oclgrind or packaging), and of
-# those the ones that pass there today (NOTES.md, "rusticl", says which
-# others fail and why).
+# on one device (not Oclgrind or packaging), and of those the ones that
+# pass there today (NOTES.md, "rusticl", says which others fail and why, and
+# what each costs: 2 min 23 s together on 2 cores, ctest -j2).  Calls whose loops
+# llvmpipe would end early are refused there, each as its plan query says;
+# the tests check that and print each refusal.
 rusticl=$(RUSTICL_ENABLE=llvmpipe clinfo -l 2>/dev/null |
           awk '/^Platform #[0-9]+: rusticl/ { sub(/#/, "", $2); sub(/:/, "", $2); print $2 ":0"; exit }')
 if [ -n "$rusticl" ]; then
   echo "flashcl: the device tests on rusticl (FLASHCL_DEVICE=$rusticl)"
   RUSTICL_ENABLE=llvmpipe FLASHCL_DEVICE=$rusticl ctest --output-on-failure -j "$(nproc)" \
-    --timeout 1500 -R '^(test_plan|test_errors|test_forward)$'
+    --timeout 1500 -R '^(test_plan|test_errors|test_forward|test_fp8|test_backward|test_variants)$'
 fi
 # the same again under the sanitizers, with injected faults and the fuzzer
 cd .. && bash tools/sanitize.sh

@@ -78,9 +78,11 @@ fcl_status fcl_probe_loop_limit(fcl_context *ctx)
  * tile of its outer loop (keys for the forward and dQ, query rows for
  * dK/dV): the products' inner loops (head_dim, tile length), the tile
  * loads (elements per work-item), and the register-tile loops of masking,
- * softmax and variants, generously.  Measured on llvmpipe: 209 for the
- * forward at head_dim 128, 8 x 8 tiles, 4 x 8 work-items, where this
- * bound gives 416. */
+ * softmax and variants, generously.  Measured on llvmpipe
+ * (bench/flashcl-loop-count, NOTES.md): between 4% and 20% below this
+ * bound at head_dim 256 (dK/dV: 1872 where it gives 1958), several times
+ * below it at small head_dim, where the compiler unrolls the register-tile
+ * loops. */
 static uint64_t iterations_per_tile(const fcl_plan *p)
 {
     const bool dkdv = p->kernel == FCL_KERNEL_BACKWARD_DKDV;
@@ -91,15 +93,20 @@ static uint64_t iterations_per_tile(const fcl_plan *p)
     const uint64_t products = dkdv || p->kernel == FCL_KERNEL_BACKWARD_DQ ? 2 * d + 2 * cols
                                                                             : d + cols;
     const uint64_t loads = 2 * ((cols * d + wg - 1) / wg) + 2 * cols;
-    return products + loads + 8 * rm * (rn + tx + dn) + 16 * rm * rn + 64;
+    /* the accumulators' update, a tile column at a time over the output
+     * columns (O; dQ; dK and dV) */
+    const uint64_t accumulate = (dkdv ? 2 : 1) * cols * rm * dn;
+    return products + loads + accumulate + 8 * rm * (rn + tx + dn) + 16 * rm * rn + 64;
 }
 
 uint64_t fcl_loop_max_outer(const fcl_context *ctx, const fcl_plan *p)
 {
     if (ctx->loop_limit == 0)
-        return 0;
+        return UINT64_MAX;
     /* a quarter of the count for what runs before and after the outer
-     * loop (the Q block's load, the output's store, a cache's page check) */
+     * loop (the Q block's load, the output's store, a cache's page check);
+     * 0 when not even one tile fits (a large tile of an emulated CPU
+     * profile): every call with that plan is refused */
     const uint64_t tiles = (uint64_t)ctx->loop_limit * 3 / 4 / iterations_per_tile(p);
     const uint64_t streamed = p->kernel == FCL_KERNEL_BACKWARD_DKDV ? p->br : p->bc;
     return tiles * streamed;
@@ -107,6 +114,5 @@ uint64_t fcl_loop_max_outer(const fcl_context *ctx, const fcl_plan *p)
 
 fcl_status fcl_loop_check(const fcl_context *ctx, const fcl_plan *p, size_t outer)
 {
-    const uint64_t most = fcl_loop_max_outer(ctx, p);
-    return most != 0 && outer > most ? FCL_ERROR_DEVICE_LOOP_LIMIT : FCL_OK;
+    return outer > fcl_loop_max_outer(ctx, p) ? FCL_ERROR_DEVICE_LOOP_LIMIT : FCL_OK;
 }

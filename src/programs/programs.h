@@ -142,7 +142,8 @@ void fcl_debug_disk_cache_counts(const fcl_context *ctx, unsigned *loads, unsign
  * kernel's loops (Mesa's llvmpipe), measured by a probe; 0 where none. */
 fcl_status fcl_probe_loop_limit(fcl_context *ctx);
 /* The most keys (query rows for dK/dV) one work-group of plan p may walk
- * on this device; 0 when there is no limit. */
+ * on this device: UINT64_MAX when there is no limit, 0 when even one tile
+ * is too long. */
 uint64_t fcl_loop_max_outer(const fcl_context *ctx, const fcl_plan *p);
 /* FCL_ERROR_DEVICE_LOOP_LIMIT if a work-group of plan p walking `outer`
  * keys (query rows for dK/dV) would outrun the device's loop limit. */
