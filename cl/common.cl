@@ -160,10 +160,15 @@ inline ushort fcl_bf16_bits(float v)
     }
 FCL_FP8_DECODER(fcl_decode_e4m3, , 1)
 FCL_FP8_DECODER(fcl_decode_e4m3_8, 8, 1)
-FCL_FP8_DECODER(fcl_decode_e4m3_16, 16, 1)
 FCL_FP8_DECODER(fcl_decode_e5m2, , 0)
 FCL_FP8_DECODER(fcl_decode_e5m2_8, 8, 0)
+/* 16 lanes only where the CPU piece has them (AVX-512): elsewhere a
+ * function of 16-wide vectors is compiled for nothing, and PoCL's compiler
+ * warns on AVX2 CPUs that such vectors change the calling convention */
+#if FCL_TILE_CPU == 16
+FCL_FP8_DECODER(fcl_decode_e4m3_16, 16, 1)
 FCL_FP8_DECODER(fcl_decode_e5m2_16, 16, 0)
+#endif
 
 #if FCL_DTYPE == 0
 typedef float fcl_storage;
@@ -743,6 +748,15 @@ inline bool fcl_score_visible(const fcl_mask m, const fcl_blocks bl, int cover, 
         }                                                                            \
     } while (0)
 
+/* The scan itself is the piece's FCL_GUARD_SCAN(bad, BAD, X, npart, width):
+ * bad |= whether this work-item's share of the first npart rows and
+ * `width` columns holds a BAD element (FCL_SCAN_SHARE, element by element,
+ * on the portable and CPU pieces; 16 bytes at a time on the tensor-core
+ * piece, where a scan of single elements cost more than the tile's
+ * products, NOTES.md). */
+#define FCL_SCAN_SHARE(bad, BAD, X, npart, width) \
+    FCL_FOR_SHARE(p_, c_, npart, width) bad |= BAD(X, p_, c_)
+
 /* Before the product of an edge tile's accumulators acc with its operand
  * tile of npart valid rows (see above): scan, and on a find poison acc and
  * CLEAN the tile.  `flag` is __local scratch for fcl_group_any, `tag` this
@@ -752,7 +766,7 @@ inline bool fcl_score_visible(const fcl_mask m, const fcl_blocks bl, int cover, 
     do {                                                                             \
         if (FCL_EDGE_TILE(mask, cover, r0, rows, c0)) {                              \
             bool bad_ = false;                                                       \
-            FCL_FOR_SHARE(p_, c_, npart, head_dim) bad_ |= BAD(X, p_, c_);           \
+            FCL_GUARD_SCAN(bad_, BAD, X, npart, head_dim);                           \
             if (fcl_group_any(bad_, flag, tag)) {                                    \
                 FCL_POISON(acc, TRANSPOSED, mask, blocks, cover, seqlen_q, r0, c0, npart, BAD, X); \
                 CLEAN(X, npart);                                                     \

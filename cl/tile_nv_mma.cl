@@ -172,6 +172,30 @@ inline bool fcl_h_nonfinite(ushort h)
 #define FCL_H_BAD(tile, p, c) fcl_h_nonfinite((tile)[(p) * LDH + (c)])
 #define FCL_H_CLEAN(tile, n) FCL_ZERO_NONFINITE((tile), LDH, (n), fcl_h_nonfinite)
 
+/* Whether this work-item's share of rows [0, n) of a 16-bit tile holds a
+ * non-finite value, read 8 values (16 bytes) at a time: the edge tiles'
+ * scan (common.cl, FCL_GUARD_SCAN).  D_PAD is a multiple of 16 here and
+ * LDH keeps rows 16-byte aligned. */
+inline bool fcl_h_tile_bad(__local const ushort *tile, int n, int lid)
+{
+#if FCL_DTYPE == 2
+    const uint lo = 0x7F80u, hi = 0x7F800000u;
+#else
+    const uint lo = 0x7C00u, hi = 0x7C000000u;
+#endif
+    bool bad = false;
+    for (int e = lid; e < n * (D_PAD / 8); e += WG) {
+        const int r = e / (D_PAD / 8), c = (e - r * (D_PAD / 8)) * 8;
+        const uint4 x = *(__local const uint4 *)(tile + r * LDH + c);
+        bad |= any((x & lo) == lo) || any((x & hi) == hi);
+    }
+    return bad;
+}
+/* FCL_GUARD_SCAN for this piece: each operand's BAD names its tile as
+ * FCL_H_TILE_<BAD>(X) */
+#define FCL_GUARD_SCAN(bad, BAD, X, npart, width) \
+    ((void)(width), bad = fcl_h_tile_bad(FCL_H_TILE_##BAD(X), (npart), lid))
+
 /* Runs the statement that follows for e = lid, lid + WG, ... below n: the
  * copies of a tile shared out over the work-group.  Every work-item takes
  * the same number of steps, those past n doing nothing, as in the paged
@@ -349,6 +373,7 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
 #define FCL_FWD_PV(acc, s) FCL_MMA_AB(acc, s, Vh, BC)
 /* The operand of P V, V (common.cl, "non-finite operands") */
 #define FCL_FWD_V_BAD(X, p, c) FCL_H_BAD(Vh, p, c)
+#define FCL_H_TILE_FCL_FWD_V_BAD(X) (Vh)
 #define FCL_FWD_V_CLEAN(X, n) FCL_H_CLEAN(Vh, n)
 
 #endif
@@ -401,6 +426,7 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
 #define FCL_DQ_ACC(acc, s, buf) FCL_MMA_AB(acc, s, FCL_BUF(Kh, BC, buf), BC)
 /* The operand of dS K, K (common.cl, "non-finite operands") */
 #define FCL_DQ_K_BAD(buf, p, c) FCL_H_BAD(FCL_BUF(Kh, BC, buf), p, c)
+#define FCL_H_TILE_FCL_DQ_K_BAD(buf) FCL_BUF(Kh, BC, buf)
 #define FCL_DQ_K_CLEAN(buf, n) FCL_H_CLEAN(FCL_BUF(Kh, BC, buf), n)
 
 #elif defined(FCL_KERNEL_DKDV)
@@ -446,8 +472,10 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
 #define FCL_DKDV_SET(st, dpt, i, j, p, ds) (st[i][j] = (p), dpt[i][j] = (ds))
 /* The operands of P^T dO and dS^T Q (common.cl, "non-finite operands") */
 #define FCL_DKDV_DO_BAD(buf, p, c) FCL_H_BAD(FCL_BUF(dOh, BR, buf), p, c)
+#define FCL_H_TILE_FCL_DKDV_DO_BAD(buf) FCL_BUF(dOh, BR, buf)
 #define FCL_DKDV_DO_CLEAN(buf, n) FCL_H_CLEAN(FCL_BUF(dOh, BR, buf), n)
 #define FCL_DKDV_Q_BAD(buf, p, c) FCL_H_BAD(FCL_BUF(Qh, BR, buf), p, c)
+#define FCL_H_TILE_FCL_DKDV_Q_BAD(buf) FCL_BUF(Qh, BR, buf)
 #define FCL_DKDV_Q_CLEAN(buf, n) FCL_H_CLEAN(FCL_BUF(Qh, BR, buf), n)
 #define FCL_DKDV_ACC(dk, dv, st, dpt, buf)                              \
     do {                                                               \

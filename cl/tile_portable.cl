@@ -176,6 +176,11 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
 }
 
 #if !FCL_TILE_MMA
+/* The edge tiles' non-finite scan (common.cl), element by element. */
+#define FCL_GUARD_SCAN FCL_SCAN_SHARE
+#endif
+
+#if !FCL_TILE_MMA
 /* Natural units and exp: fp32 storage keeps the rounding of a plain softmax
  * (exp2 with log2(e) folded into the scores adds two roundings). */
 #define FCL_EXP(x) exp(x)
