@@ -178,13 +178,23 @@ inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
         __global const fcl_storage *row = src + at[j];
         __local float *out = dst + j * D_PAD;
         int k = 0;
-        for (; k + 16 <= D_PAD; k += 16) {
+        for (; k + FCL_RW <= D_PAD; k += FCL_RW) { /* a SIMD register's width */
+#if FCL_RW == 16
 #if FCL_DTYPE == 1
             vstore16(vload_half16(0, row + k), 0, out + k);
 #elif FCL_IS_FP8
             vstore16(fcl_decode_fp8_16(convert_uint16(vload16(0, row + k))), 0, out + k);
 #else
             vstore16(as_float16(convert_uint16(vload16(0, row + k)) << 16), 0, out + k);
+#endif
+#else
+#if FCL_DTYPE == 1
+            vstore8(vload_half8(0, row + k), 0, out + k);
+#elif FCL_IS_FP8
+            vstore8(fcl_decode_fp8_8(convert_uint8(vload8(0, row + k))), 0, out + k);
+#else
+            vstore8(as_float8(convert_uint8(vload8(0, row + k)) << 16), 0, out + k);
+#endif
 #endif
         }
         for (; k < D_PAD; ++k) out[k] = fcl_load(row, k);
