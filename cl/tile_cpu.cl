@@ -47,6 +47,11 @@
  * forward: NOTES.md, run 19); PoCL does not unroll them by itself. */
 #define FCL_CPU_UNROLL _Pragma("unroll")
 
+/* A vector function of the lanes' width: FCL_VN(vload) is vload8 or vload16. */
+#define FCL_CAT_(a, b) a##b
+#define FCL_CAT(a, b) FCL_CAT_(a, b)
+#define FCL_VN(f) FCL_CAT(f, FCL_RW)
+
 #if FCL_RW == 16
 #define FCL_VLOAD_ROWS(p) vload16(0, p)
 #else
@@ -179,22 +184,14 @@ inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
         __local float *out = dst + j * D_PAD;
         int k = 0;
         for (; k + FCL_RW <= D_PAD; k += FCL_RW) { /* a SIMD register's width */
-#if FCL_RW == 16
 #if FCL_DTYPE == 1
-            vstore16(vload_half16(0, row + k), 0, out + k);
+            FCL_VN(vstore)(FCL_VN(vload_half)(0, row + k), 0, out + k);
 #elif FCL_IS_FP8
-            vstore16(fcl_decode_fp8_16(convert_uint16(vload16(0, row + k))), 0, out + k);
+            FCL_VN(vstore)(FCL_VN(fcl_decode_fp8_)(FCL_VN(convert_uint)(FCL_VN(vload)(0, row + k))), 0,
+                           out + k);
 #else
-            vstore16(as_float16(convert_uint16(vload16(0, row + k)) << 16), 0, out + k);
-#endif
-#else
-#if FCL_DTYPE == 1
-            vstore8(vload_half8(0, row + k), 0, out + k);
-#elif FCL_IS_FP8
-            vstore8(fcl_decode_fp8_8(convert_uint8(vload8(0, row + k))), 0, out + k);
-#else
-            vstore8(as_float8(convert_uint8(vload8(0, row + k)) << 16), 0, out + k);
-#endif
+            FCL_VN(vstore)(FCL_VN(as_float)(FCL_VN(convert_uint)(FCL_VN(vload)(0, row + k)) << 16), 0,
+                           out + k);
 #endif
         }
         for (; k < D_PAD; ++k) out[k] = fcl_load(row, k);
