@@ -23,6 +23,8 @@ if [ -n "$rusticl" ]; then
   echo "flashcl: the device tests on rusticl (FLASHCL_DEVICE=$rusticl)"
   RUSTICL_ENABLE=llvmpipe FLASHCL_DEVICE=$rusticl ctest --output-on-failure -j "$(nproc)" \
     --timeout 1500 -R '^(test_plan|test_errors|test_forward|test_fp8|test_backward|test_variants)$'
+  # the user's check (flashcl-check) on the same device
+  RUSTICL_ENABLE=llvmpipe FLASHCL_CACHE_DIR=off ./tools/flashcl-check --quick --device "$rusticl"
 fi
 # the same again under the sanitizers, with injected faults and the fuzzer
 cd .. && bash tools/sanitize.sh
