@@ -154,14 +154,16 @@ for step in $steps; do
       # first the tests, on 2 and 4 GPUs (tensor cores, real devices)
       for np in 2 4; do
         [ "$np" -gt "$gpus" ] && continue
-        "${mpi_env[@]}" timeout 400 mpirun.openmpi -np "$np" --bind-to none "$B/tests/test_mpi" \
+        "${mpi_env[@]}" timeout "${MPI_TEST_TIMEOUT:-400}" mpirun.openmpi -np "$np" --bind-to none "$B/tests/test_mpi" \
           > "$OUT/test_mpi_np$np.log" 2>&1
         echo "test_mpi -np $np: rc=$?"; grep -E "test_mpi:|FAIL" "$OUT/test_mpi_np$np.log" | head -20
       done
       files=""
       # (the 4M run measures once, after 128k has built the kernels)
-      for run in "1 131072,524288,1048576 3" "2 131072,524288,1048576 3" "4 131072,524288,1048576 3" \
-                 "4 131072,4194304 1"; do
+      # MPI_RUNS: the runs as "ranks seqlens reps" separated by ';' (a shorter
+      # list fits a loan with little device time left)
+      IFS=';' read -ra runs <<< "${MPI_RUNS:-1 131072,524288,1048576 3;2 131072,524288,1048576 3;4 131072,524288,1048576 3;4 131072,4194304 1}"
+      for run in "${runs[@]}"; do
         read -r np seqlens reps <<< "$run"
         [ "$np" -gt "$gpus" ] && continue
         f="$OUT/mpi_np${np}_$(echo "$seqlens" | tr , _).csv"
