@@ -117,6 +117,16 @@ int main(void)
         failures += !kv_run(ctx, &kv[i == 1]);
         fcl_context_destroy(ctx);
     }
+    /* K and V pages interleaved in one allocation, appends across pages
+     * (issue 23's layout: the append and the forward on footprints that
+     * interleave) */
+    static const int lens_il[2] = {3, 6};
+    const kv_case il = {2, 2, 1, 16, 1, 2, FCL_DTYPE_FP32, 4, 12, lens_il, 1, -1, 0, 0, 0, 9};
+    ctx = test_context(NULL);
+    if (ctx == NULL)
+        return 1;
+    failures += !kv_run_interleaved(ctx, &il);
+    fcl_context_destroy(ctx);
     /* FP8 forwards: E5M2 into fp32 on the device's plan, E4M3 into bf16 on
      * the CPU piece, E4M3 into fp16 on the emulated tensor cores */
     fa_variants f8[3];
