@@ -52,8 +52,6 @@ typedef struct fcl_footprint {
 /* t's footprint when its element 0 is at byte `first_byte` (strides must
  * nest: fcl_validate_tensors checks that first). */
 fcl_footprint fcl_footprint_of(const fcl_tensor_ref *t, uint64_t first_byte);
-/* `bytes` contiguous bytes. */
-fcl_footprint fcl_footprint_bytes(uint64_t first_byte, uint64_t bytes);
 /* Whether two footprints of one address space share a byte.  Exact, unless
  * they interleave with different strides in more than about a million places:
  * then the test gives up and answers true. */

@@ -53,15 +53,6 @@ fcl_footprint fcl_footprint_of(const fcl_tensor_ref *t, uint64_t first_byte)
     return f;
 }
 
-fcl_footprint fcl_footprint_bytes(uint64_t first_byte, uint64_t bytes)
-{
-    fcl_footprint f;
-    memset(&f, 0, sizeof f);
-    f.first = first_byte;
-    f.row = bytes;
-    return f;
-}
-
 /* Bytes from the first to one past the last byte of levels 0..l-1. */
 static uint64_t span(const fcl_footprint *f, int l)
 {

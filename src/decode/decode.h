@@ -19,9 +19,5 @@ void fcl_kvcache_tensors(const fcl_kvcache_desc *d, const fcl_kvcache_buffers *b
                          fcl_tensor_ref t[FCL_KVCACHE_TENSORS], size_t *n);
 /* int32 entries the page table must hold. */
 uint64_t fcl_kvcache_page_table_entries(const fcl_kvcache_desc *d);
-/* The forward job of a KV-cache call (b may be NULL for planning). */
-fcl_status fcl_kvcache_job(fcl_context *ctx, const fcl_kvcache_desc *desc,
-                           const fcl_kvcache_buffers *b, const fcl_attention_desc *fwd,
-                           fcl_variants *var, fcl_forward_job *job);
 
 #endif /* FCL_DECODE_H */

@@ -190,29 +190,25 @@ static void kvcache_job_shape(const fcl_kvcache_desc *desc, const fcl_attention_
     job->num_pages = (int)desc->num_pages;
 }
 
-fcl_status fcl_kvcache_job(fcl_context *ctx, const fcl_kvcache_desc *desc,
-                           const fcl_kvcache_buffers *b, const fcl_attention_desc *fwd,
-                           fcl_variants *var, fcl_forward_job *job)
+/* The forward job of a KV-cache call on its buffers, its variants checked. */
+static fcl_status kvcache_job(fcl_context *ctx, const fcl_kvcache_desc *desc,
+                              const fcl_kvcache_buffers *b, const fcl_attention_desc *fwd,
+                              fcl_variants *var, fcl_forward_job *job)
 {
-    fcl_attention_aux aux = {.alibi_slopes = NULL};
-    if (b != NULL) {
-        aux.alibi_slopes = b->alibi_slopes;
-        aux.descale_q = b->descale_q;
-        aux.descale_k = b->descale_k;
-        aux.descale_v = b->descale_v;
-    }
+    const fcl_attention_aux aux = {.alibi_slopes = b->alibi_slopes,
+                                   .descale_q = b->descale_q,
+                                   .descale_k = b->descale_k,
+                                   .descale_v = b->descale_v};
     FCL_TRY(fcl_variants_prepare(ctx, fwd, &aux, 0, NULL, var));
     var->features |= FCL_FEAT_KVCACHE;
     kvcache_job_shape(desc, fwd, var, job);
-    if (b != NULL) {
-        job->q = b->q;
-        job->k = b->k_cache;
-        job->v = b->v_cache;
-        job->o = b->o;
-        job->lse = b->lse;
-        job->cache_lens = b->cache_seqlens;
-        job->page_table = desc->page_size > 0 ? b->page_table : NULL;
-    }
+    job->q = b->q;
+    job->k = b->k_cache;
+    job->v = b->v_cache;
+    job->o = b->o;
+    job->lse = b->lse;
+    job->cache_lens = b->cache_seqlens;
+    job->page_table = desc->page_size > 0 ? b->page_table : NULL;
     return FCL_OK;
 }
 
@@ -238,7 +234,7 @@ fcl_status fcl_attention_kvcache(fcl_context *ctx, const fcl_kvcache_desc *desc,
                                      fcl_kvcache_page_table_entries(desc) * sizeof(int32_t)));
     fcl_variants var;
     fcl_forward_job job;
-    FCL_TRY(fcl_kvcache_job(ctx, desc, b, &fwd, &var, &job));
+    FCL_TRY(kvcache_job(ctx, desc, b, &fwd, &var, &job));
     /* the device reads lengths and pages again after checking them: no
      * output (O, LSE, an appended cache) may overlap them, nor the slopes
      * and descales */
