@@ -93,6 +93,18 @@ for step in $steps; do
             | grep -v '^\[' | tee -a "$OUT/nonfinite_cost.txt"
         done
       done ;;
+    fused-dq)
+      # dQ in the dK/dV kernel (flash_bwd.cl, FCL_FUSED_DQ): the dQ kernel
+      # (separate), the fused kernel in key order (ordered, the default) and
+      # in any order (atomics), alternated FUSED_ROUNDS times in one run
+      for r in ${FUSED_ROUNDS:-1 2}; do
+        for m in separate ordered any-order; do
+          echo "== FLASHCL_BACKWARD_DQ=$m round $r" | tee -a "$OUT/fused_dq.txt"
+          FLASHCL_BACKWARD_DQ=$m timeout 200 "$B/bench/flashcl-bench" --dtype "${FUSED_DTYPE:-fp16}" \
+            --head-dims "${FUSED_DIMS:-64,128}" --seqlens 1024,4096,16384 --backward --no-naive --reps 5 \
+            --out "$OUT/fused_${m}_$r.csv" 2>&1 | grep -v '^\[' | tee -a "$OUT/fused_dq.txt"
+        done
+      done ;;
     bench-probe)
       timeout 200 "$B/bench/flashcl-bench" --dtype fp32 --backward --reps 3 --seqlens 4096,16384 \
         --head-dims 64 --causal 0 2>&1 | tee "$OUT/bench_probe.txt" ;;

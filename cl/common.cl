@@ -14,6 +14,10 @@
  *   FCL_DKDV_PART  the dK/dV kernel's outputs: 0 both, 1 dV only, 2 dK
  *                  only (the tensor-core piece above head_dim 128, where
  *                  one accumulator per launch fits in registers)
+ *   FCL_FUSED_DQ   dK/dV kernel on tensor cores: 0 dQ is the dQ kernel's;
+ *                  1 this kernel adds each key block's share of dQ into an
+ *                  fp32 buffer in key-block order (bitwise repeatable), 2
+ *                  in any order (atomics; flash_bwd.cl says more)
  *   FCL_PACK       forward: query heads packed into one work-group's rows
  *                  (GQA packing, see "rows" below); 1 elsewhere
  *   FCL_PAGE_SIZE  forward: keys per page of a paged K/V cache; 0 for
@@ -65,6 +69,12 @@
 #endif
 #ifndef FCL_DKDV_PART
 #define FCL_DKDV_PART 0
+#endif
+#ifndef FCL_FUSED_DQ
+#define FCL_FUSED_DQ 0
+#endif
+#ifndef FCL_RED_V4
+#define FCL_RED_V4 0
 #endif
 #define FCL_WANT_DK (FCL_DKDV_PART != 1)
 #define FCL_WANT_DV (FCL_DKDV_PART != 2)

@@ -14,6 +14,8 @@
  *                       sum happens there, in a fixed order); built with
  *                       FCL_DKDV_PART it computes one of them, and the host
  *                       launches it twice (tensor cores above head_dim 128)
+ * On tensor cores the dK/dV kernel can compute dQ too (FCL_FUSED_DQ, below),
+ * five products instead of seven; the dQ kernel then does not run.
  * Each program is built with one of FCL_KERNEL_DQ / FCL_KERNEL_DKDV, so the
  * two tile plans stay independent.  As in the forward, the loops, masks and
  * variants are written once here, and how tiles are held and multiplied is
@@ -217,6 +219,70 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
 
 #elif defined(FCL_KERNEL_DKDV)
 
+/* ---- dQ in the dK/dV kernel (FCL_FUSED_DQ) ----------------------------------
+ * dQ_i = scale * sum_j dS_ij K_j over key blocks j: the work-group of key
+ * block j has dS_ij (as dS^T) and K_j on chip for every Q block i it
+ * visits, so it adds its share into dq_acc (fp32, row (b, h, r) at
+ * fcl_lse_index * head_dim, zeroed by the host), and fcl_backward_dq_store
+ * scales and stores dQ after the launch: the dQ kernel's two products that
+ * rebuild S and dP are saved (FlashAttention-2's backward).
+ * FCL_FUSED_DQ 1: the shares of a Q block are added in key-block order, so
+ * dQ is bitwise repeatable.  dq_sem[fcl_dq_sem_index(Q block)] counts the
+ * key blocks that have added theirs; block j waits until the count equals
+ * the number of key blocks before it that visit the Q block, j -
+ * fcl_key_begin / BC (the visiting blocks are consecutive: a band mask, no
+ * block mask), adds, then counts itself.  Work-groups run in group order
+ * (ranks ascend with the group id, heads fastest: fcl_rank_of_group), so a
+ * work-group only waits for ones started before it, which never wait for
+ * it: no deadlock on a device that starts groups in order.  A wait longer
+ * than FCL_DQ_SPIN_LIMIT polls gives up and sets dq_sem[failed_at] (the
+ * other waits then end at once): dQ becomes NaN in every element
+ * (fcl_backward_dq_store), loud, never silently wrong.  FCL_FUSED_DQ 2: no order (atomics, as FlashAttention-2
+ * does by default): the sum's rounding depends on timing. */
+#if FCL_FUSED_DQ
+#if FCL_MMA_EMULATE
+#define FCL_DQ_SPIN_LIMIT (1L << 34) /* CPUs run the groups it waits for much slower */
+#else
+#define FCL_DQ_SPIN_LIMIT (1L << 24)
+#endif
+inline long fcl_dq_sem_index(int b, int h, int heads_q, int sem_per_head, const fcl_seq sq,
+                             int r0)
+{
+    /* packed sequences: block i of sequence b gets q_row0 / BR + b + i, which
+     * no block of another sequence gets (each starts at or past the
+     * previous one's last row) */
+    const long head = FCL_HAS(FCL_FEAT_VARLEN) ? h : (long)b * heads_q + h;
+    const long block = FCL_HAS(FCL_FEAT_VARLEN) ? sq.q_row0 / BR + b + r0 / BR : r0 / BR;
+    return head * sem_per_head + block;
+}
+
+inline void fcl_dq_wait(volatile __global int *sem, long at, int expected, long failed_at, int lid)
+{
+#if FCL_FUSED_DQ == 1
+    if (lid == 0) {
+        for (long spins = 0; sem[at] != expected; ++spins) {
+            if (sem[failed_at] != 0) break; /* another gave up: dQ is NaN already */
+            if (spins == FCL_DQ_SPIN_LIMIT) {
+                atomic_xchg(&sem[failed_at], 1);
+                break;
+            }
+        }
+        fcl_fence_device();
+    }
+    barrier(CLK_GLOBAL_MEM_FENCE);
+#endif
+}
+
+inline void fcl_dq_signal(volatile __global int *sem, long at, int lid)
+{
+#if FCL_FUSED_DQ == 1
+    fcl_fence_device(); /* this work-item's adds are seen before the count */
+    barrier(CLK_GLOBAL_MEM_FENCE);
+    if (lid == 0) atomic_inc(&sem[at]);
+#endif
+}
+#endif
+
 /* The score tile is transposed here: the piece's rows (FCL_ROW) are keys,
  * its columns (FCL_COL) query rows. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
@@ -237,14 +303,17 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
                        float softcap, __global const float *alibi, long alibi_sb,
                        uint seed_lo, uint seed_hi, uint drop_offset, uint drop_threshold,
                        float keep_scale, __global const uchar *block_mask, long bm_sb, long bm_sh,
-                       int block_m, int block_n, int block_nbn)
+                       int block_m, int block_n, int block_nbn,
+                       /* FCL_FUSED_DQ: see above */
+                       __global float *dq_acc, volatile __global int *dq_sem, int sem_per_head,
+                       long failed_at)
 {
     FCL_DKDV_LOCALS;
-    /* fcl_group_any's flags, for Q and dO: visible after the first block's barrier */
-    __local int nonfinite[2];
+    /* fcl_group_any's flags, for Q, dO and K: visible after the first block's barrier */
+    __local int nonfinite[3];
     FCL_BWD_IDS;
     if (lid == 0)
-        nonfinite[0] = nonfinite[1] = -1;
+        nonfinite[0] = nonfinite[1] = nonfinite[2] = -1;
     int bhk; /* under a causal mask the first K blocks see the most rows */
     const int kb = fcl_rank_of_group((int)get_group_id(0), (int)get_num_groups(0) / num_bhk,
                                      num_bhk, &bhk);
@@ -262,6 +331,11 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
     FCL_DKDV_LOAD_KV(k_off + fcl_batch_offset(b, k_sb) + hk * k_sh + k_row * k_ss, k_ss,
                      v_off + fcl_batch_offset(b, v_sb) + hk * v_sh + k_row * v_ss, v_ss, cols,
                      head_dim);
+#if FCL_FUSED_DQ
+    /* whether K holds a non-finite value, for dQ's exact path (rare) */
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const bool k_bad = fcl_group_any(fcl_h_tile_bad(Kh, cols, lid), &nonfinite[2], 1);
+#endif
 
     /* Both accumulators, or one of them (FCL_DKDV_PART; the other is never
      * read, so it costs no registers). */
@@ -375,6 +449,27 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
             FCL_GUARD_NONFINITE(dv, 1, mask, blocks, cover, sq.seqlen_q, r0, rows, c0, rows,
                                 head_dim, &nonfinite[1], t, FCL_DKDV_DO_BAD, FCL_DKDV_DO_CLEAN, buf);
         FCL_DKDV_ACC(dk, dv, st, dpt, buf);
+#if FCL_FUSED_DQ
+        {
+            float dqs[FCL_DQ_RM][FCL_DQ_DN];
+            FCL_DKDV_DQ_SHARE(dqs, dpt);
+            if (k_bad && FCL_EDGE_TILE(mask, cover, r0, rows, c0)) {
+                FCL_UNROLL
+                for (int i = 0; i < FCL_DQ_RM; ++i)
+                    FCL_UNROLL
+                    for (int n = 0; n < FCL_DQ_DN; ++n)
+                        dqs[i][n] = fcl_dq_exact(dSh, Kh, FCL_DQ_ROW(i), FCL_DQ_COL(n), cols, mask,
+                                                 sq.seqlen_q, r0, c0);
+            }
+            FCL_DKDV_DQ_STAGE(dqs);
+            const long sem = fcl_dq_sem_index(b, h, heads_q, sem_per_head, sq, r0);
+            fcl_dq_wait(dq_sem, sem, kb - fcl_key_begin(mask, r0) / BC, failed_at, lid);
+            __global float *acc0 =
+                dq_acc + fcl_lse_index(b, h, heads_q, lse_rows, sq, r0) * head_dim;
+            FCL_DKDV_DQ_ADD(acc0, rows, head_dim);
+            fcl_dq_signal(dq_sem, sem, lid);
+        }
+#endif
         t = next;
     }
 #undef FCL_Q_BLOCK_HEAD
@@ -398,5 +493,26 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
         }
     }
 }
+
+#if FCL_FUSED_DQ
+/* dQ = scale * dq_acc in dQ's type and layout, one work-item per element;
+ * NaN everywhere when a wait gave up (see above).  Packed sequences are one
+ * batch entry of lse_rows = total_q rows, as for delta. */
+__kernel void fcl_backward_dq_store(__global const float *dq_acc, __global const int *dq_sem,
+                                    long failed_at, __global fcl_storage *dQ, long dq_off,
+                                    long dq_sb, long dq_sh, long dq_ss, int lse_rows,
+                                    int head_dim, int heads_q, float scale, long total)
+{
+    const long gid = (long)get_global_id(0);
+    if (gid >= total) return;
+    const long row_all = gid / head_dim;
+    const int col = (int)(gid - row_all * head_dim);
+    const long bh = row_all / lse_rows;
+    const int row = (int)(row_all - bh * lse_rows);
+    const int h = (int)(bh % heads_q), b = (int)(bh / heads_q);
+    const float v = dq_sem[failed_at] != 0 ? NAN : dq_acc[gid] * scale;
+    fcl_store(dQ, dq_off + fcl_batch_offset(b, dq_sb) + h * dq_sh + (long)row * dq_ss + col, v);
+}
+#endif
 
 #endif

@@ -169,6 +169,15 @@ inline bool fcl_h_nonfinite(ushort h)
     return (h & 0x7C00u) == 0x7C00u;
 #endif
 }
+/* A 16-bit tile value as a float. */
+inline float fcl_h_value(ushort h)
+{
+#if FCL_DTYPE == 2
+    return as_float((uint)h << 16);
+#else
+    return vload_half(0, (const __private half *)&h);
+#endif
+}
 #define FCL_H_BAD(tile, p, c) fcl_h_nonfinite((tile)[(p) * LDH + (c)])
 #define FCL_H_CLEAN(tile, n) FCL_ZERO_NONFINITE((tile), LDH, (n), fcl_h_nonfinite)
 
@@ -446,6 +455,7 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
     __local ushort dOh[2 * BR * LDH] FCL_ALIGNED;           \
     __local float lse_s[2 * BR] FCL_ALIGNED;                \
     __local float dlt_s[2 * BR] FCL_ALIGNED;                \
+    FCL_DQ_LOCALS_FUSED                                     \
     FCL_WARP_SCRATCH
 
 /* Visible after the first block's barrier. */
@@ -482,6 +492,125 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
         if (FCL_WANT_DV) FCL_MMA_AB(dv, st, FCL_BUF(dOh, BR, buf), BR);  \
         if (FCL_WANT_DK) FCL_MMA_AB(dk, dpt, FCL_BUF(Qh, BR, buf), BR);  \
     } while (0)
+
+#if FCL_FUSED_DQ
+/* dQ in the dK/dV kernel (flash_bwd.cl): the Q block's share dS K of this
+ * key block.  dS^T goes to __local as 16-bit values (the precision dK's
+ * product already uses), rows = keys, LDS halves apart (8 of padding: the 8
+ * rows of an ldmatrix fall in different banks); then the warps split the
+ * Q block: FCL_DQ_MQ blocks of 16 query rows each and all of head_dim, or,
+ * with fewer row blocks than warps, one row block and a share of the
+ * columns.  A = dS (query rows x keys) is dS^T read with ldmatrix .trans;
+ * B = K as stored, as in FCL_MMA_AB. */
+#define LDS (BR + 8)
+#define FCL_DQ_ROWB (BR / 16)
+#define FCL_DQ_MQ (FCL_DQ_ROWB >= WARPS ? FCL_DQ_ROWB / WARPS : 1)
+#define FCL_DQ_NCOL (FCL_DQ_ROWB >= WARPS ? D_PAD : D_PAD / (WARPS / FCL_DQ_ROWB))
+#define FCL_DQ_RM (2 * FCL_DQ_MQ)
+#define FCL_DQ_DN (FCL_DQ_NCOL / 4)
+#if FCL_DQ_NCOL % 16 != 0
+#error "fused dQ: each warp's share of head_dim must be a multiple of 16"
+#endif
+/* the share in fp32, staged for the adds, LDQ floats a row */
+#define LDQ (D_PAD + 4)
+#define FCL_DQ_LOCALS_FUSED                    \
+    __local ushort dSh[BC * LDS] FCL_ALIGNED;  \
+    __local float dQs[BR * LDQ] FCL_ALIGNED;
+/* First query row block and first column of this warp's share. */
+#define FCL_DQ_ROWBLK0 (FCL_DQ_ROWB >= WARPS ? warp * FCL_DQ_MQ : warp % FCL_DQ_ROWB)
+#define FCL_DQ_COL0 (FCL_DQ_ROWB >= WARPS ? 0 : (warp / FCL_DQ_ROWB) * FCL_DQ_NCOL)
+/* Register (i, n) of the share: tile row and head_dim column. */
+#define FCL_DQ_ROW(i) ((FCL_DQ_ROWBLK0 + ((i) >> 1)) * 16 + grp + 8 * ((i) & 1))
+#define FCL_DQ_COL(n) (FCL_DQ_COL0 + 8 * ((n) >> 1) + 2 * tig + ((n) & 1))
+
+#define FCL_DKDV_DQ_SHARE(dqs, dpt)                                                          \
+    do {                                                                                     \
+        FCL_UNROLL                                                                           \
+        for (int i_ = 0; i_ < RM; ++i_)                                                      \
+            FCL_UNROLL                                                                       \
+            for (int j_ = 0; j_ < RN; j_ += 2)                                               \
+                *(__local uint *)(dSh + FCL_ROW(i_) * LDS + FCL_COL(j_)) =                   \
+                    fcl_pack2(dpt[i_][j_], dpt[i_][j_ + 1]);                                 \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                        \
+        FCL_UNROLL                                                                           \
+        for (int i_ = 0; i_ < FCL_DQ_RM; ++i_)                                               \
+            FCL_UNROLL                                                                       \
+            for (int n_ = 0; n_ < FCL_DQ_DN; ++n_) dqs[i_][n_] = 0.0f;                       \
+        FCL_UNROLL                                                                           \
+        for (int kk_ = 0; kk_ < BC / 16; ++kk_) {                                            \
+            uint a_[FCL_DQ_MQ][4];                                                           \
+            FCL_UNROLL                                                                       \
+            for (int mq_ = 0; mq_ < FCL_DQ_MQ; ++mq_)                                        \
+                fcl_ldmatrix_x4_trans(dSh, (kk_ * 16 + (lane >> 4) * 8 + (lane & 7)) * LDS   \
+                                               + (FCL_DQ_ROWBLK0 + mq_) * 16                 \
+                                               + ((lane >> 3) & 1) * 8, a_[mq_]);            \
+            FCL_UNROLL                                                                       \
+            for (int n2_ = 0; n2_ < FCL_DQ_NCOL / 16; ++n2_) {                               \
+                uint b_[4];                                                                  \
+                fcl_ldmatrix_x4_trans(Kh, (kk_ * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDH \
+                                              + FCL_DQ_COL0 + n2_ * 16 + (lane >> 4) * 8, b_); \
+                FCL_UNROLL                                                                   \
+                for (int mq_ = 0; mq_ < FCL_DQ_MQ; ++mq_) {                                  \
+                    FCL_MMA_INTO(dqs, 2 * mq_, 4 * n2_, a_[mq_], b_[0], b_[1]);              \
+                    FCL_MMA_INTO(dqs, 2 * mq_, 4 * n2_ + 2, a_[mq_], b_[2], b_[3]);          \
+                }                                                                            \
+            }                                                                                \
+        }                                                                                    \
+    } while (0)
+
+/* Adds the share (rows [0, rows), head_dim columns) into dq (row stride
+ * head_dim) through dQs, so that a warp's adds cover whole rows: 32
+ * consecutive floats per instruction, or 4 per work-item with FCL_RED_V4.
+ * (Adding from the registers' layout, four lanes to 8 columns of 8 rows,
+ * used a quarter of each 32-byte sector and ran the whole backward at 0.45x
+ * the separate dQ kernel's speed: NOTES.md.)  dQs is free again after the
+ * next barrier. */
+#define FCL_DKDV_DQ_STAGE(dqs)                                                             \
+    do {                                                                                   \
+        FCL_UNROLL                                                                         \
+        for (int i_ = 0; i_ < FCL_DQ_RM; ++i_)                                             \
+            FCL_UNROLL                                                                     \
+            for (int n_ = 0; n_ < FCL_DQ_DN; n_ += 2)                                      \
+                *(__local float2 *)(dQs + FCL_DQ_ROW(i_) * LDQ + FCL_DQ_COL(n_)) =         \
+                    (float2)(dqs[i_][n_], dqs[i_][n_ + 1]);                                \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                      \
+    } while (0)
+#if FCL_RED_V4
+#define FCL_DKDV_DQ_ADD(dq, rows, head_dim)                                                \
+    FCL_FOR_TILE_CHUNKS(e_, BR * (D_PAD / 4), lid) {                                       \
+        const int r_ = e_ / (D_PAD / 4), c_ = (e_ - r_ * (D_PAD / 4)) * 4;                 \
+        if (r_ < (rows) && c_ < (head_dim))                                                \
+            fcl_red_add4((dq) + (long)r_ * (head_dim) + c_, vload4(0, dQs + r_ * LDQ + c_)); \
+    }
+#else
+#define FCL_DKDV_DQ_ADD(dq, rows, head_dim)                                                \
+    FCL_FOR_TILE_CHUNKS(e_, BR * D_PAD, lid) {                                             \
+        const int r_ = e_ / D_PAD, c_ = e_ - r_ * D_PAD;                                   \
+        if (r_ < (rows) && c_ < (head_dim))                                                \
+            fcl_red_add((dq) + (long)r_ * (head_dim) + c_, dQs[r_ * LDQ + c_]);            \
+    }
+#endif
+
+/* The exact share of one element when the K tile holds a non-finite value
+ * (rare; common.cl, "non-finite operands"): NaN when the row sees a key
+ * whose K is non-finite in this column, else the sum over the other keys. */
+inline float fcl_dq_exact(__local const ushort *ds, __local const ushort *kt, int qrow, int col,
+                          int cols, const fcl_mask mask, int seqlen_q, int r0, int c0)
+{
+    float sum = 0.0f;
+    for (int c = 0; c < cols; ++c) {
+        const ushort kh = kt[c * LDH + col];
+        if (fcl_h_nonfinite(kh)) {
+            if (fcl_visible(mask, r0 + qrow, c0 + c) && r0 + qrow < seqlen_q) return NAN;
+            continue;
+        }
+        sum = fma(fcl_h_value(ds[c * LDS + qrow]), fcl_h_value(kh), sum);
+    }
+    return sum;
+}
+#else
+#define FCL_DQ_LOCALS_FUSED
+#endif
 
 #endif
 

@@ -106,6 +106,26 @@ inline void fcl_cp_async16(__local ushort *dst, __global const fcl_storage *src,
     *(__local uint4 *)dst = v;
 }
 
+/* A compare-and-swap loop: exact, as the hardware's add is. */
+inline void fcl_red_add(__global float *p, float v)
+{
+    volatile __global uint *u = (volatile __global uint *)p;
+    uint old = *u, seen;
+    while ((seen = atomic_cmpxchg(u, old, as_uint(as_float(old) + v))) != old) old = seen;
+}
+
+#if FCL_RED_V4
+inline void fcl_red_add4(__global float *p, float4 v)
+{
+    fcl_red_add(p, v.x);
+    fcl_red_add(p + 1, v.y);
+    fcl_red_add(p + 2, v.z);
+    fcl_red_add(p + 3, v.w);
+}
+#endif
+
+inline void fcl_fence_device(void) { mem_fence(CLK_GLOBAL_MEM_FENCE); }
+
 #define fcl_ldmatrix_x4(base, off, r) fcl_ldmatrix_emulated(fcl_warp_x, (base), (off), (r), false)
 #define fcl_ldmatrix_x4_trans(base, off, r) fcl_ldmatrix_emulated(fcl_warp_x, (base), (off), (r), true)
 #define fcl_mma(c, a, b0, b1) fcl_mma_emulated(fcl_warp_x, (c), (a), (b0), (b1))

@@ -21,6 +21,12 @@
  *       background (zeros when !valid); fcl_cp_async_commit() closes a group,
  *       fcl_cp_async_wait_all() / fcl_cp_async_wait_but_one() wait for all
  *       groups / all but the newest
+ *   fcl_red_add(p, v)               *p += v in global memory, atomically
+ *       (performed at L2; the order of two adds to one element is the
+ *       caller's business); fcl_red_add4(p, v) four floats at once where
+ *       FCL_RED_V4 (sm_90)
+ *   fcl_fence_device()              this work-item's earlier global writes
+ *       and adds are seen by the whole device before its later ones
  * Every lane of a warp must execute each call (the .sync forms); the
  * emulation needs the whole work-group, so the pieces call these only in
  * uniform control flow. */
@@ -99,6 +105,23 @@ inline void fcl_cp_async16(__local ushort *dst, __global const fcl_storage *src,
                  :: "r"(fcl_smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0)
                  : "memory");
 }
+
+inline void fcl_red_add(__global float *p, float v)
+{
+    asm volatile("red.global.add.f32 [%0], %1;" :: "l"(p), "f"(v) : "memory");
+}
+
+/* Four adjacent floats in one instruction (16-byte aligned; sm_90 and PTX
+ * 8.1 only: the host sets FCL_RED_V4 there). */
+#if FCL_RED_V4
+inline void fcl_red_add4(__global float *p, float4 v)
+{
+    asm volatile("red.global.v4.f32.add [%0], {%1, %2, %3, %4};"
+                 :: "l"(p), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w) : "memory");
+}
+#endif
+
+inline void fcl_fence_device(void) { asm volatile("membar.gl;" ::: "memory"); }
 
 inline void fcl_cp_async_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
 inline void fcl_cp_async_wait_all(void) { asm volatile("cp.async.wait_group 0;" ::: "memory"); }

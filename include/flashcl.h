@@ -656,8 +656,13 @@ FCL_API fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_d
  * dv (in the storage type, laid out as desc->dq/dk/dv).  dk and dv are summed
  * over the query heads that share a K/V head.  The N x N matrices are never
  * stored: P is recomputed tile by tile from Q, K and LSE.  Extra device
- * memory: one fp32 value per query row (batch*heads_q*seqlen_q floats).
- * Deterministic: the same inputs give bitwise the same gradients.  A NaN
+ * memory: one fp32 value per query row (batch*heads_q*seqlen_q floats;
+ * total_q rows for packed sequences), taken for the call and released
+ * after it.  Deterministic: the same inputs give bitwise the same
+ * gradients.  (FLASHCL_BACKWARD_DQ in the environment selects other forms
+ * of the tensor-core backward for measurements, README.md: with "ordered"
+ * or "any-order" the extra memory is head_dim + 1 fp32 values per query
+ * row, and "any-order" is not repeatable.)  A NaN
  * or infinity in q, k, v, o, lse or dout reaches only the gradients
  * fcl_attention_desc's "Non-finite inputs" names: it moves only along
  * (row, key) pairs that see each other.

@@ -10,6 +10,7 @@
  * probability (exactly 0) would multiply them, under causal masks, sliding
  * windows, block masks and cache lengths, in every storage type.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "internal.h"
 #include "nonfinite_support.h"
 #include "test_support.h"
@@ -116,25 +117,57 @@ static void test_portable_piece(void **state)
 
 /* The tensor-core pieces: the real instructions where the device has them,
  * else the emulated warp operations. */
-static void test_tensor_core_pieces(void **state)
+/* A context whose kernels run on tensor cores: real ones where the device
+ * has them, else emulated; *d a small fp16 problem they take. */
+static fcl_context *tensor_core_context(fcl_attention_desc *d)
 {
-    (void)state;
     fcl_context *ctx = test_context(NULL);
     assert_non_null(ctx);
     fcl_plan plan;
-    fcl_attention_desc d;
-    fcl_attention_desc_init(&d, 1, 2, 1, 64, 64, 32, FCL_DTYPE_FP16, FCL_LAYOUT_BHSD);
-    assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan), FCL_OK);
+    fcl_attention_desc_init(d, 1, 2, 1, 64, 64, 32, FCL_DTYPE_FP16, FCL_LAYOUT_BHSD);
+    assert_int_equal(fcl_plan_query(ctx, d, FCL_KERNEL_FORWARD, &plan), FCL_OK);
     if (strstr(plan.variant, "mma") == NULL)
         assert_int_equal(fcl_debug_emulate_tensor_cores(ctx, 1), FCL_OK);
-    assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &plan), FCL_OK);
+    assert_int_equal(fcl_plan_query(ctx, d, FCL_KERNEL_BACKWARD_DKDV, &plan), FCL_OK);
     assert_non_null(strstr(plan.variant, "mma"));
+    return ctx;
+}
+
+static void test_tensor_core_pieces(void **state)
+{
+    (void)state;
+    fcl_attention_desc d;
+    fcl_context *ctx = tensor_core_context(&d);
     const nf_dtype_run runs[] = {
         {FCL_DTYPE_FP16, 160, 32, 1, 1000},
         {FCL_DTYPE_BF16, 130, 16, 1, 1100},
         {FCL_DTYPE_FP8_E5M2, 160, 32, 0, 1200},
     };
     const int failures = nf_runs(ctx, runs, sizeof runs / sizeof runs[0]);
+    fcl_context_destroy(ctx);
+    assert_int_equal(failures, 0);
+}
+
+/* The fused dQ option of the tensor-core backward (FLASHCL_BACKWARD_DQ,
+ * README.md): a non-finite K element reaches the dQ of the rows that see
+ * its key alone (flash_bwd.cl, fcl_dq_exact), under a causal mask and a
+ * window, with a key tile past the last key. */
+static void test_fused_dq(void **state)
+{
+    (void)state;
+    fcl_attention_desc d;
+    fcl_context *ctx = tensor_core_context(&d);
+    assert_int_equal(setenv("FLASHCL_BACKWARD_DQ", "ordered", 1), 0);
+    assert_true(fcl_backward_builds_of(ctx, &d, fcl_variants_features(&d)).fused_dq);
+    int failures = 0;
+    for (int mask = 0; mask < 2; ++mask) {
+        nf_case c = {2, 1, 150, 150, 32, FCL_DTYPE_FP16, mask == 0, mask ? 40 : -1, mask ? 9 : -1,
+                     0, 0, 1, {SPOT(NF_K, 0, 100, 0, INFINITY), SPOT(NF_K, 0, 39, 3, NAN),
+                               SPOT(NF_K, 0, 149, 5, -INFINITY)},
+                     1300 + (uint64_t)mask};
+        failures += !nf_check(ctx, &c);
+    }
+    assert_int_equal(unsetenv("FLASHCL_BACKWARD_DQ"), 0);
     fcl_context_destroy(ctx);
     assert_int_equal(failures, 0);
 }
@@ -198,6 +231,7 @@ int main(void)
         cmocka_unit_test(test_default_piece),
         cmocka_unit_test(test_portable_piece),
         cmocka_unit_test(test_tensor_core_pieces),
+        cmocka_unit_test(test_fused_dq),
         cmocka_unit_test(test_gqa_and_splits),
         cmocka_unit_test(test_kvcache),
     };

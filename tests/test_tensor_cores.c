@@ -8,10 +8,12 @@
  * variants, packed sequences, block masks on key tiles that leave
  * work-items idle, and forced tiles with two row blocks per warp (the
  * shapes the tuner may choose).  Tolerances: test_support.h. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -236,6 +238,61 @@ static void test_deterministic(void **state)
     assert_true(fa_check_deterministic(ctx, &c, 1));
 }
 
+/* dQ in the dK/dV kernel (flash_bwd.cl, FCL_FUSED_DQ): off by default,
+ * taken when FLASHCL_BACKWARD_DQ asks for it at head_dim <= 128 without a
+ * block mask, and each setting gives the reference's gradients on shapes
+ * whose Q blocks are visited by different runs of key blocks: a window on
+ * both sides with more keys than queries, GQA, and packed sequences of
+ * unaligned lengths (each sequence's key-block counts start at its own
+ * first visiting block). */
+static bool fused_for(fcl_attention_desc *d, size_t head_dim, size_t block)
+{
+    d->head_dim = head_dim;
+    d->block_m = d->block_n = block;
+    return fcl_backward_builds_of(ctx, d, fcl_variants_features(d)).fused_dq;
+}
+
+static void test_fused_dq(void **state)
+{
+    (void)state;
+    fcl_attention_desc d;
+    fcl_attention_desc_init(&d, 1, 2, 2, 64, 64, 64, FCL_DTYPE_FP16, FCL_LAYOUT_BSHD);
+    assert_int_equal(unsetenv("FLASHCL_BACKWARD_DQ"), 0);
+    assert_false(fused_for(&d, 64, 0));
+    assert_int_equal(setenv("FLASHCL_BACKWARD_DQ", "ordered", 1), 0);
+    assert_true(fused_for(&d, 64, 0));
+    assert_false(fused_for(&d, 256, 0)); /* two dK/dV launches */
+    assert_false(fused_for(&d, 64, 16));
+
+    static const char *const modes[3] = {"separate", "any-order", "ordered"};
+    const int lq[2] = {77, 150}, lk[2] = {203, 90};
+    for (int m = 0; m < 3; ++m) {
+        assert_int_equal(setenv("FLASHCL_BACKWARD_DQ", modes[m], 1), 0);
+        assert_int_equal(fused_for(&d, 128, 0), m > 0);
+        for (int t = 0; t < 2; ++t) {
+            fa_variants v = fa_no_variants();
+            if (t == 0) {
+                v.window_left = 70;
+                v.window_right = 25;
+            } else {
+                v.seqlens_q = lq;
+                v.seqlens_k = lk;
+            }
+            fa_case c = {2, 4, 2, 150, 203, 64, FCL_DTYPE_FP16, t, 0.0f, FCL_LAYOUT_BSHD, 0,
+                         {0, 0, 0}, 7500 + (uint64_t)(10 * m + t), &v};
+            c.dtype = m == 1 ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
+            c.head_dim = t ? 128 : 64;
+            fa_result r;
+            assert_true(fa_check_backward(ctx, &c, &r));
+        }
+    }
+    assert_true(fa_check_deterministic(ctx, &(fa_case){2, 4, 2, 150, 203, 64, FCL_DTYPE_FP16, 1,
+                                                      0.0f, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 7530,
+                                                      NULL},
+                                       1));
+    assert_int_equal(unsetenv("FLASHCL_BACKWARD_DQ"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -248,6 +305,7 @@ int main(void)
         cmocka_unit_test(test_block_mask_short_tiles),
         cmocka_unit_test(test_forced_tiles),
         cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_fused_dq),
     };
     return cmocka_run_group_tests(tests, setup, fa_group_teardown);
 }

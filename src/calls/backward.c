@@ -3,11 +3,18 @@
 #include "calls/calls.h"
 
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 typedef struct backward_call {
     const fcl_attention_desc *desc;
     const fcl_variants *var;
     cl_mem q, k, v, o, lse, dout, dq, dk, dv, delta;
+    /* fused dQ (flash_bwd.cl): fp32 sums, and the Q blocks' counters with
+     * the failure flag at failed_at; NULL otherwise */
+    cl_mem dq_acc, dq_sem;
+    int sem_per_head;
+    int64_t failed_at;
 } backward_call;
 
 /* The arguments both tiled kernels start with: Q, K, V, dO, LSE, delta. */
@@ -75,6 +82,10 @@ static fcl_status set_dkdv_args(const fcl_resolved *r, cl_kernel kernel, const v
     fcl_arg_layout(&a, &d->dk);
     fcl_arg_layout(&a, &d->dv);
     common_tail(&a, c, (int)num_bhk);
+    fcl_arg_mem(&a, c->dq_acc);
+    fcl_arg_mem(&a, c->dq_sem);
+    fcl_arg_int(&a, c->sem_per_head);
+    fcl_arg_long(&a, c->failed_at);
     *groups = (c->var->longest_k + r->plan.pub.bc - 1) / r->plan.pub.bc * num_bhk;
     return a.err;
 }
@@ -108,6 +119,51 @@ static fcl_status enqueue_delta(fcl_context *ctx, fcl_resolved *dq, const backwa
     return err;
 }
 
+/* Scales and stores the fused dK/dV kernel's dQ sums: one work-item per
+ * element of dQ, rows as delta's. */
+static fcl_status enqueue_dq_store(fcl_context *ctx, fcl_resolved *dkdv, const backward_call *c,
+                                   cl_uint num_wait, const cl_event *wait_list, cl_event *done)
+{
+    const fcl_attention_desc *d = c->desc;
+    cl_kernel kernel = NULL;
+    FCL_TRY(fcl_resolved_kernel(dkdv, FCL_HELPER_DQ_STORE, &kernel));
+    const size_t batch = d->varlen ? 1 : d->batch;
+    const size_t n = batch * d->heads_q * (size_t)c->var->lse_rows * d->head_dim;
+    fcl_args a = {kernel, 0, CL_SUCCESS};
+    fcl_arg_mem(&a, c->dq_acc);
+    fcl_arg_mem(&a, c->dq_sem);
+    fcl_arg_long(&a, c->failed_at);
+    fcl_arg_mem(&a, c->dq);
+    fcl_arg_layout(&a, &d->dq);
+    fcl_arg_int(&a, c->var->lse_rows);
+    fcl_arg_int(&a, (int)d->head_dim);
+    fcl_arg_int(&a, (int)d->heads_q);
+    fcl_arg_float(&a, fcl_effective_scale(d));
+    fcl_arg_long(&a, (int64_t)n);
+    if (a.err != CL_SUCCESS)
+        return a.err;
+    return clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &n, NULL, num_wait, wait_list, done);
+}
+
+/* Whether dK/dV computes dQ too, and how (FCL_BUILD_FUSED_DQ bits), when
+ * FLASHCL_BACKWARD_DQ asks for it: "ordered" (key-block order, bitwise
+ * repeatable) or "any-order" (atomics, not repeatable).  Off by default:
+ * on the H100 the fused kernel ran the whole backward at 0.76-0.84x the
+ * separate dQ kernel's speed (NOTES.md, run 24).  Possible on tensor cores
+ * in one launch (head_dim <= 128), without a block mask (the key blocks
+ * that visit a Q block must be consecutive, flash_bwd.cl), on a device
+ * that ends no loops (the waits are loops: loop_limit.c). */
+static unsigned fused_dq_bits(const fcl_context *ctx, unsigned build_dkdv, bool split)
+{
+    const char *env = getenv("FLASHCL_BACKWARD_DQ");
+    const bool ordered = env != NULL && strcmp(env, "ordered") == 0;
+    const bool any_order = env != NULL && strcmp(env, "any-order") == 0;
+    if (!(ordered || any_order) || !(build_dkdv & FCL_BUILD_TILE_MMA) || split ||
+        (build_dkdv & FCL_FEAT_BLOCKMASK) || ctx->loop_limit != 0)
+        return 0;
+    return FCL_BUILD_FUSED_DQ | (any_order ? FCL_BUILD_FUSED_DQ_ANY_ORDER : 0);
+}
+
 fcl_backward_builds fcl_backward_builds_of(const fcl_context *ctx, const fcl_attention_desc *desc,
                                            unsigned features)
 {
@@ -120,8 +176,10 @@ fcl_backward_builds fcl_backward_builds_of(const fcl_context *ctx, const fcl_att
     const bool split = (build_dkdv & mma) && fcl_mma_dkdv_split(D);
     fcl_backward_builds bb;
     bb.dq = fcl_build_of(FCL_KERNEL_BACKWARD_DQ, D, desc->dtype, build_dq);
+    const unsigned fused = fused_dq_bits(ctx, build_dkdv, split);
+    bb.fused_dq = fused != 0;
     bb.dkdv[0] = fcl_build_of(FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype,
-                              build_dkdv | (split ? FCL_BUILD_DV_ONLY : 0));
+                              build_dkdv | fused | (split ? FCL_BUILD_DV_ONLY : 0));
     bb.dkdv[1] = fcl_build_of(FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype,
                               build_dkdv | FCL_BUILD_DK_ONLY);
     bb.dkdv_launches = split ? 2 : 1;
@@ -164,27 +222,70 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
 
     fcl_status st = FCL_OK;
     const size_t batch = desc->varlen ? 1 : desc->batch;
-    const size_t delta_bytes = batch * desc->heads_q * (size_t)var.lse_rows * sizeof(float);
+    const size_t rows = batch * desc->heads_q * (size_t)var.lse_rows;
+    const size_t delta_bytes = rows * sizeof(float);
     cl_mem delta = fcl_buffer_create(ctx, CL_MEM_READ_WRITE, delta_bytes, NULL, &st);
     FCL_TRY(st);
-    backward_call call = {desc, &var, q, k, v, o, lse, dout, dq, dk, dv, delta};
-    /* Events chain the kernels, so a caller's out-of-order queue works too. */
-    cl_event ev_delta = NULL, ev_parts[3] = {NULL, NULL, NULL};
-    const cl_uint parts = split ? 3 : 2;
-    st = enqueue_delta(ctx, r_dq, &call, num_wait, wait_list, &ev_delta);
+    backward_call call = {desc, &var, q, k, v, o, lse, dout, dq, dk, dv, delta,
+                          NULL, NULL, 0, 0};
+    size_t acc_bytes = 0, sem_bytes = 0;
+    if (bb.fused_dq) {
+        /* counters per Q block of the dK/dV plan (flash_bwd.cl,
+         * fcl_dq_sem_index), then the failure flag */
+        const size_t br = r_dkdv[0]->plan.pub.br;
+        const size_t per_head = desc->varlen ? desc->total_q / br + desc->batch
+                                             : (desc->seqlen_q + br - 1) / br;
+        const size_t heads = batch * desc->heads_q;
+        acc_bytes = rows * desc->head_dim * sizeof(float);
+        sem_bytes = (heads * per_head + 1) * sizeof(cl_int);
+        call.sem_per_head = (int)per_head;
+        call.failed_at = (int64_t)(heads * per_head);
+        call.dq_acc = fcl_buffer_create(ctx, CL_MEM_READ_WRITE, acc_bytes, NULL, &st);
+        if (st == FCL_OK)
+            call.dq_sem = fcl_buffer_create(ctx, CL_MEM_READ_WRITE, sem_bytes, NULL, &st);
+    }
+    /* Events chain the kernels, so a caller's out-of-order queue works too:
+     * delta (and the zeroed sums), then dQ and the dK/dV launches, or the
+     * fused launch and the dQ store. */
+    cl_event ev_start[3] = {NULL, NULL, NULL}, ev_parts[3] = {NULL, NULL, NULL};
+    cl_uint starts = 0, parts = 0;
     if (st == FCL_OK)
-        st = fcl_launch(ctx, r_dq, set_dq_args, &call, 1, &ev_delta, &ev_parts[0]);
-    for (cl_uint i = 1; i < parts && st == FCL_OK; ++i)
-        st = fcl_launch(ctx, r_dkdv[i - 1], set_dkdv_args, &call, 1, &ev_delta, &ev_parts[i]);
+        st = enqueue_delta(ctx, r_dq, &call, num_wait, wait_list, &ev_start[starts++]);
+    if (st == FCL_OK && bb.fused_dq) {
+        const cl_float zero = 0.0f;
+        const cl_int none = 0;
+        st = clEnqueueFillBuffer(ctx->queue, call.dq_acc, &zero, sizeof zero, 0, acc_bytes,
+                                 num_wait, wait_list, &ev_start[starts++]);
+        if (st == FCL_OK)
+            st = clEnqueueFillBuffer(ctx->queue, call.dq_sem, &none, sizeof none, 0, sem_bytes,
+                                     num_wait, wait_list, &ev_start[starts++]);
+        cl_event ev_fused = NULL;
+        if (st == FCL_OK)
+            st = fcl_launch(ctx, r_dkdv[0], set_dkdv_args, &call, starts, ev_start, &ev_fused);
+        if (st == FCL_OK)
+            st = enqueue_dq_store(ctx, r_dkdv[0], &call, 1, &ev_fused, &ev_parts[parts++]);
+        if (ev_fused != NULL)
+            clReleaseEvent(ev_fused);
+    } else if (st == FCL_OK) {
+        st = fcl_launch(ctx, r_dq, set_dq_args, &call, starts, ev_start, &ev_parts[parts++]);
+        for (int i = 0; i < bb.dkdv_launches && st == FCL_OK; ++i)
+            st = fcl_launch(ctx, r_dkdv[i], set_dkdv_args, &call, starts, ev_start,
+                            &ev_parts[parts++]);
+    }
     if (st == FCL_OK && event != NULL)
         st = clEnqueueMarkerWithWaitList(ctx->queue, parts, ev_parts, event);
-    for (int i = 0; i < 3; ++i)
+    for (int i = 0; i < 3; ++i) {
         if (ev_parts[i] != NULL)
             clReleaseEvent(ev_parts[i]);
-    if (ev_delta != NULL)
-        clReleaseEvent(ev_delta);
-    /* Released now, freed by OpenCL once the kernels using it are done. */
+        if (ev_start[i] != NULL)
+            clReleaseEvent(ev_start[i]);
+    }
+    /* Released now, freed by OpenCL once the kernels using them are done. */
     fcl_buffer_release(ctx, delta, delta_bytes);
+    if (call.dq_acc != NULL)
+        fcl_buffer_release(ctx, call.dq_acc, acc_bytes);
+    if (call.dq_sem != NULL)
+        fcl_buffer_release(ctx, call.dq_sem, sem_bytes);
     return st;
 }
 

@@ -162,11 +162,13 @@ fcl_status fcl_forward_enqueue(fcl_context *ctx, const fcl_forward_job *job, fcl
 
 /* The kernel builds of a backward of `desc` with `features`: each on tensor
  * cores where it can be; there, above head_dim 128, dK/dV is two launches
- * (dV, then dK: dkdv[1] the second). */
+ * (dV, then dK: dkdv[1] the second), and at or below it dK/dV computes dQ
+ * as well where fused_dq says (backward.c). */
 typedef struct fcl_backward_builds {
-    fcl_build dq;
+    fcl_build dq;                 /* with fused_dq, only its delta kernel runs */
     fcl_build dkdv[2];
     int dkdv_launches;            /* 1 or 2 */
+    bool fused_dq;                /* dK/dV computes dQ too (flash_bwd.cl, FCL_FUSED_DQ) */
 } fcl_backward_builds;
 fcl_backward_builds fcl_backward_builds_of(const fcl_context *ctx, const fcl_attention_desc *desc,
                                            unsigned features);

@@ -21,7 +21,11 @@ enum {
     FCL_BUILD_TILE_MMA = 0x100,
     /* dK/dV above head_dim 128 on tensor cores: one output per launch */
     FCL_BUILD_DV_ONLY = 0x200,
-    FCL_BUILD_DK_ONLY = 0x400
+    FCL_BUILD_DK_ONLY = 0x400,
+    /* dQ computed by the dK/dV kernel on tensor cores (flash_bwd.cl,
+     * FCL_FUSED_DQ): in key-block order, or with _ANY_ORDER in any */
+    FCL_BUILD_FUSED_DQ = 0x800,
+    FCL_BUILD_FUSED_DQ_ANY_ORDER = 0x1000
 };
 
 /* What a kernel is built for: the resolved-kernel cache's key. */
