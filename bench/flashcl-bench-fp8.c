@@ -159,7 +159,7 @@ int main(int argc, char **argv)
         double *q = outlier_inputs(&r, n), *k = outlier_inputs(&r, n), *v = outlier_inputs(&r, n);
         double *o64 = malloc(n * sizeof *o64), *lse64 = malloc(n / s->head_dim * sizeof *lse64);
         const ref_problem p = {s->batch, s->heads, s->heads, s->seqlen, s->seqlen, s->head_dim,
-                               1.0 / sqrt((double)s->head_dim), 0, FCL_DTYPE_FP32, NULL};
+                               1.0 / sqrt((double)s->head_dim), 0, FCL_DTYPE_FP32, NULL, 0};
         ref_forward_f64(&p, q, k, v, o64, lse64);
         for (size_t ri = 0; ri < sizeof runs / sizeof runs[0]; ++ri) {
             const errors e = run(ctx, s, runs[ri].store, runs[ri].out, q, k, v, o64);

@@ -30,8 +30,12 @@
  * fcl_rowv, see "rows as vector lanes" in common.cl) and the products that
  * accumulate the gradients
  * (FCL_DQ_ACC, FCL_DKDV_ACC; the tensor-core piece's skips the output
- * FCL_WANT_DK / FCL_WANT_DV leave out, the portable one is never split),
- * and the non-finite elements of those products' operands (FCL_DQ_K_BAD /
+ * FCL_WANT_DK / FCL_WANT_DV leave out, the portable one is never split).
+ * V and dO have head_dim_v <= head_dim columns: the pieces load them, as
+ * the forward's V, at D_PAD columns with zeros past the kernel's head_dim_v
+ * (or read no further, the CPU piece), so dP = dO V^T sums over head_dim_v
+ * columns and dV's accumulator columns from head_dim_v on are not stored.
+ * And the non-finite elements of those products' operands (FCL_DQ_K_BAD /
  * _CLEAN, FCL_DKDV_Q_BAD / _CLEAN, FCL_DKDV_DO_BAD / _CLEAN: see
  * "non-finite operands" in common.cl).
  * Masked scores are zeroed after the fact, on edge tiles only
@@ -74,7 +78,7 @@ inline float2 fcl_backward_score(float s, float dp, float lse_units, float delta
 __kernel void fcl_backward_delta(__global const fcl_storage *O, __global const fcl_storage *dO,
                                  __global float *delta, long o_off, long o_sb, long o_sh,
                                  long o_ss, long do_off, long do_sb, long do_sh, long do_ss,
-                                 int seqlen_q, int head_dim, int heads_q, long total_rows)
+                                 int seqlen_q, int head_dim_v, int heads_q, long total_rows)
 {
     /* batch * heads_q * seqlen_q rows may pass 2^31 (a long index) */
     const long gid = (long)get_global_id(0);
@@ -84,7 +88,7 @@ __kernel void fcl_backward_delta(__global const fcl_storage *O, __global const f
     const long o = o_off + b * o_sb + h * o_sh + (long)row * o_ss;
     const long g = do_off + b * do_sb + h * do_sh + (long)row * do_ss;
     float sum = 0.0f;
-    for (int k = 0; k < head_dim; ++k) sum = mad(fcl_load(O, o + k), fcl_load(dO, g + k), sum);
+    for (int k = 0; k < head_dim_v; ++k) sum = mad(fcl_load(O, o + k), fcl_load(dO, g + k), sum);
     delta[gid] = sum;
 }
 
@@ -99,7 +103,7 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
                      long do_off, long do_sb, long do_sh, long do_ss,
                      long dq_off, long dq_sb, long dq_sh, long dq_ss,
                      long lse_off, int lse_rows, int seqlen_q, int seqlen_k, int head_dim,
-                     int heads_q, int q_per_kv, int num_bh, float scale,
+                     int head_dim_v, int heads_q, int q_per_kv, int num_bh, float scale,
                      int window_left, int window_right,
                      __global const int *cu_q, __global const int *cu_k,
                      float softcap, __global const float *alibi, long alibi_sb,
@@ -297,7 +301,7 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
                        long dk_off, long dk_sb, long dk_sh, long dk_ss,
                        long dv_off, long dv_sb, long dv_sh, long dv_ss,
                        long lse_off, int lse_rows, int seqlen_q, int seqlen_k, int head_dim,
-                       int heads_q, int q_per_kv, int num_bhk, float scale,
+                       int head_dim_v, int heads_q, int q_per_kv, int num_bhk, float scale,
                        int window_left, int window_right,
                        __global const int *cu_q, __global const int *cu_k,
                        float softcap, __global const float *alibi, long alibi_sb,
@@ -447,7 +451,7 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
                                 head_dim, &nonfinite[0], t, FCL_DKDV_Q_BAD, FCL_DKDV_Q_CLEAN, buf);
         if (FCL_WANT_DV)
             FCL_GUARD_NONFINITE(dv, 1, mask, blocks, cover, sq.seqlen_q, r0, rows, c0, rows,
-                                head_dim, &nonfinite[1], t, FCL_DKDV_DO_BAD, FCL_DKDV_DO_CLEAN, buf);
+                                head_dim_v, &nonfinite[1], t, FCL_DKDV_DO_BAD, FCL_DKDV_DO_CLEAN, buf);
         FCL_DKDV_ACC(dk, dv, st, dpt, buf);
 #if FCL_FUSED_DQ
         {
@@ -486,10 +490,10 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
         FCL_UNROLL
         for (int n = 0; n < DN; ++n) {
             const int col = FCL_OCOL(n);
-            if (col >= head_dim) continue;
-            if (FCL_WANT_DK)
+            if (FCL_WANT_DK && col < head_dim)
                 fcl_store(dK, dk_base + (long)key * dk_ss + col, FCL_S(dk, i, n) * scale);
-            if (FCL_WANT_DV) fcl_store(dV, dv_base + (long)key * dv_ss + col, FCL_S(dv, i, n));
+            if (FCL_WANT_DV && col < head_dim_v)
+                fcl_store(dV, dv_base + (long)key * dv_ss + col, FCL_S(dv, i, n));
         }
     }
 }

@@ -30,6 +30,11 @@
  * (exp itself on the portable path, exp2 on the tensor-core one).  Tiles
  * are named by fcl_rows (common.cl) and their first row.
  *
+ * V has head_dim_v <= head_dim columns (O too): the pieces hold V's tile at
+ * D_PAD columns like K's, reading the kernel's head_dim_v for V's rows and
+ * loading zeros past it (or never reading past it, the CPU piece), so the
+ * accumulator's columns from head_dim_v on stay unused and are not stored.
+ *
  * Decoding is a plan of this kernel, not another kernel: with few query
  * rows, the FCL_PACK query heads that share a K/V head are one work-group's
  * rows (GQA packing: each K/V tile is read once for all of them), and the
@@ -53,8 +58,8 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
                  long v_off, long v_sb, long v_sh, long v_ss,
                  long o_off, long o_sb, long o_sh, long o_ss,
                  long lse_off, int lse_rows, int write_lse,
-                 int seqlen_q, int seqlen_k, int head_dim, int heads_q, int q_per_kv,
-                 int num_bh, float scale, int window_left, int window_right,
+                 int seqlen_q, int seqlen_k, int head_dim, int head_dim_v, int heads_q,
+                 int q_per_kv, int num_bh, float scale, int window_left, int window_right,
                  /* variants (used only when compiled in, see common.cl) */
                  __global const int *cu_q, __global const int *cu_k,
                  float softcap, __global const float *alibi, long alibi_sb,
@@ -259,7 +264,7 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
         FCL_FWD_TILE_MID(next < key_end, k_rows, next, sq.seqlen_k - next);
         /* a non-finite V element reaches the rows that see its key alone */
         FCL_GUARD_NONFINITE(acc, 0, mask, blocks, cover, sq.seqlen_q, r0, rows, c0, cols,
-                            head_dim, &nonfinite, c0, FCL_FWD_V_BAD, FCL_FWD_V_CLEAN, 0);
+                            head_dim_v, &nonfinite, c0, FCL_FWD_V_BAD, FCL_FWD_V_CLEAN, 0);
         FCL_FWD_PV(acc, s);
         c0 = next;
     }
@@ -286,10 +291,10 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
         FCL_UNROLL
         for (int n = 0; n < DN; ++n) {
             const int col = FCL_OCOL(n);
-            if (col >= head_dim) continue;
+            if (col >= head_dim_v) continue;
             const float o = FCL_S(acc, i, n);
             if (num_splits > 1)
-                part_o[((long)blk.split * part_rows + at) * head_dim + col] =
+                part_o[((long)blk.split * part_rows + at) * head_dim_v + col] =
                     valid ? o * inv : NAN;
             else
                 fcl_store_o(O, o_row + col, valid ? o * inv : NAN);

@@ -9,7 +9,7 @@
  * touched; the forward makes the same check and writes NaN for its rows,
  * so no table content ever leads to an access outside the cache.  A valid
  * sequence gets new row t (of seqlen_new) of each K/V head written at key
- * cache_lens[b] + t.
+ * cache_lens[b] + t: head_dim columns of K, head_dim_v (<= head_dim) of V.
  */
 __kernel void fcl_kvcache_append(__global const int *cache_lens, __global const int *page_table,
                                  long pt_stride, int num_pages, int capacity, int seqlen_new,
@@ -19,7 +19,7 @@ __kernel void fcl_kvcache_append(__global const int *cache_lens, __global const 
                                  __global const fcl_storage *Kn, __global const fcl_storage *Vn,
                                  long kn_off, long kn_sb, long kn_sh, long kn_ss,
                                  long vn_off, long vn_sb, long vn_sh, long vn_ss,
-                                 int heads_kv, int head_dim)
+                                 int heads_kv, int head_dim, int head_dim_v)
 {
     __local int check;
     const int b = (int)get_group_id(0), lid = (int)get_local_id(0), wg = (int)get_local_size(0);
@@ -46,6 +46,7 @@ __kernel void fcl_kvcache_append(__global const int *cache_lens, __global const 
         const long kn_at = kn_off + b * kn_sb + hk * kn_sh + t * kn_ss + c;
         const long vn_at = vn_off + b * vn_sb + hk * vn_sh + t * vn_ss + c;
         fcl_copy(Kc, fcl_row_offset(kc, true, len + t) + hk * kc_sh + c, Kn, kn_at);
-        fcl_copy(Vc, fcl_row_offset(vc, true, len + t) + hk * vc_sh + c, Vn, vn_at);
+        if (c < head_dim_v)
+            fcl_copy(Vc, fcl_row_offset(vc, true, len + t) + hk * vc_sh + c, Vn, vn_at);
     }
 }

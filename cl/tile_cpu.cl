@@ -173,17 +173,18 @@ inline void fcl_cpu_tile_rows(long *at, int n, const fcl_rows rows, bool keys, i
 
 /* The broadcast side of a tile of n rows (offsets `at` in `src`, made by
  * fcl_cpu_tile_rows), as the products read it: the rows in place for fp32
- * storage, else widened (FP8: decoded) into dst[n][D_PAD] by 16-element
- * vectors, `at` then pointing there. */
+ * storage, else their first `width` columns (D_PAD, or head_dim_v for V and
+ * dO, whose products read no further) widened (FP8: decoded) into
+ * dst[n][D_PAD] by vectors, `at` then pointing there. */
 inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
-                                 __global const fcl_storage *src)
+                                 __global const fcl_storage *src, int width)
 {
 #if FCL_CPU_STAGED
     for (int j = 0; j < n; ++j) {
         __global const fcl_storage *row = src + at[j];
         __local float *out = dst + j * D_PAD;
         int k = 0;
-        for (; k + FCL_RW <= D_PAD; k += FCL_RW) { /* a SIMD register's width */
+        for (; k + FCL_RW <= width; k += FCL_RW) { /* a SIMD register's width */
 #if FCL_DTYPE == 1
             FCL_VN(vstore)(FCL_VN(vload_half)(0, row + k), 0, out + k);
 #elif FCL_IS_FP8
@@ -194,7 +195,7 @@ inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
                            out + k);
 #endif
         }
-        for (; k < D_PAD; ++k) out[k] = fcl_load(row, k);
+        for (; k < width; ++k) out[k] = fcl_load(row, k);
         at[j] = (long)j * D_PAD;
     }
     return dst;
@@ -202,6 +203,7 @@ inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
     (void)dst;
     (void)at;
     (void)n;
+    (void)width;
     return src;
 #endif
 }
@@ -237,8 +239,8 @@ inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
         v_finite = false;                                                            \
         fcl_cpu_key_rows(k_at, (k_rows), (c0), (cols));                              \
         fcl_cpu_key_rows(v_at, (v_rows), (c0), (cols));                              \
-        k_src = fcl_cpu_stage(Ks, k_at, BC, K);                                      \
-        v_src = fcl_cpu_stage(Vs, v_at, BC, V);                                      \
+        k_src = fcl_cpu_stage(Ks, k_at, BC, K, D_PAD);                               \
+        v_src = fcl_cpu_stage(Vs, v_at, BC, V, head_dim_v);                          \
     } while (0)
 #define FCL_FWD_TILE_MID(more, k_rows, next, cols) ((void)0)
 
@@ -247,9 +249,9 @@ inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
 #define FCL_ROWS_MAX(v) ((void)0)
 #define FCL_ROWS_SUM(v) ((void)0)
 #define FCL_FWD_SET_P(s, iv, j, p) (s[iv][j] = (p)) /* P replaces S in place */
-#define FCL_FWD_PV(acc, s) FCL_CPU_ACCUMULATE(v_finite, acc, s, BC, v_src, v_at, D_PAD)
-/* The operand of P V, V (common.cl, "non-finite operands") */
-#define FCL_FWD_V_BAD(X, p, c) FCL_CPU_BAD(v_src, v_at, p, c)
+#define FCL_FWD_PV(acc, s) FCL_CPU_ACCUMULATE(v_finite, acc, s, BC, v_src, v_at, head_dim_v)
+/* The operand of P V, V (common.cl, "non-finite operands"): head_dim_v columns */
+#define FCL_FWD_V_BAD(X, p, c) ((c) < head_dim_v && FCL_CPU_BAD(v_src, v_at, p, c))
 #define FCL_FWD_V_CLEAN(X, n) (v_finite = true)
 
 #endif
@@ -273,7 +275,7 @@ inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
 #define FCL_DQ_LOAD_Q_DO(q_base, q_ss, do_base, do_ss, rows, head_dim)                        \
     do {                                                                                      \
         fcl_load_tile_t(Qt, BR, BR, Q, (q_base), (q_ss), (rows), (head_dim), false, lid);     \
-        fcl_load_tile_t(dOt, BR, BR, dO, (do_base), (do_ss), (rows), (head_dim), false, lid); \
+        fcl_load_tile_t(dOt, BR, BR, dO, (do_base), (do_ss), (rows), head_dim_v, false, lid); \
     } while (0)
 #define FCL_DQ_PREFETCH_KV(k_base, k_ss, v_base, v_ss, cols, buf) ((void)0)
 #define FCL_DQ_TILE_BEGIN(k_base, k_ss, v_base, v_ss, cols, head_dim, buf)            \
@@ -281,11 +283,11 @@ inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
         k_finite = false;                                                             \
         fcl_cpu_key_rows(k_at, fcl_rows_strided((k_base), (k_ss)), 0, (cols));        \
         fcl_cpu_key_rows(v_at, fcl_rows_strided((v_base), (v_ss)), 0, (cols));        \
-        k_src = fcl_cpu_stage(Ks, k_at, BC, K);                                       \
-        v_src = fcl_cpu_stage(Vs, v_at, BC, V);                                       \
+        k_src = fcl_cpu_stage(Ks, k_at, BC, K, D_PAD);                                \
+        v_src = fcl_cpu_stage(Vs, v_at, BC, V, head_dim_v);                           \
     } while (0)
 #define FCL_DQ_S(s, buf) fcl_cpu_product_t(s, BC, Qt, BR, k_src, k_at, D_PAD)
-#define FCL_DQ_DP(dp, buf) fcl_cpu_product_t(dp, BC, dOt, BR, v_src, v_at, D_PAD)
+#define FCL_DQ_DP(dp, buf) fcl_cpu_product_t(dp, BC, dOt, BR, v_src, v_at, head_dim_v)
 #define FCL_DQ_SET_DS(s, iv, j, ds) ((void)0) /* dS replaces S in place */
 #define FCL_DQ_ACC(acc, s, buf) FCL_CPU_ACCUMULATE(k_finite, acc, s, BC, k_src, k_at, D_PAD)
 /* The operand of dS K, K (common.cl, "non-finite operands") */
@@ -313,7 +315,7 @@ inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
 #define FCL_DKDV_LOAD_KV(k_base, k_ss, v_base, v_ss, cols, head_dim)                     \
     do {                                                                                 \
         fcl_load_tile_t(Kt, BC, BC, K, (k_base), (k_ss), (cols), (head_dim), false, lid); \
-        fcl_load_tile_t(Vt, BC, BC, V, (v_base), (v_ss), (cols), (head_dim), false, lid); \
+        fcl_load_tile_t(Vt, BC, BC, V, (v_base), (v_ss), (cols), head_dim_v, false, lid); \
     } while (0)
 #define FCL_DKDV_PREFETCH_Q_DO(q_base, q_ss, do_base, do_ss, rows, buf) ((void)0)
 #define FCL_DKDV_BLOCK_BEGIN(q_base, q_ss, do_base, do_ss, rows, head_dim, buf)            \
@@ -321,19 +323,19 @@ inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
         q_finite = do_finite = false;                                                     \
         fcl_cpu_tile_rows(q_at, BR, fcl_rows_strided((q_base), (q_ss)), false, 0, (rows)); \
         fcl_cpu_tile_rows(do_at, BR, fcl_rows_strided((do_base), (do_ss)), false, 0, (rows));\
-        q_src = fcl_cpu_stage(Qs, q_at, BR, Q);                                           \
-        do_src = fcl_cpu_stage(dOs, do_at, BR, dO);                                       \
+        q_src = fcl_cpu_stage(Qs, q_at, BR, Q, D_PAD);                                    \
+        do_src = fcl_cpu_stage(dOs, do_at, BR, dO, head_dim_v);                           \
     } while (0)
 #define FCL_DKDV_ST(st, buf) fcl_cpu_product_t(st, BR, Kt, BC, q_src, q_at, D_PAD)
-#define FCL_DKDV_DPT(dpt, buf) fcl_cpu_product_t(dpt, BR, Vt, BC, do_src, do_at, D_PAD)
+#define FCL_DKDV_DPT(dpt, buf) fcl_cpu_product_t(dpt, BR, Vt, BC, do_src, do_at, head_dim_v)
 #define FCL_DKDV_SET(st, dpt, iv, j, p, ds) ((void)0) /* in place */
 #define FCL_DKDV_ACC(dk, dv, st, dpt, buf)                                           \
     do {                                                                             \
-        FCL_CPU_ACCUMULATE(do_finite, dv, st, BR, do_src, do_at, D_PAD);             \
+        FCL_CPU_ACCUMULATE(do_finite, dv, st, BR, do_src, do_at, head_dim_v);        \
         if (FCL_WANT_DK) FCL_CPU_ACCUMULATE(q_finite, dk, dpt, BR, q_src, q_at, D_PAD); \
     } while (0)
 /* The operands of P^T dO and dS^T Q (common.cl, "non-finite operands") */
-#define FCL_DKDV_DO_BAD(buf, p, c) FCL_CPU_BAD(do_src, do_at, p, c)
+#define FCL_DKDV_DO_BAD(buf, p, c) ((c) < head_dim_v && FCL_CPU_BAD(do_src, do_at, p, c))
 #define FCL_DKDV_DO_CLEAN(buf, n) (do_finite = true)
 #define FCL_DKDV_Q_BAD(buf, p, c) FCL_CPU_BAD(q_src, q_at, p, c)
 #define FCL_DKDV_Q_CLEAN(buf, n) (q_finite = true)

@@ -219,18 +219,20 @@ inline bool fcl_h_tile_bad(__local const ushort *tile, int n, int lid)
         if (e < (n))
 
 /* rows x D_PAD of 16-bit storage into a padded __local tile, row r from
- * fcl_row_offset(src_rows, keys, r) (common.cl), zero rows from nvalid on,
- * negated when `negate` (the sign bits of fp16 and bf16 alike); 8 elements
- * per access (the host guarantees the alignment). */
+ * fcl_row_offset(src_rows, keys, r) (common.cl), zero rows from nvalid on
+ * and zero columns from `width` on (D_PAD, or head_dim_v for V and dO; a
+ * multiple of 8), negated when `negate` (the sign bits of fp16 and bf16
+ * alike); 8 elements per access (the host guarantees the alignment). */
 inline void fcl_load_rows_h(__local ushort *dst, int nrows, __global const fcl_storage *src,
-                            const fcl_rows src_rows, bool keys, int nvalid, bool negate, int lid)
+                            const fcl_rows src_rows, bool keys, int nvalid, int width,
+                            bool negate, int lid)
 {
     const uint flip = negate ? 0x80008000u : 0u;
     const int chunks = D_PAD / 8;
     FCL_FOR_TILE_CHUNKS(e, nrows * chunks, lid) {
         const int r = e / chunks, c = e - r * chunks;
         uint4 x = (uint4)(0u);
-        if (r < nvalid)
+        if (r < nvalid && c * 8 < width)
             x = fcl_load8_h(src + fcl_row_offset(src_rows, keys, r) + c * 8) ^ flip;
         *(__local uint4 *)(dst + r * LDH + c * 8) = x;
     }
@@ -239,12 +241,13 @@ inline void fcl_load_rows_h(__local ushort *dst, int nrows, __global const fcl_s
 /* The same through cp.async, as one group: the copy proceeds while the warps
  * compute; fcl_cp_async_wait_all() and a barrier make it visible. */
 inline void fcl_load_rows_h_async(__local ushort *dst, int nrows, __global const fcl_storage *src,
-                                  const fcl_rows src_rows, bool keys, int nvalid, int lid)
+                                  const fcl_rows src_rows, bool keys, int nvalid, int width,
+                                  int lid)
 {
     const int chunks = D_PAD / 8;
     FCL_FOR_TILE_CHUNKS(e, nrows * chunks, lid) {
         const int r = e / chunks, c = e - r * chunks;
-        const bool valid = r < nvalid;
+        const bool valid = r < nvalid && c * 8 < width;
         fcl_copy8_h_async(dst + r * LDH + c * 8,
                        src + (valid ? fcl_row_offset(src_rows, keys, r) + c * 8 : 0), valid);
     }
@@ -253,15 +256,16 @@ inline void fcl_load_rows_h_async(__local ushort *dst, int nrows, __global const
 
 /* The two for rows at a fixed stride `ss` from element `base`. */
 inline void fcl_load_tile_h(__local ushort *dst, int nrows, __global const fcl_storage *src,
-                            long base, long ss, int nvalid, bool negate, int lid)
+                            long base, long ss, int nvalid, int width, bool negate, int lid)
 {
-    fcl_load_rows_h(dst, nrows, src, fcl_rows_strided(base, ss), true, nvalid, negate, lid);
+    fcl_load_rows_h(dst, nrows, src, fcl_rows_strided(base, ss), true, nvalid, width, negate,
+                    lid);
 }
 
 inline void fcl_load_tile_h_async(__local ushort *dst, int nrows, __global const fcl_storage *src,
-                                  long base, long ss, int nvalid, int lid)
+                                  long base, long ss, int nvalid, int width, int lid)
 {
-    fcl_load_rows_h_async(dst, nrows, src, fcl_rows_strided(base, ss), true, nvalid, lid);
+    fcl_load_rows_h_async(dst, nrows, src, fcl_rows_strided(base, ss), true, nvalid, width, lid);
 }
 
 /* ---- the forward's pieces (see flash_fwd.cl) ----------------------------
@@ -284,7 +288,8 @@ inline void fcl_load_tile_h_async(__local ushort *dst, int nrows, __global const
 
 #define FCL_FWD_LOAD_Q(q_rows, r0, rows, head_dim, negate)                                   \
     do {                                                                                       \
-        fcl_load_rows_h(Qh, BR, Q, fcl_tile_rows(q_rows, false, r0), false, (rows), (negate), lid); \
+        fcl_load_rows_h(Qh, BR, Q, fcl_tile_rows(q_rows, false, r0), false, (rows), D_PAD,    \
+                        (negate), lid);                                                        \
         barrier(CLK_LOCAL_MEM_FENCE);                                                          \
     } while (0)
 
@@ -309,13 +314,14 @@ inline void fcl_key_tile_pages(int *pg, const fcl_rows t, int nvalid, int lid)
 
 /* fcl_load_rows_h_async of a key tile whose pages pg are known. */
 inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fcl_storage *src,
-                                          const fcl_rows t, const int *pg, int nvalid, int lid)
+                                          const fcl_rows t, const int *pg, int nvalid, int width,
+                                          int lid)
 {
     const int chunks = D_PAD / 8;
     FCL_UNROLL
     for (int k = 0; k < FCL_KEY_TILE_STEPS; ++k) {
         const int e = lid + k * WG, r = e / chunks, c = e - r * chunks;
-        const bool valid = r < nvalid;
+        const bool valid = r < nvalid && c * 8 < width;
         const long at = t.base + (long)pg[k] * t.page_stride +
                         (long)((t.first + r) % FCL_PAGE_SIZE) * t.ss + c * 8;
         if (e < BC * chunks)
@@ -326,9 +332,10 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
 
 #define FCL_FWD_KEY_STATE int pg_now[FCL_KEY_TILE_STEPS], pg_next[FCL_KEY_TILE_STEPS]
 #define FCL_FWD_LOAD_K(k_rows, c0, cols, pg)                                          \
-    fcl_load_key_tile_paged_async(Kh, K, fcl_tile_rows(k_rows, true, c0), pg, (cols), lid)
-#define FCL_FWD_LOAD_V(v_rows, c0, cols)                                              \
-    fcl_load_key_tile_paged_async(Vh, V, fcl_tile_rows(v_rows, true, c0), pg_now, (cols), lid)
+    fcl_load_key_tile_paged_async(Kh, K, fcl_tile_rows(k_rows, true, c0), pg, (cols), D_PAD, lid)
+#define FCL_FWD_LOAD_V(v_rows, c0, cols)                                                \
+    fcl_load_key_tile_paged_async(Vh, V, fcl_tile_rows(v_rows, true, c0), pg_now, (cols), \
+                                  head_dim_v, lid)
 #define FCL_FWD_PAGES_NOW(k_rows, c0, cols) \
     fcl_key_tile_pages(pg_now, fcl_tile_rows(k_rows, true, c0), (cols), lid)
 #define FCL_FWD_PAGES_NEXT(k_rows, c0, cols) \
@@ -341,9 +348,10 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
 #else
 #define FCL_FWD_KEY_STATE (void)0
 #define FCL_FWD_LOAD_K(k_rows, c0, cols, pg) \
-    fcl_load_rows_h_async(Kh, BC, K, fcl_tile_rows(k_rows, true, c0), true, (cols), lid)
-#define FCL_FWD_LOAD_V(v_rows, c0, cols) \
-    fcl_load_rows_h_async(Vh, BC, V, fcl_tile_rows(v_rows, true, c0), true, (cols), lid)
+    fcl_load_rows_h_async(Kh, BC, K, fcl_tile_rows(k_rows, true, c0), true, (cols), D_PAD, lid)
+#define FCL_FWD_LOAD_V(v_rows, c0, cols)                                                     \
+    fcl_load_rows_h_async(Vh, BC, V, fcl_tile_rows(v_rows, true, c0), true, (cols), head_dim_v, \
+                          lid)
 #define FCL_FWD_PAGES_NOW(k_rows, c0, cols) (void)0
 #define FCL_FWD_PAGES_NEXT(k_rows, c0, cols) (void)0
 #define FCL_FWD_PAGES_ADVANCE() (void)0
@@ -413,14 +421,15 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
 /* Visible after the first tile's barrier. */
 #define FCL_DQ_LOAD_Q_DO(q_base, q_ss, do_base, do_ss, rows, head_dim)        \
     do {                                                                      \
-        fcl_load_tile_h(Qh, BR, Q, (q_base), (q_ss), (rows), false, lid);     \
-        fcl_load_tile_h(dOh, BR, dO, (do_base), (do_ss), (rows), false, lid); \
+        fcl_load_tile_h(Qh, BR, Q, (q_base), (q_ss), (rows), D_PAD, false, lid);          \
+        fcl_load_tile_h(dOh, BR, dO, (do_base), (do_ss), (rows), head_dim_v, false, lid); \
     } while (0)
 
 #define FCL_DQ_PREFETCH_KV(k_base, k_ss, v_base, v_ss, cols, buf)                          \
     do {                                                                                   \
-        fcl_load_tile_h_async(FCL_BUF(Kh, BC, buf), BC, K, (k_base), (k_ss), (cols), lid); \
-        fcl_load_tile_h_async(FCL_BUF(Vh, BC, buf), BC, V, (v_base), (v_ss), (cols), lid); \
+        fcl_load_tile_h_async(FCL_BUF(Kh, BC, buf), BC, K, (k_base), (k_ss), (cols), D_PAD, lid); \
+        fcl_load_tile_h_async(FCL_BUF(Vh, BC, buf), BC, V, (v_base), (v_ss), (cols), head_dim_v,  \
+                              lid);                                                              \
     } while (0)
 
 #define FCL_DQ_TILE_BEGIN(k_base, k_ss, v_base, v_ss, cols, head_dim, buf) \
@@ -461,14 +470,15 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
 /* Visible after the first block's barrier. */
 #define FCL_DKDV_LOAD_KV(k_base, k_ss, v_base, v_ss, cols, head_dim)      \
     do {                                                                  \
-        fcl_load_tile_h(Kh, BC, K, (k_base), (k_ss), (cols), false, lid); \
-        fcl_load_tile_h(Vh, BC, V, (v_base), (v_ss), (cols), false, lid); \
+        fcl_load_tile_h(Kh, BC, K, (k_base), (k_ss), (cols), D_PAD, false, lid);      \
+        fcl_load_tile_h(Vh, BC, V, (v_base), (v_ss), (cols), head_dim_v, false, lid); \
     } while (0)
 
 #define FCL_DKDV_PREFETCH_Q_DO(q_base, q_ss, do_base, do_ss, rows, buf)                         \
     do {                                                                                        \
-        fcl_load_tile_h_async(FCL_BUF(Qh, BR, buf), BR, Q, (q_base), (q_ss), (rows), lid);      \
-        fcl_load_tile_h_async(FCL_BUF(dOh, BR, buf), BR, dO, (do_base), (do_ss), (rows), lid);  \
+        fcl_load_tile_h_async(FCL_BUF(Qh, BR, buf), BR, Q, (q_base), (q_ss), (rows), D_PAD, lid); \
+        fcl_load_tile_h_async(FCL_BUF(dOh, BR, buf), BR, dO, (do_base), (do_ss), (rows),          \
+                              head_dim_v, lid);                                                   \
     } while (0)
 
 #define FCL_DKDV_BLOCK_BEGIN(q_base, q_ss, do_base, do_ss, rows, head_dim, buf) \

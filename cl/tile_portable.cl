@@ -251,7 +251,7 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
         barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is consumed */                       \
         fcl_load_rows(Ks, KS_LD, BC, K, fcl_tile_rows(k_rows, true, c0), true, (cols), (head_dim), \
                       lid);                                                                      \
-        fcl_load_rows(Vs, VS_LD, BC, V, fcl_tile_rows(v_rows, true, c0), true, (cols), (head_dim), \
+        fcl_load_rows(Vs, VS_LD, BC, V, fcl_tile_rows(v_rows, true, c0), true, (cols), head_dim_v, \
                       lid);                                                                      \
         barrier(CLK_LOCAL_MEM_FENCE);                                                            \
     } while (0)
@@ -304,7 +304,7 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
 #define FCL_DQ_LOAD_Q_DO(q_base, q_ss, do_base, do_ss, rows, head_dim)                           \
     do {                                                                                         \
         fcl_load_tile_t(Qt, QT_LD, BR, Q, (q_base), (q_ss), (rows), (head_dim), false, lid);     \
-        fcl_load_tile_t(dOt, QT_LD, BR, dO, (do_base), (do_ss), (rows), (head_dim), false, lid); \
+        fcl_load_tile_t(dOt, QT_LD, BR, dO, (do_base), (do_ss), (rows), head_dim_v, false, lid); \
     } while (0)
 
 /* No background copies: K and V are loaded when a tile begins (one buffer). */
@@ -313,7 +313,7 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
     do {                                                                             \
         barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is consumed */           \
         fcl_load_tile(Ks, KS_LD, BC, K, (k_base), (k_ss), (cols), (head_dim), lid);  \
-        fcl_load_tile(Vs, KS_LD, BC, V, (v_base), (v_ss), (cols), (head_dim), lid);  \
+        fcl_load_tile(Vs, KS_LD, BC, V, (v_base), (v_ss), (cols), head_dim_v, lid);  \
         barrier(CLK_LOCAL_MEM_FENCE);                                                \
     } while (0)
 
@@ -364,7 +364,7 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
 #define FCL_DKDV_LOAD_KV(k_base, k_ss, v_base, v_ss, cols, head_dim)                         \
     do {                                                                                     \
         fcl_load_tile_t(Kt, KT_LD, BC, K, (k_base), (k_ss), (cols), (head_dim), false, lid); \
-        fcl_load_tile_t(Vt, KT_LD, BC, V, (v_base), (v_ss), (cols), (head_dim), false, lid); \
+        fcl_load_tile_t(Vt, KT_LD, BC, V, (v_base), (v_ss), (cols), head_dim_v, false, lid); \
     } while (0)
 
 /* No background copies: Q and dO are loaded when a block begins. */
@@ -373,7 +373,7 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
     do {                                                                                   \
         barrier(CLK_LOCAL_MEM_FENCE); /* the previous block is consumed */                \
         fcl_load_tile(Qs, QS_LD, BR, Q, (q_base), (q_ss), (rows), (head_dim), lid);        \
-        fcl_load_tile(dOs, QS_LD, BR, dO, (do_base), (do_ss), (rows), (head_dim), lid);    \
+        fcl_load_tile(dOs, QS_LD, BR, dO, (do_base), (do_ss), (rows), head_dim_v, lid);    \
         barrier(CLK_LOCAL_MEM_FENCE);                                                      \
     } while (0)
 

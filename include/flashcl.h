@@ -107,7 +107,7 @@ FCL_API const char *fcl_version_string(void);
     X(OK, 0, "success")                                                                \
     X(ERROR_NULL_ARGUMENT, 1, "a required pointer argument is NULL")                   \
     X(ERROR_INVALID_SHAPE, 2, "a size is zero or larger than the library supports")    \
-    X(ERROR_HEAD_DIM_UNSUPPORTED, 3, "head_dim is outside 1..256")                     \
+    X(ERROR_HEAD_DIM_UNSUPPORTED, 3, "head_dim is outside 1..256, or head_dim_v outside 1..head_dim") \
     X(ERROR_HEADS_NOT_DIVISIBLE, 4, "heads_q is not a multiple of heads_kv")           \
     X(ERROR_OVERLAPPING_STRIDES, 5, "a tensor's strides make two of its elements overlap") \
     X(ERROR_BUFFER_TOO_SMALL, 6, "a buffer is smaller than the tensor it must hold")   \
@@ -218,8 +218,22 @@ typedef enum fcl_alibi_mode {
 /* One attention problem.  Fill it with fcl_attention_desc_init(), then
  * change what differs.
  *
- * Shapes: Q, O, dO, dQ are (batch, heads_q, seqlen_q, head_dim);
- *         K, V, dK, dV are (batch, heads_kv, seqlen_k, head_dim).
+ * Shapes: Q, dQ are (batch, heads_q, seqlen_q, head_dim);
+ *         O, dO are (batch, heads_q, seqlen_q, head_dim_v);
+ *         K, dK are (batch, heads_kv, seqlen_k, head_dim);
+ *         V, dV are (batch, heads_kv, seqlen_k, head_dim_v).
+ * Value head dim: head_dim_v (0: equal to head_dim) is the width of V and
+ * so of O and the gradients that go with them (DeepSeek-V3/R1's prefill:
+ * head_dim 192, head_dim_v 128).  Scores use head_dim alone (q.k over
+ * head_dim columns, default scale 1/sqrt(head_dim)); O[i][c] =
+ * sum_j P[i][j] V[j][c] for c < head_dim_v.  fcl_attention_desc_init sets
+ * head_dim_v = head_dim and every layout for head_dim: a caller who
+ * changes head_dim_v sets v, o, dout and dv for it too (e.g.
+ * fcl_layout_contiguous(kind, heads, seqlen, head_dim_v)); buffer sizes,
+ * strides and aliasing are checked with each tensor's own width.  Every
+ * call, piece and dtype takes head_dim_v <= head_dim (the kernels hold V's
+ * tiles at head_dim's width, its columns past head_dim_v as zeros); NVIDIA
+ * tensor cores run it when head_dim_v is, like head_dim, a multiple of 16.
  * heads_q must be a multiple of heads_kv: query head h reads K/V head
  * h / (heads_q / heads_kv) (MQA when heads_kv == 1, GQA otherwise).
  *
@@ -310,6 +324,13 @@ typedef struct fcl_attention_desc {
                                       FCL_ERROR_DTYPE_UNSUPPORTED).  Ignored for the other
                                       dtypes, whose O has dtype.  fcl_attention_desc_init
                                       sets it to dtype, or FP16 for an FP8 dtype. */
+    /* ---- value head dim ---- */
+    size_t head_dim_v;             /* columns of V, O, dO and dV (Q, K, dQ, dK keep
+                                      head_dim); 0 means head_dim, which
+                                      fcl_attention_desc_init sets.  1 <= head_dim_v <=
+                                      head_dim, else FCL_ERROR_HEAD_DIM_UNSUPPORTED
+                                      (checked after head_dim's own range).  See
+                                      "Value head dim" above. */
 } fcl_attention_desc;
 
 /* The device buffers some variants read (NULL where unused).  The block mask
@@ -809,7 +830,15 @@ FCL_API fcl_status fcl_philox_host(fcl_context *ctx, size_t n, const uint32_t *c
  * and the descales of fcl_kvcache_buffers act as fcl_attention_aux's (the
  * append copies bytes: new rows must be quantised with their sequence's
  * descales); FP8 decode plans pack no heads (fcl_plan_query).
- * Q and O are (batch, seqlen_q, heads_q, head_dim) as their layouts say;
+ * Value head dim: as in fcl_attention_desc, head_dim_v (0: head_dim) is
+ * the width of v_cache, v_new and O (K, Q and k_new keep head_dim), and
+ * 1 <= head_dim_v <= head_dim (else FCL_ERROR_HEAD_DIM_UNSUPPORTED).
+ * fcl_kvcache_desc_init sets head_dim_v = head_dim and the layouts of Q, O,
+ * k_new, v_new for head_dim: set head_dim_v first, then o and v_new for it;
+ * fcl_kvcache_desc_set_contiguous and _set_paged lay v_cache out with
+ * head_dim_v columns.  An append writes head_dim columns of each new K row
+ * and head_dim_v of each new V row.
+ * Q and O are (batch, seqlen_q, heads_q, head_dim / head_dim_v) as their layouts say;
  * LSE (optional, fp32) is contiguous (batch, heads_q, seqlen_q) from
  * lse_offset, as for fcl_attention_forward. */
 typedef struct fcl_kvcache_desc {
@@ -841,6 +870,9 @@ typedef struct fcl_kvcache_desc {
      * are FP8; see fcl_dtype and fcl_attention_aux) ---- */
     fcl_dtype out_dtype;          /* O's type for FP8 dtypes, as fcl_attention_desc.out_dtype;
                                      fcl_kvcache_desc_init sets dtype, FP16 for FP8 */
+    /* ---- value head dim (see "Value head dim" above) ---- */
+    size_t head_dim_v;            /* columns of v_cache, v_new and O; 0 means head_dim, which
+                                     fcl_kvcache_desc_init sets */
 } fcl_kvcache_desc;
 
 /*! fcl_kvcache_desc_init() :

@@ -25,32 +25,50 @@ static size_t at(const fcl_layout *l, size_t b, size_t s, size_t h, size_t c)
     return l->offset + b * l->stride_batch + s * l->stride_seq + h * l->stride_head + c;
 }
 
-/* Where key j of sequence b, head hk starts in the cache. */
-size_t kv_cache_at(const kv_state *st, size_t b, size_t j, size_t hk)
+/* Where key j of sequence b, head hk starts in the cache of layout l. */
+static size_t cache_at(const kv_state *st, const fcl_layout *l, size_t b, size_t j, size_t hk)
 {
     const fcl_kvcache_desc *d = &st->desc;
     if (d->page_size == 0)
-        return at(&d->k_cache, b, j, hk, 0);
+        return at(l, b, j, hk, 0);
     const size_t page = (size_t)st->pages[b * d->page_table_stride + j / d->page_size];
-    return at(&d->k_cache, page, j % d->page_size, hk, 0);
+    return at(l, page, j % d->page_size, hk, 0);
 }
 
-static void kv_init_full(const kv_case *c, const kv_fp8 *fp8, int interleaved, kv_state *st);
+size_t kv_cache_at(const kv_state *st, size_t b, size_t j, size_t hk)
+{
+    return cache_at(st, &st->desc.k_cache, b, j, hk);
+}
 
-void kv_init(const kv_case *c, kv_state *st) { kv_init_full(c, NULL, 0, st); }
-void kv_init_interleaved(const kv_case *c, kv_state *st) { kv_init_full(c, NULL, 1, st); }
+/* The same in the V cache (interleaved: K's + v_shift). */
+static size_t v_cache_at(const kv_state *st, size_t b, size_t j, size_t hk)
+{
+    return cache_at(st, &st->desc.v_cache, b, j, hk);
+}
+
+static void kv_init_full(const kv_case *c, const kv_fp8 *fp8, int interleaved, size_t dv,
+                         kv_state *st);
+
+void kv_init(const kv_case *c, kv_state *st) { kv_init_full(c, NULL, 0, 0, st); }
+void kv_init_interleaved(const kv_case *c, kv_state *st) { kv_init_full(c, NULL, 1, 0, st); }
 void kv_init_fp8(const kv_case *c, const kv_fp8 *fp8, kv_state *st)
 {
-    kv_init_full(c, fp8, 0, st);
+    kv_init_full(c, fp8, 0, 0, st);
 }
 
-static void kv_init_full(const kv_case *c, const kv_fp8 *fp8, int interleaved, kv_state *st)
+/* dv: head_dim_v, 0 for head_dim (interleaved caches only with that) */
+static void kv_init_full(const kv_case *c, const kv_fp8 *fp8, int interleaved, size_t dv,
+                         kv_state *st)
 {
     memset(st, 0, sizeof *st);
     rng r = {c->seed * 7919 + 13};
     fcl_kvcache_desc *d = &st->desc;
     fcl_kvcache_desc_init(d, c->batch, c->heads_q, c->heads_kv, c->head_dim, c->seqlen_q,
                           c->seqlen_new, c->dtype);
+    st->dv = dv != 0 ? dv : c->head_dim;
+    d->head_dim_v = st->dv;
+    d->o = fcl_layout_contiguous(FCL_LAYOUT_BSHD, c->heads_q, c->seqlen_q, st->dv);
+    d->v_new = fcl_layout_contiguous(FCL_LAYOUT_BSHD, c->heads_kv, c->seqlen_new, st->dv);
     d->causal = c->causal;
     d->window_left = c->window_left;
     d->softcap = c->softcap;
@@ -64,16 +82,19 @@ static void kv_init_full(const kv_case *c, const kv_fp8 *fp8, int interleaved, k
     st->oes = fcl_dtype_size(st->out_dtype);
     /* elements of one block: a page, or a contiguous cache's sequence */
     const size_t block = (c->page_size ? c->page_size : c->capacity) * c->heads_kv * c->head_dim;
+    const size_t v_block = block / c->head_dim * st->dv;
     if (c->page_size == 0) {
         fcl_kvcache_desc_set_contiguous(d, c->capacity);
         st->npages = 0;
         st->ncache = c->batch * block;
+        st->nvcache = c->batch * v_block;
     } else {
         const size_t per_seq = c->capacity / c->page_size;
         st->npages = c->batch * per_seq + 3; /* spare pages nobody owns */
         fcl_kvcache_desc_set_paged(d, st->npages, c->page_size, per_seq);
         d->page_table_stride = per_seq + 2; /* rows with a gap */
         st->ncache = st->npages * block;
+        st->nvcache = st->npages * v_block;
         /* a shuffled permutation: pages in any order */
         int32_t *perm = malloc(st->npages * sizeof *perm);
         for (size_t i = 0; i < st->npages; ++i)
@@ -92,6 +113,7 @@ static void kv_init_full(const kv_case *c, const kv_fp8 *fp8, int interleaved, k
         free(perm);
     }
     st->nq = c->batch * c->seqlen_q * c->heads_q * c->head_dim;
+    st->no = c->batch * c->seqlen_q * c->heads_q * st->dv;
     st->nlse = c->batch * c->heads_q * c->seqlen_q;
     st->nnew = c->batch * c->seqlen_new * c->heads_kv * c->head_dim;
     if (interleaved) { /* one allocation, K and V blocks alternating */
@@ -99,14 +121,15 @@ static void kv_init_full(const kv_case *c, const kv_fp8 *fp8, int interleaved, k
         d->v_cache.offset = block;
         st->v_shift = block;
         st->ncache *= 2;
+        st->nvcache = st->ncache;
     }
     st->q = random_bytes(&r, st->nq, c->dtype, st->es);
     st->kc = random_bytes(&r, st->ncache, c->dtype, st->es);
-    st->vc = interleaved ? st->kc : random_bytes(&r, st->ncache, c->dtype, st->es);
+    st->vc = interleaved ? st->kc : random_bytes(&r, st->nvcache, c->dtype, st->es);
     st->kn = random_bytes(&r, st->nnew ? st->nnew : 1, c->dtype, st->es);
     st->vn = random_bytes(&r, st->nnew ? st->nnew : 1, c->dtype, st->es);
-    st->o = malloc(st->nq * st->oes);
-    memset(st->o, 0xA5, st->nq * st->oes);
+    st->o = malloc(st->no * st->oes);
+    memset(st->o, 0xA5, st->no * st->oes);
     st->lse = malloc(c->batch * c->heads_q * c->seqlen_q * sizeof(float));
     memset(st->lse, 0xA5, c->batch * c->heads_q * c->seqlen_q * sizeof(float));
     st->lens = malloc(c->batch * sizeof *st->lens);
@@ -117,17 +140,18 @@ static void kv_init_full(const kv_case *c, const kv_fp8 *fp8, int interleaved, k
         st->alibi[h] = (float)ldexp(1.0, -(int)(h + 1));
     /* the caches as the call must leave them */
     st->kc_expect = malloc(st->ncache * st->es);
-    st->vc_expect = interleaved ? st->kc_expect : malloc(st->ncache * st->es);
+    st->vc_expect = interleaved ? st->kc_expect : malloc(st->nvcache * st->es);
     memcpy(st->kc_expect, st->kc, st->ncache * st->es);
-    memcpy(st->vc_expect, st->vc, st->ncache * st->es);
+    memcpy(st->vc_expect, st->vc, st->nvcache * st->es);
     for (size_t b = 0; b < c->batch; ++b)
         for (size_t t = 0; t < c->seqlen_new; ++t)
             for (size_t hk = 0; hk < c->heads_kv; ++hk) {
                 const size_t dst = kv_cache_at(st, b, (size_t)c->lens[b] + t, hk);
-                const size_t src = at(&d->k_new, b, t, hk, 0);
-                memcpy(st->kc_expect + dst * st->es, st->kn + src * st->es, c->head_dim * st->es);
-                memcpy(st->vc_expect + (dst + st->v_shift) * st->es, st->vn + src * st->es,
+                const size_t vdst = v_cache_at(st, b, (size_t)c->lens[b] + t, hk);
+                memcpy(st->kc_expect + dst * st->es, st->kn + at(&d->k_new, b, t, hk, 0) * st->es,
                        c->head_dim * st->es);
+                memcpy(st->vc_expect + vdst * st->es, st->vn + at(&d->v_new, b, t, hk, 0) * st->es,
+                       st->dv * st->es);
             }
     if (fp8 != NULL && fp8->descales)
         for (int t = 0; t < 3; ++t) {
@@ -179,6 +203,7 @@ int kv_check_outputs(const kv_case *c, const kv_state *st, const char *what)
 {
     const fcl_kvcache_desc *d = &st->desc;
     const size_t B = c->batch, Hq = c->heads_q, Hk = c->heads_kv, D = c->head_dim, Sq = c->seqlen_q;
+    const size_t Dv = st->dv;
     size_t tmax = 1;
     int *cu_q = malloc((B + 1) * sizeof *cu_q), *cu_k = malloc((B + 1) * sizeof *cu_k);
     cu_q[0] = cu_k[0] = 0;
@@ -190,7 +215,7 @@ int kv_check_outputs(const kv_case *c, const kv_state *st, const char *what)
     }
     /* reference arrays: (batch, heads, seq, dim), keys padded to tmax */
     double *q = calloc(B * Hq * Sq * D, sizeof *q), *k = calloc(B * Hk * tmax * D, sizeof *k);
-    double *v = calloc(B * Hk * tmax * D, sizeof *v);
+    double *v = calloc(B * Hk * tmax * Dv, sizeof *v);
     for (size_t b = 0; b < B; ++b)
         for (size_t h = 0; h < Hq; ++h)
             for (size_t i = 0; i < Sq; ++i)
@@ -205,9 +230,10 @@ int kv_check_outputs(const kv_case *c, const kv_state *st, const char *what)
                     const size_t e = (kv_cache_at(st, b, j, hk) + x) * st->es;
                     k[((b * Hk + hk) * tmax + j) * D + x] =
                         kv_get(st->kc_expect + e, c->dtype) * descale_of(st, 1, b, Hk, hk);
-                    v[((b * Hk + hk) * tmax + j) * D + x] =
-                        kv_get(st->vc_expect + e + st->v_shift * st->es, c->dtype) *
-                        descale_of(st, 2, b, Hk, hk);
+                    if (x < Dv)
+                        v[((b * Hk + hk) * tmax + j) * Dv + x] =
+                            kv_get(st->vc_expect + (v_cache_at(st, b, j, hk) + x) * st->es,
+                                   c->dtype) * descale_of(st, 2, b, Hk, hk);
                 }
     double slopes[64];
     for (size_t h = 0; h < Hq && h < 64; ++h)
@@ -215,8 +241,8 @@ int kv_check_outputs(const kv_case *c, const kv_state *st, const char *what)
     ref_variants rv = {c->window_left, -1, c->softcap, c->alibi ? slopes : NULL, 0, 0, 0, 0,
                        cu_q, cu_k, NULL, 0, 0, 0, 0};
     const double scale = (double)(float)(1.0 / sqrt((double)D)); /* the default, as the library rounds it */
-    ref_problem p = {B, Hq, Hk, Sq, tmax, D, scale, c->causal, st->out_dtype, &rv};
-    const size_t no = B * Hq * Sq * D, nl = B * Hq * Sq;
+    ref_problem p = {B, Hq, Hk, Sq, tmax, D, scale, c->causal, st->out_dtype, &rv, Dv};
+    const size_t no = B * Hq * Sq * Dv, nl = B * Hq * Sq;
     double *o64 = malloc(no * sizeof *o64), *olp = malloc(no * sizeof *olp);
     double *l64 = malloc(nl * sizeof *l64), *llp = malloc(nl * sizeof *llp);
     double *ours = malloc(no * sizeof *ours), *lours = malloc(nl * sizeof *lours);
@@ -225,8 +251,8 @@ int kv_check_outputs(const kv_case *c, const kv_state *st, const char *what)
     for (size_t b = 0; b < B; ++b)
         for (size_t h = 0; h < Hq; ++h)
             for (size_t i = 0; i < Sq; ++i) {
-                for (size_t x = 0; x < D; ++x)
-                    ours[((b * Hq + h) * Sq + i) * D + x] =
+                for (size_t x = 0; x < Dv; ++x)
+                    ours[((b * Hq + h) * Sq + i) * Dv + x] =
                         kv_get(st->o + at(&d->o, b, i, h, x) * st->oes, st->out_dtype);
                 lours[(b * Hq + h) * Sq + i] = st->lse[(b * Hq + h) * Sq + i];
             }
@@ -264,43 +290,52 @@ int kv_check_outputs(const kv_case *c, const kv_state *st, const char *what)
 
 /* Runs a case through the host call; checks caches, outputs, and that a
  * second run from the same inputs is bitwise the same. */
-static int kv_run_full(fcl_context *ctx, const kv_case *c, const kv_fp8 *fp8, int interleaved);
+static int kv_run_full(fcl_context *ctx, const kv_case *c, const kv_fp8 *fp8, int interleaved,
+                       size_t dv);
 
-int kv_run(fcl_context *ctx, const kv_case *c) { return kv_run_full(ctx, c, NULL, 0); }
+int kv_run(fcl_context *ctx, const kv_case *c) { return kv_run_full(ctx, c, NULL, 0, 0); }
 int kv_run_fp8(fcl_context *ctx, const kv_case *c, const kv_fp8 *fp8)
 {
-    return kv_run_full(ctx, c, fp8, 0);
+    return kv_run_full(ctx, c, fp8, 0, 0);
 }
-int kv_run_interleaved(fcl_context *ctx, const kv_case *c) { return kv_run_full(ctx, c, NULL, 1); }
+int kv_run_interleaved(fcl_context *ctx, const kv_case *c)
+{
+    return kv_run_full(ctx, c, NULL, 1, 0);
+}
+int kv_run_value_dim(fcl_context *ctx, const kv_case *c, size_t head_dim_v)
+{
+    return kv_run_full(ctx, c, NULL, 0, head_dim_v);
+}
 
-static int kv_run_full(fcl_context *ctx, const kv_case *c, const kv_fp8 *fp8, int interleaved)
+static int kv_run_full(fcl_context *ctx, const kv_case *c, const kv_fp8 *fp8, int interleaved,
+                       size_t dv)
 {
     kv_state st;
-    kv_init_full(c, fp8, interleaved, &st);
-    const size_t cache_bytes = st.ncache * st.es;
-    unsigned char *kc0 = malloc(cache_bytes), *vc0 = malloc(cache_bytes);
+    kv_init_full(c, fp8, interleaved, dv, &st);
+    const size_t cache_bytes = st.ncache * st.es, vcache_bytes = st.nvcache * st.es;
+    unsigned char *kc0 = malloc(cache_bytes), *vc0 = malloc(vcache_bytes);
     memcpy(kc0, st.kc, cache_bytes);
-    memcpy(vc0, st.vc, cache_bytes);
+    memcpy(vc0, st.vc, vcache_bytes);
     fcl_kvcache_host a = kv_host_arrays(&st);
     fcl_status s = fcl_attention_kvcache_host(ctx, &st.desc, &a);
     int ok = s == FCL_OK;
     if (!ok)
         printf("kvcache: status %s\n%s", fcl_status_string(s), fcl_context_build_log(ctx));
     if (ok && (memcmp(st.kc, st.kc_expect, cache_bytes) != 0 ||
-               memcmp(st.vc, st.vc_expect, cache_bytes) != 0)) {
+               memcmp(st.vc, st.vc_expect, vcache_bytes) != 0)) {
         printf("kvcache: the caches after the call are not as expected\n");
         ok = 0;
     }
     ok = ok && kv_check_outputs(c, &st, "host");
     if (ok) { /* again from the original caches: bitwise the same */
-        unsigned char *o1 = malloc(st.nq * st.oes);
+        unsigned char *o1 = malloc(st.no * st.oes);
         float *l1 = malloc(c->batch * c->heads_q * c->seqlen_q * sizeof *l1);
-        memcpy(o1, st.o, st.nq * st.oes);
+        memcpy(o1, st.o, st.no * st.oes);
         memcpy(l1, st.lse, c->batch * c->heads_q * c->seqlen_q * sizeof *l1);
         memcpy(st.kc, kc0, cache_bytes);
-        memcpy(st.vc, vc0, cache_bytes);
+        memcpy(st.vc, vc0, vcache_bytes);
         ok = fcl_attention_kvcache_host(ctx, &st.desc, &a) == FCL_OK &&
-             memcmp(o1, st.o, st.nq * st.oes) == 0 &&
+             memcmp(o1, st.o, st.no * st.oes) == 0 &&
              memcmp(l1, st.lse, c->batch * c->heads_q * c->seqlen_q * sizeof *l1) == 0;
         if (!ok)
             printf("kvcache: a second run differs\n");

@@ -52,6 +52,7 @@ typedef struct kv_state {
     unsigned char *q, *kc, *vc, *kn, *vn, *o;
     unsigned char *kc_expect, *vc_expect; /* the caches as the call must leave them */
     size_t v_shift;               /* interleaved: vc == kc, V's element = K's + v_shift */
+    size_t dv, no, nvcache;       /* head_dim_v; O's and the V cache's elements */
     int32_t *lens, *pages;
     float *alibi, *lse;
 } kv_state;
@@ -80,5 +81,7 @@ int kv_run(fcl_context *ctx, const kv_case *c);
 int kv_run_fp8(fcl_context *ctx, const kv_case *c, const kv_fp8 *fp8);
 /* kv_run on the interleaved layout of kv_init_interleaved. */
 int kv_run_interleaved(fcl_context *ctx, const kv_case *c);
+/* kv_run with V, v_new and O head_dim_v columns wide (K, Q head_dim). */
+int kv_run_value_dim(fcl_context *ctx, const kv_case *c, size_t head_dim_v);
 
 #endif

@@ -80,7 +80,7 @@ static void nf_init(const nf_case *c, nf_state *st)
         st->aux.block_mask = st->blocks;
     }
     st->prob = (ref_problem){1, c->heads_q, c->heads_kv, c->seqlen_q, c->seqlen_k, c->head_dim,
-                             (double)d->softmax_scale, c->causal, st->out_dt, &st->rv};
+                             (double)d->softmax_scale, c->causal, st->out_dt, &st->rv, 0};
     const size_t no = st->n[NF_Q];
     st->o = calloc(no, sizeof(double));
     st->dq = calloc(no, sizeof(double));

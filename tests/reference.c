@@ -115,20 +115,25 @@ static size_t idx(size_t heads, size_t seq, size_t dim, size_t b, size_t h, size
     return ((b * heads + h) * seq + s) * dim;
 }
 
+size_t ref_head_dim_v(const ref_problem *p)
+{
+    return p->head_dim_v != 0 ? p->head_dim_v : p->head_dim;
+}
+
 void ref_forward_f64(const ref_problem *p, const double *q, const double *k, const double *v,
                      double *o, double *lse)
 {
-    const size_t D = p->head_dim, Sq = p->seqlen_q, Sk = p->seqlen_k;
+    const size_t D = p->head_dim, Dv = ref_head_dim_v(p), Sq = p->seqlen_q, Sk = p->seqlen_k;
     const size_t group = p->heads_q / p->heads_kv;
     double *s = malloc(Sk * sizeof *s);
-    memset(o, 0, p->batch * p->heads_q * Sq * D * sizeof *o);
+    memset(o, 0, p->batch * p->heads_q * Sq * Dv * sizeof *o);
     for (size_t x = 0; x < p->batch * p->heads_q * Sq; ++x)
         lse[x] = INFINITY;
     for (size_t b = 0; b < p->batch; ++b)
         for (size_t h = 0; h < p->heads_q; ++h)
             for (size_t i = 0; i < ref_len_q(p, b); ++i) {
                 const double *qi = q + idx(p->heads_q, Sq, D, b, h, i);
-                double *oi = o + idx(p->heads_q, Sq, D, b, h, i);
+                double *oi = o + idx(p->heads_q, Sq, Dv, b, h, i);
                 double m = -INFINITY, t;
                 for (size_t j = 0; j < Sk; ++j) {
                     s[j] = -INFINITY;
@@ -149,11 +154,11 @@ void ref_forward_f64(const ref_problem *p, const double *q, const double *k, con
                     const double e = exp(s[j] - m);
                     l += e;
                     const double ez = e * ref_dropout_factor(p, b, h, i, j);
-                    const double *vj = v + idx(p->heads_kv, Sk, D, b, h / group, j);
-                    for (size_t d = 0; d < D; ++d)
+                    const double *vj = v + idx(p->heads_kv, Sk, Dv, b, h / group, j);
+                    for (size_t d = 0; d < Dv; ++d)
                         oi[d] += ez * vj[d];
                 }
-                for (size_t d = 0; d < D && l > 0; ++d)
+                for (size_t d = 0; d < Dv && l > 0; ++d)
                     oi[d] /= l;
                 lse[(b * p->heads_q + h) * Sq + i] = l > 0 ? m + log(l) : INFINITY;
             }
@@ -163,18 +168,18 @@ void ref_forward_f64(const ref_problem *p, const double *q, const double *k, con
 void ref_forward_lowp(const ref_problem *p, const double *q, const double *k, const double *v,
                       double *o, double *lse)
 {
-    const size_t D = p->head_dim, Sq = p->seqlen_q, Sk = p->seqlen_k;
+    const size_t D = p->head_dim, Dv = ref_head_dim_v(p), Sq = p->seqlen_q, Sk = p->seqlen_k;
     const size_t group = p->heads_q / p->heads_kv;
     float *s = malloc(Sk * sizeof *s);
-    float *acc = malloc(D * sizeof *acc);
-    memset(o, 0, p->batch * p->heads_q * Sq * D * sizeof *o);
+    float *acc = malloc(Dv * sizeof *acc);
+    memset(o, 0, p->batch * p->heads_q * Sq * Dv * sizeof *o);
     for (size_t x = 0; x < p->batch * p->heads_q * Sq; ++x)
         lse[x] = INFINITY;
     for (size_t b = 0; b < p->batch; ++b)
         for (size_t h = 0; h < p->heads_q; ++h)
             for (size_t i = 0; i < ref_len_q(p, b); ++i) {
                 const double *qi = q + idx(p->heads_q, Sq, D, b, h, i);
-                double *oi = o + idx(p->heads_q, Sq, D, b, h, i);
+                double *oi = o + idx(p->heads_q, Sq, Dv, b, h, i);
                 float m = -INFINITY, t;
                 for (size_t jj = Sk; jj-- > 0;) { /* keys in reverse order */
                     s[jj] = -INFINITY;
@@ -193,18 +198,18 @@ void ref_forward_lowp(const ref_problem *p, const double *q, const double *k, co
                         s[jj] = expf(s[jj] - m);
                         l += s[jj];
                     }
-                for (size_t d = 0; d < D; ++d)
+                for (size_t d = 0; d < Dv; ++d)
                     acc[d] = 0;
                 for (size_t jj = Sk; jj-- > 0;) {
                     if (s[jj] == -INFINITY || l == 0)
                         continue;
                     /* normalised before PV, unlike the kernel */
                     const float pj = s[jj] / l * (float)ref_dropout_factor(p, b, h, i, jj);
-                    const double *vj = v + idx(p->heads_kv, Sk, D, b, h / group, jj);
-                    for (size_t d = 0; d < D; ++d)
+                    const double *vj = v + idx(p->heads_kv, Sk, Dv, b, h / group, jj);
+                    for (size_t d = 0; d < Dv; ++d)
                         acc[d] += pj * (float)vj[d];
                 }
-                for (size_t d = 0; d < D; ++d)
+                for (size_t d = 0; d < Dv; ++d)
                     oi[d] = round_to_dtype(acc[d], p->dtype);
                 lse[(b * p->heads_q + h) * Sq + i] = l > 0 ? (double)(m + logf(l)) : INFINITY;
             }
@@ -214,12 +219,13 @@ void ref_forward_lowp(const ref_problem *p, const double *q, const double *k, co
 
 /* The gradient recipe shared by both precisions: T is double or float. */
 #define BACKWARD_BODY(T, EXP, SCORE, FORWARD, ROUND)                                      \
-    const size_t D = p->head_dim, Sq = p->seqlen_q, Sk = p->seqlen_k;                      \
+    const size_t D = p->head_dim, Dv = ref_head_dim_v(p), Sq = p->seqlen_q, Sk = p->seqlen_k; \
     const size_t group = p->heads_q / p->heads_kv;                                         \
     const size_t nq = p->batch * p->heads_q * Sq * D, nk = p->batch * p->heads_kv * Sk * D; \
-    double *o = malloc(nq * sizeof *o);                                                    \
+    const size_t nov = p->batch * p->heads_q * Sq * Dv, nv = p->batch * p->heads_kv * Sk * Dv; \
+    double *o = malloc(nov * sizeof *o);                                                   \
     double *lse = malloc(p->batch * p->heads_q * Sq * sizeof *lse);                        \
-    T *gk = calloc(nk, sizeof *gk), *gv = calloc(nk, sizeof *gv);                          \
+    T *gk = calloc(nk, sizeof *gk), *gv = calloc(nv, sizeof *gv);                          \
     T *gq = malloc(D * sizeof *gq);                                                        \
     FORWARD(p, q, k, v, o, lse);                                                           \
     memset(dq, 0, nq * sizeof *dq);                                                        \
@@ -228,26 +234,29 @@ void ref_forward_lowp(const ref_problem *p, const double *q, const double *k, co
         for (size_t h = 0; h < p->heads_q; ++h)                                            \
             for (size_t i = 0; i < ref_len_q(p, b); ++i) {                                 \
                 const size_t qo = idx(p->heads_q, Sq, D, b, h, i);                         \
+                const size_t oo = idx(p->heads_q, Sq, Dv, b, h, i);                        \
                 const T L = (T)lse[(b * p->heads_q + h) * Sq + i];                         \
                 T delta = 0;                                                               \
-                for (size_t d = 0; d < D; ++d)                                             \
-                    delta += (T)dout[qo + d] * (T)o[qo + d];                               \
+                for (size_t d = 0; d < Dv; ++d)                                            \
+                    delta += (T)dout[oo + d] * (T)o[oo + d];                               \
                 for (size_t d = 0; d < D; ++d)                                             \
                     gq[d] = 0;                                                             \
                 for (size_t j = 0; j < Sk; ++j) {                                          \
                     if (!ref_visible(p, b, h, i, j) || isinf((double)L))                   \
                         continue;                                                          \
                     const size_t ko = idx(p->heads_kv, Sk, D, b, h / group, j);            \
+                    const size_t vo = idx(p->heads_kv, Sk, Dv, b, h / group, j);           \
                     T qk = 0, dp = 0, t;                                                   \
-                    for (size_t d = 0; d < D; ++d) {                                       \
+                    for (size_t d = 0; d < D; ++d)                                         \
                         qk += (T)q[qo + d] * (T)k[ko + d];                                 \
-                        dp += (T)dout[qo + d] * (T)v[ko + d];                              \
-                    }                                                                      \
+                    for (size_t d = 0; d < Dv; ++d)                                        \
+                        dp += (T)dout[oo + d] * (T)v[vo + d];                              \
                     const T z = (T)ref_dropout_factor(p, b, h, i, j);                      \
                     const T pij = EXP(SCORE(p, b, h, i, j, qk, &t) - L);                   \
                     const T ds = pij * (dp * z - delta) * (1 - t * t);                     \
+                    for (size_t d = 0; d < Dv; ++d)                                        \
+                        gv[vo + d] += pij * z * (T)dout[oo + d];                           \
                     for (size_t d = 0; d < D; ++d) {                                       \
-                        gv[ko + d] += pij * z * (T)dout[qo + d];                           \
                         gk[ko + d] += scale * ds * (T)q[qo + d];                           \
                         gq[d] += scale * ds * (T)k[ko + d];                                \
                     }                                                                      \
@@ -255,10 +264,10 @@ void ref_forward_lowp(const ref_problem *p, const double *q, const double *k, co
                 for (size_t d = 0; d < D; ++d)                                             \
                     dq[qo + d] = ROUND(gq[d]);                                             \
             }                                                                              \
-    for (size_t x = 0; x < nk; ++x) {                                                      \
+    for (size_t x = 0; x < nk; ++x)                                                        \
         dk[x] = ROUND(gk[x]);                                                              \
+    for (size_t x = 0; x < nv; ++x)                                                        \
         dv[x] = ROUND(gv[x]);                                                              \
-    }                                                                                      \
     free(gq);                                                                              \
     free(gk);                                                                              \
     free(gv);                                                                              \
@@ -284,38 +293,42 @@ void ref_backward_magnitudes(const ref_problem *p, const double *q, const double
                              const double *v, const double *dout, double *mq, double *mk,
                              double *mv)
 {
-    const size_t D = p->head_dim, Sq = p->seqlen_q, Sk = p->seqlen_k;
+    const size_t D = p->head_dim, Dv = ref_head_dim_v(p), Sq = p->seqlen_q, Sk = p->seqlen_k;
     const size_t group = p->heads_q / p->heads_kv;
     const size_t nq = p->batch * p->heads_q * Sq * D, nk = p->batch * p->heads_kv * Sk * D;
-    double *o = malloc(nq * sizeof *o);
+    const size_t nv = p->batch * p->heads_kv * Sk * Dv;
+    double *o = malloc(p->batch * p->heads_q * Sq * Dv * sizeof *o);
     double *lse = malloc(p->batch * p->heads_q * Sq * sizeof *lse);
     ref_forward_f64(p, q, k, v, o, lse);
     memset(mq, 0, nq * sizeof *mq);
     memset(mk, 0, nk * sizeof *mk);
-    memset(mv, 0, nk * sizeof *mv);
+    memset(mv, 0, nv * sizeof *mv);
     const double scale = fabs(p->scale);
     for (size_t b = 0; b < p->batch; ++b)
         for (size_t h = 0; h < p->heads_q; ++h)
             for (size_t i = 0; i < ref_len_q(p, b); ++i) {
                 const size_t qo = idx(p->heads_q, Sq, D, b, h, i);
+                const size_t oo = idx(p->heads_q, Sq, Dv, b, h, i);
                 const double L = lse[(b * p->heads_q + h) * Sq + i];
                 double delta_abs = 0;
-                for (size_t d = 0; d < D; ++d)
-                    delta_abs += fabs(dout[qo + d] * o[qo + d]);
+                for (size_t d = 0; d < Dv; ++d)
+                    delta_abs += fabs(dout[oo + d] * o[oo + d]);
                 for (size_t j = 0; j < Sk; ++j) {
                     if (!ref_visible(p, b, h, i, j) || isinf(L))
                         continue;
                     const size_t ko = idx(p->heads_kv, Sk, D, b, h / group, j);
+                    const size_t vo = idx(p->heads_kv, Sk, Dv, b, h / group, j);
                     double qk = 0, dp_abs = 0, t;
-                    for (size_t d = 0; d < D; ++d) {
+                    for (size_t d = 0; d < D; ++d)
                         qk += q[qo + d] * k[ko + d];
-                        dp_abs += fabs(dout[qo + d] * v[ko + d]);
-                    }
+                    for (size_t d = 0; d < Dv; ++d)
+                        dp_abs += fabs(dout[oo + d] * v[vo + d]);
                     const double z = ref_dropout_factor(p, b, h, i, j);
                     const double pij = exp(score(p, b, h, i, j, qk, &t) - L);
                     const double ds_abs = pij * (dp_abs * z + delta_abs) * fabs(1 - t * t);
+                    for (size_t d = 0; d < Dv; ++d)
+                        mv[vo + d] += pij * z * fabs(dout[oo + d]);
                     for (size_t d = 0; d < D; ++d) {
-                        mv[ko + d] += pij * z * fabs(dout[qo + d]);
                         mk[ko + d] += scale * ds_abs * fabs(q[qo + d]);
                         mq[qo + d] += scale * ds_abs * fabs(k[ko + d]);
                     }

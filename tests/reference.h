@@ -3,7 +3,8 @@
  * outputs rounded to the storage type) that tells how large an error the
  * storage type alone explains.
  *
- * All arrays are contiguous (batch, heads, seq, dim); LSE is (batch, heads_q, seq_q).
+ * All arrays are contiguous (batch, heads, seq, dim), dim head_dim for Q, K,
+ * dQ, dK and head_dim_v for V, O, dO, dV; LSE is (batch, heads_q, seq_q).
  * Inputs are the storage-rounded values, as doubles. */
 #ifndef FCL_TEST_REFERENCE_H
 #define FCL_TEST_REFERENCE_H
@@ -33,7 +34,11 @@ typedef struct ref_problem {
     int causal;
     fcl_dtype dtype;   /* storage type: what the low-precision reference rounds to */
     const ref_variants *var; /* NULL: plain attention */
+    size_t head_dim_v; /* columns of V, O, dO and dV; 0: head_dim */
 } ref_problem;
+
+/* The columns of V, O, dO and dV. */
+size_t ref_head_dim_v(const ref_problem *p);
 
 /* Sequence b's lengths (its own with cu_seqlens, else the full ones). */
 size_t ref_len_q(const ref_problem *p, size_t b);

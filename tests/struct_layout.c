@@ -34,7 +34,7 @@ int main(void)
     FIELD(fcl_attention_desc, total_k); FIELD(fcl_attention_desc, block_m);
     FIELD(fcl_attention_desc, block_n); FIELD(fcl_attention_desc, block_mask_stride_batch);
     FIELD(fcl_attention_desc, block_mask_stride_head); FIELD(fcl_attention_desc, num_splits);
-    FIELD(fcl_attention_desc, out_dtype);
+    FIELD(fcl_attention_desc, out_dtype); FIELD(fcl_attention_desc, head_dim_v);
 
     SIZE(fcl_attention_aux);
     FIELD(fcl_attention_aux, alibi_slopes); FIELD(fcl_attention_aux, cu_seqlens_q);
@@ -98,6 +98,7 @@ int main(void)
     FIELD(fcl_kvcache_desc, v_cache); FIELD(fcl_kvcache_desc, k_new);
     FIELD(fcl_kvcache_desc, v_new); FIELD(fcl_kvcache_desc, lse_offset);
     FIELD(fcl_kvcache_desc, num_splits); FIELD(fcl_kvcache_desc, out_dtype);
+    FIELD(fcl_kvcache_desc, head_dim_v);
 
     SIZE(fcl_kvcache_buffers);
     FIELD(fcl_kvcache_buffers, q); FIELD(fcl_kvcache_buffers, k_cache);

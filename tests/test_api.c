@@ -171,7 +171,7 @@ static void test_host_calls(void **state)
     d.causal = 1;
     assert_int_equal(fcl_attention_forward_host(ctx, &d, q, k, v, o, lse), FCL_OK);
     assert_int_equal(fcl_attention_backward_host(ctx, &d, q, k, v, o, lse, dout, dq, dk, dv), FCL_OK);
-    ref_problem p = {Bn, Hn, Hn, Sq, Sk, Dn, 1.0 / sqrt(Dn), 1, FCL_DTYPE_FP32, NULL};
+    ref_problem p = {Bn, Hn, Hn, Sq, Sk, Dn, 1.0 / sqrt(Dn), 1, FCL_DTYPE_FP32, NULL, 0};
     ref_forward_f64(&p, qd, kd, vd, od, lsed);
     ref_backward_f64(&p, qd, kd, vd, dod, dqd, dkd, dvd);
     double e = 0;

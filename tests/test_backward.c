@@ -210,12 +210,28 @@ static double loss(const ref_problem *p, const double *q, const double *k, const
  * fp32 kernel's gradients to the fp32 rule: 3x the low-precision reference's
  * distance from the differences, plus eps as in test_support.h.  A tiny
  * case: GQA, causal with seqlen_q < seqlen_k. */
+/* dQ, dK, dV with a value head dim below the key's (head_dim_v): 192/128
+ * in every storage type, GQA (dV summed over the group), causal, strided
+ * layouts with gaps, odd widths. */
+static void test_value_head_dim(void **state)
+{
+    (void)state;
+    const size_t dims[][2] = {{192, 128}, {192, 128}, {192, 128}, {64, 32}, {40, 7}, {33, 1}};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; ++i) {
+        fa_variants v;
+        fa_case c = base_case();
+        fa_value_dim_case(&c, &v, dims[i][0], dims[i][1], i);
+        c.seed = 950 + i;
+        check(&c);
+    }
+}
+
 static void test_finite_differences(void **state)
 {
     (void)state;
     enum { B = 1, HQ = 2, HK = 1, SQ = 5, SK = 7, D = 4 };
     const size_t nq = B * HQ * SQ * D, nk = B * HK * SK * D;
-    ref_problem p = {B, HQ, HK, SQ, SK, D, 0.5, 1, FCL_DTYPE_FP32, NULL};
+    ref_problem p = {B, HQ, HK, SQ, SK, D, 0.5, 1, FCL_DTYPE_FP32, NULL, 0};
     double x[3][B * HQ * SK * D], dout[B * HQ * SQ * D];
     const size_t n[3] = {nq, nk, nk};
     rng g = {77};
@@ -328,6 +344,7 @@ int main(void)
         cmocka_unit_test(test_fully_masked_rows),
         cmocka_unit_test(test_large_scores),
         cmocka_unit_test(test_bitwise_repeatable),
+        cmocka_unit_test(test_value_head_dim),
         cmocka_unit_test(test_finite_differences),
         cmocka_unit_test(test_packed_qkv_gradients),
     };

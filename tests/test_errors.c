@@ -141,6 +141,48 @@ static void test_head_dim_too_large(void **state)
     expect_forward(&d, q, k, v, o, lse, FCL_ERROR_HEAD_DIM_UNSUPPORTED);
 }
 
+/* head_dim_v above head_dim: refused by every call and plan query with
+ * the status of head_dim's own range.  A head_dim_v the buffers are too
+ * small for (V, O, dO, dV sized by the layouts for it) is refused as any
+ * short buffer; a narrower one, with layouts for it, runs. */
+static void test_value_head_dim(void **state)
+{
+    (void)state;
+    fcl_attention_desc d = good_desc();
+    d.head_dim_v = D + 1;
+    expect_forward(&d, q, k, v, o, lse, FCL_ERROR_HEAD_DIM_UNSUPPORTED);
+    expect_backward(&d, lse, dq, FCL_ERROR_HEAD_DIM_UNSUPPORTED);
+    fcl_plan p;
+    assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &p),
+                     FCL_ERROR_HEAD_DIM_UNSUPPORTED);
+    assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &p),
+                     FCL_ERROR_HEAD_DIM_UNSUPPORTED);
+    /* V, O, dO and dV each laid out wider than their buffers hold */
+    for (int i = 0; i < 4; ++i) {
+        d = good_desc();
+        fcl_layout *w[4] = {&d.v, &d.o, &d.dout, &d.dv};
+        *w[i] = fcl_layout_contiguous(FCL_LAYOUT_BSHD, H, S + 1, D);
+        if (i < 2)
+            expect_forward(&d, q, k, v, o, lse, FCL_ERROR_BUFFER_TOO_SMALL);
+        expect_backward(&d, lse, dq, FCL_ERROR_BUFFER_TOO_SMALL);
+    }
+    d = good_desc();
+    d.head_dim_v = D / 2;
+    d.v = d.o = d.dout = d.dv = fcl_layout_contiguous(FCL_LAYOUT_BSHD, H, S, D / 2);
+    fill(o, tensor_bytes, SENTINEL);
+    assert_int_equal(fcl_attention_forward(ctx, &d, q, k, v, o, lse, 0, NULL, NULL), FCL_OK);
+    assert_int_equal(clFinish(fcl_context_cl_queue(ctx)), CL_SUCCESS);
+    /* O's footprint is head_dim_v wide: the bytes past it are untouched */
+    unsigned char *img = malloc(tensor_bytes);
+    assert_int_equal(clEnqueueReadBuffer(fcl_context_cl_queue(ctx), o, CL_TRUE, 0, tensor_bytes,
+                                         img, 0, NULL, NULL),
+                     CL_SUCCESS);
+    const size_t o_bytes = (size_t)B * H * S * (D / 2) * sizeof(float);
+    for (size_t i = o_bytes; i < tensor_bytes; ++i)
+        assert_int_equal(img[i], SENTINEL);
+    free(img);
+}
+
 static void test_heads_not_divisible(void **state)
 {
     (void)state;
@@ -353,7 +395,7 @@ static void test_host_call_errors(void **state)
 static void test_plan_query_agrees(void **state)
 {
     (void)state;
-    enum { F_SHAPE, F_HEADS, F_DIM, F_DTYPE, F_OUT, F_SCALE, F_CAUSAL, F_SPLITS, F_WL, F_WR,
+    enum { F_SHAPE, F_HEADS, F_DIM, F_DIM_V, F_DTYPE, F_OUT, F_SCALE, F_CAUSAL, F_SPLITS, F_WL, F_WR,
            F_SOFTCAP, F_ALIBI, F_DROPOUT, F_VARLEN, F_TOTAL, F_BLOCK_M, F_BLOCK_N, F_FP8_BWD };
     static const struct {
         int field;
@@ -363,6 +405,7 @@ static void test_plan_query_agrees(void **state)
         {F_SHAPE, 0, FCL_ERROR_INVALID_SHAPE, FCL_ERROR_INVALID_SHAPE},
         {F_HEADS, 3, FCL_ERROR_HEADS_NOT_DIVISIBLE, FCL_ERROR_HEADS_NOT_DIVISIBLE},
         {F_DIM, 257, FCL_ERROR_HEAD_DIM_UNSUPPORTED, FCL_ERROR_HEAD_DIM_UNSUPPORTED},
+        {F_DIM_V, D + 1, FCL_ERROR_HEAD_DIM_UNSUPPORTED, FCL_ERROR_HEAD_DIM_UNSUPPORTED},
         {F_DTYPE, 9, FCL_ERROR_DTYPE_UNSUPPORTED, FCL_ERROR_DTYPE_UNSUPPORTED},
         {F_OUT, FCL_DTYPE_FP8_E5M2, FCL_ERROR_DTYPE_UNSUPPORTED, FCL_ERROR_DTYPE_UNSUPPORTED},
         {F_SCALE, NAN, FCL_ERROR_INVALID_VALUE, FCL_ERROR_INVALID_VALUE},
@@ -392,6 +435,7 @@ static void test_plan_query_agrees(void **state)
         case F_SHAPE: d.seqlen_k = (size_t)x; break;
         case F_HEADS: d.heads_kv = (size_t)x; break;
         case F_DIM: d.head_dim = (size_t)x; break;
+        case F_DIM_V: d.head_dim_v = (size_t)x; break;
         case F_DTYPE: d.dtype = (fcl_dtype)(int)x; break;
         case F_OUT: d.dtype = FCL_DTYPE_FP8_E4M3, d.out_dtype = (fcl_dtype)(int)x; break;
         case F_SCALE: d.softmax_scale = (float)x; break;
@@ -468,6 +512,7 @@ int main(void)
         cmocka_unit_test(test_null_arguments),
         cmocka_unit_test(test_zero_sizes),
         cmocka_unit_test(test_head_dim_too_large),
+        cmocka_unit_test(test_value_head_dim),
         cmocka_unit_test(test_heads_not_divisible),
         cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_overlapping_strides),

@@ -174,6 +174,31 @@ static void test_large_scores(void **state)
     }
 }
 
+/* A value head dim below the key's (head_dim_v): DeepSeek-V3/R1's 192/128
+ * in every storage type, split-KV (the merge's width), GQA, strided layouts
+ * with gaps, and widths that are no multiple of anything (1, 7, 33). */
+static void test_value_head_dim(void **state)
+{
+    (void)state;
+    const size_t dims[][2] = {{192, 128}, {192, 128}, {192, 128}, {64, 32},
+                              {40, 7},    {33, 1},    {256, 16},  {96, 33}};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; ++i) {
+        fa_variants v;
+        fa_case c = base_case();
+        fa_value_dim_case(&c, &v, dims[i][0], dims[i][1], i);
+        v.num_splits = i % 4 == 2 ? 3 : 0;
+        c.seed = 900 + i;
+        check(&c);
+    }
+    /* decode-sized (few query rows: GQA packing, automatic split-KV) */
+    fa_variants v = fa_no_variants();
+    v.head_dim_v = 128;
+    fa_case c = base_case();
+    c.head_dim = 192, c.var = &v, c.dtype = FCL_DTYPE_FP16;
+    c.heads_q = 8, c.heads_kv = 1, c.seqlen_q = 1, c.seqlen_k = 700, c.seed = 920;
+    check(&c);
+}
+
 static void test_bitwise_repeatable(void **state)
 {
     (void)state;
@@ -197,6 +222,7 @@ int main(void)
         cmocka_unit_test(test_custom_scale),
         cmocka_unit_test(test_fully_masked_rows),
         cmocka_unit_test(test_large_scores),
+        cmocka_unit_test(test_value_head_dim),
         cmocka_unit_test(test_bitwise_repeatable),
     };
     return cmocka_run_group_tests(tests, fa_group_setup, fa_group_teardown);

@@ -146,6 +146,25 @@ static void test_profiles(void **state)
     assert_int_equal(failures, 0);
 }
 
+/* V, v_new and O narrower than K (head_dim_v): DeepSeek's 192/128 and odd
+ * widths, contiguous and paged (shuffled pages), ragged lengths, appends,
+ * GQA packing, split-KV automatic and forced, every storage type. */
+static void test_value_head_dim(void **state)
+{
+    (void)state;
+    const kv_case cases[] = {
+        {3, 8, 2, 192, 1, 2, FCL_DTYPE_FP16, 0, 120, lens3, 0, -1, 0, 0, 0, 41},
+        {3, 8, 1, 192, 2, 1, FCL_DTYPE_BF16, 16, 128, lens3, 1, -1, 0, 0, 5, 42},
+        {2, 4, 4, 40, 3, 3, FCL_DTYPE_FP32, 32, 160, lens2, 1, -1, 0, 0, 0, 43},
+        {1, 2, 1, 64, 1, 0, FCL_DTYPE_FP32, 0, 256, lens1, 0, -1, 0, 0, 3, 44},
+    };
+    const size_t dv[] = {128, 128, 7, 48};
+    int failures = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
+        failures += !kv_run_value_dim(fa_ctx, &cases[i], dv[i]);
+    assert_int_equal(failures, 0);
+}
+
 /* What the plan query says: packing, decode plans, splits forced and not. */
 static void test_plan(void **state)
 {
@@ -617,6 +636,7 @@ int main(void)
         cmocka_unit_test(test_decode_shapes), cmocka_unit_test(test_variants),
         cmocka_unit_test(test_tensor_cores),  cmocka_unit_test(test_profiles),
         cmocka_unit_test(test_plan),          cmocka_unit_test(test_forward_splits),
+        cmocka_unit_test(test_value_head_dim),
         cmocka_unit_test(test_bad_inputs),    cmocka_unit_test(test_device_checks),
         cmocka_unit_test(test_device_checks_no_append),
         cmocka_unit_test(test_out_of_order_queue), cmocka_unit_test(test_interleaved_pages),

@@ -78,7 +78,7 @@ static void problem_make(problem *pb, const mcase *c)
     const size_t n = c->seqlen;
     pb->p = (ref_problem){c->batch, c->heads_q, c->heads_kv, n, n, c->head_dim,
                           c->scale > 0 ? c->scale : 1.0 / sqrt((double)c->head_dim), c->causal,
-                          c->dtype, NULL};
+                          c->dtype, NULL, 0};
     pb->nq = c->batch * c->heads_q * n * c->head_dim;
     pb->nk = c->batch * c->heads_kv * n * c->head_dim;
     const size_t rows = c->batch * c->heads_q * n;

@@ -433,6 +433,21 @@ fa_variants fa_no_variants(void)
     return v;
 }
 
+void fa_value_dim_case(fa_case *c, fa_variants *v, size_t d, size_t dv, size_t i)
+{
+    static const fcl_dtype dtypes[3] = {FCL_DTYPE_FP32, FCL_DTYPE_FP16, FCL_DTYPE_BF16};
+    *v = fa_no_variants();
+    v->head_dim_v = dv;
+    c->head_dim = d;
+    c->dtype = dtypes[i % 3];
+    c->causal = (int)(i % 2);
+    c->heads_q = 4;
+    c->heads_kv = i % 3 == 2 ? 1 : 2;
+    c->padded = (int)(i % 3 == 1);
+    c->layout = i % 2 ? FCL_LAYOUT_BHSD : FCL_LAYOUT_BSHD;
+    c->var = v;
+}
+
 fcl_dtype fa_out_dtype(const fa_case *c)
 {
     if (fcl_dtype_size(c->dtype) != 1)
@@ -440,10 +455,16 @@ fcl_dtype fa_out_dtype(const fa_case *c)
     return c->var != NULL ? c->var->out_dtype : FCL_DTYPE_FP16;
 }
 
+size_t fa_head_dim_v(const fa_case *c)
+{
+    return c->var != NULL && c->var->head_dim_v != 0 ? c->var->head_dim_v : c->head_dim;
+}
+
 void fa_describe(const fa_case *c, char *buf, size_t n)
 {
-    snprintf(buf, n, "B=%zu Hq=%zu Hk=%zu Sq=%zu Sk=%zu d=%zu %s%s scale=%g %s%s seed=%llu",
+    snprintf(buf, n, "B=%zu Hq=%zu Hk=%zu Sq=%zu Sk=%zu d=%zu dv=%zu %s%s scale=%g %s%s seed=%llu",
              c->batch, c->heads_q, c->heads_kv, c->seqlen_q, c->seqlen_k, c->head_dim,
+             fa_head_dim_v(c),
              fcl_dtype_name(c->dtype), c->causal ? " causal" : "", (double)c->scale,
              c->layout == FCL_LAYOUT_BSHD ? "bshd" : "bhsd", c->padded ? " padded" : "",
              (unsigned long long)c->seed);
@@ -495,6 +516,7 @@ typedef struct case_state {
                                       descales (q, k, v themselves without descales) */
     float *descale[3];             /* FP8 descales of Q, K, V, or NULL */
     size_t nq, nk, nlse;
+    size_t no, nv;                 /* O / dO and V / dV elements (head_dim_v columns) */
     int *cu_q, *cu_k;              /* packed sequences, else NULL */
     float *slopes;                 /* ALiBi slopes as the device sees them */
     double *slopes_d;
@@ -505,9 +527,9 @@ typedef struct case_state {
     fcl_attention_aux aux;         /* device copies */
 } case_state;
 
-static fcl_layout case_layout(const fa_case *c, size_t heads, size_t seqlen)
+/* The layout of a tensor of case c with D columns. */
+static fcl_layout case_layout(const fa_case *c, size_t heads, size_t seqlen, size_t D)
 {
-    const size_t D = c->head_dim;
     if (c->var && c->var->seqlens_q) { /* packed: (total, heads, dim) */
         fcl_layout l = fcl_layout_contiguous(FCL_LAYOUT_BSHD, heads, seqlen, D);
         l.stride_batch = 0;
@@ -561,8 +583,8 @@ static void init_descales(fcl_context *ctx, case_state *st, rng *r)
     const fa_case *c = st->c;
     const size_t heads[3] = {c->heads_q, c->heads_kv, c->heads_kv};
     const size_t per[3] = {c->seqlen_q * c->head_dim, c->seqlen_k * c->head_dim,
-                           c->seqlen_k * c->head_dim};
-    const size_t n[3] = {st->nq, st->nk, st->nk};
+                           c->seqlen_k * fa_head_dim_v(c)};
+    const size_t n[3] = {st->nq, st->nk, st->nv};
     const double *x[3] = {st->q, st->k, st->v};
     double *scaled[3];
     cl_mem *dev[3] = {&st->aux.descale_q, &st->aux.descale_k, &st->aux.descale_v};
@@ -586,14 +608,16 @@ static void case_init(fcl_context *ctx, const fa_case *c, case_state *st)
     rng r = {c->seed * 7919u + 17u};
     st->nq = c->batch * c->heads_q * c->seqlen_q * c->head_dim;
     st->nk = c->batch * c->heads_kv * c->seqlen_k * c->head_dim;
+    st->no = c->batch * c->heads_q * c->seqlen_q * fa_head_dim_v(c);
+    st->nv = c->batch * c->heads_kv * c->seqlen_k * fa_head_dim_v(c);
     st->nlse = c->batch * c->heads_q * c->seqlen_q;
     double sc[3];
     for (int i = 0; i < 3; ++i)
         sc[i] = c->input_scale[i] != 0 ? c->input_scale[i] : 1.0;
     st->q = random_tensor(&r, st->nq, sc[0], c->dtype);
     st->k = random_tensor(&r, st->nk, sc[1], c->dtype);
-    st->v = random_tensor(&r, st->nk, sc[2], c->dtype);
-    st->dout = random_tensor(&r, st->nq, 1.0, c->dtype);
+    st->v = random_tensor(&r, st->nv, sc[2], c->dtype);
+    st->dout = random_tensor(&r, st->no, 1.0, c->dtype);
     st->q_ref = st->q, st->k_ref = st->k, st->v_ref = st->v;
 
     fcl_attention_desc *d = &st->desc;
@@ -602,12 +626,15 @@ static void case_init(fcl_context *ctx, const fa_case *c, case_state *st)
     d->num_splits = c->var != NULL ? c->var->num_splits : 0;
     d->softmax_scale = c->scale;
     d->causal = c->causal;
-    d->q = d->o = d->dout = d->dq = case_layout(c, c->heads_q, c->seqlen_q);
-    d->k = d->v = d->dk = d->dv = case_layout(c, c->heads_kv, c->seqlen_k);
+    d->head_dim_v = fa_head_dim_v(c);
+    d->q = d->dq = case_layout(c, c->heads_q, c->seqlen_q, c->head_dim);
+    d->o = d->dout = case_layout(c, c->heads_q, c->seqlen_q, fa_head_dim_v(c));
+    d->k = d->dk = case_layout(c, c->heads_kv, c->seqlen_k, c->head_dim);
+    d->v = d->dv = case_layout(c, c->heads_kv, c->seqlen_k, fa_head_dim_v(c));
     d->lse_offset = c->padded ? 3 : 0;
     st->prob = (ref_problem){c->batch, c->heads_q, c->heads_kv, c->seqlen_q, c->seqlen_k,
                              c->head_dim, c->scale != 0 ? (double)c->scale : 1.0 / sqrt((double)c->head_dim),
-                             c->causal, fa_out_dtype(c), NULL};
+                             c->causal, fa_out_dtype(c), NULL, fa_head_dim_v(c)};
     d->out_dtype = fa_out_dtype(c);
     const fa_variants *v = c->var;
     if (v == NULL)
@@ -706,10 +733,12 @@ static int make_forward_buffers(fcl_context *ctx, const case_state *st, fwd_buff
     const fa_case *c = st->c;
     const fcl_attention_desc *d = &st->desc;
     const size_t B = c->batch, Hq = c->heads_q, Hk = c->heads_kv, D = c->head_dim;
+    const size_t Dv = fa_head_dim_v(c);
     return tensor_create(&fb->q, ctx, d->q, B, Hq, c->seqlen_q, D, st->cu_q, c->dtype, st->q) &&
            tensor_create(&fb->k, ctx, d->k, B, Hk, c->seqlen_k, D, st->cu_k, c->dtype, st->k) &&
-           tensor_create(&fb->v, ctx, d->v, B, Hk, c->seqlen_k, D, st->cu_k, c->dtype, st->v) &&
-           tensor_create(&fb->o, ctx, d->o, B, Hq, c->seqlen_q, D, st->cu_q, fa_out_dtype(c), NULL) &&
+           tensor_create(&fb->v, ctx, d->v, B, Hk, c->seqlen_k, Dv, st->cu_k, c->dtype, st->v) &&
+           tensor_create(&fb->o, ctx, d->o, B, Hq, c->seqlen_q, Dv, st->cu_q, fa_out_dtype(c),
+                         NULL) &&
            tensor_create(&fb->lse, ctx, lse_layout(st), B, Hq, c->seqlen_q, 1, st->cu_q,
                          FCL_DTYPE_FP32, NULL);
 }
@@ -806,11 +835,12 @@ static int make_backward_buffers(fcl_context *ctx, const case_state *st, bwd_buf
     const fa_case *c = st->c;
     const fcl_attention_desc *d = &st->desc;
     const size_t B = c->batch, Hq = c->heads_q, Hk = c->heads_kv, D = c->head_dim;
-    return tensor_create(&bb->dout, ctx, d->dout, B, Hq, c->seqlen_q, D, st->cu_q, c->dtype,
+    const size_t Dv = fa_head_dim_v(c);
+    return tensor_create(&bb->dout, ctx, d->dout, B, Hq, c->seqlen_q, Dv, st->cu_q, c->dtype,
                          st->dout) &&
            tensor_create(&bb->dq, ctx, d->dq, B, Hq, c->seqlen_q, D, st->cu_q, c->dtype, NULL) &&
            tensor_create(&bb->dk, ctx, d->dk, B, Hk, c->seqlen_k, D, st->cu_k, c->dtype, NULL) &&
-           tensor_create(&bb->dv, ctx, d->dv, B, Hk, c->seqlen_k, D, st->cu_k, c->dtype, NULL);
+           tensor_create(&bb->dv, ctx, d->dv, B, Hk, c->seqlen_k, Dv, st->cu_k, c->dtype, NULL);
 }
 
 static void free_backward_buffers(bwd_buffers *bb)
@@ -835,13 +865,13 @@ static int check_masked_rows(const fa_case *c, const double *o, const double *ls
 {
     if (!c->causal || c->seqlen_q <= c->seqlen_k || c->var != NULL)
         return -1;
-    const size_t masked = c->seqlen_q - c->seqlen_k;
+    const size_t masked = c->seqlen_q - c->seqlen_k, Dv = fa_head_dim_v(c);
     for (size_t bh = 0; bh < c->batch * c->heads_q; ++bh)
         for (size_t i = 0; i < masked; ++i) {
             if (!(isinf(lse[bh * c->seqlen_q + i]) && lse[bh * c->seqlen_q + i] > 0))
                 return 0;
-            for (size_t d = 0; d < c->head_dim; ++d)
-                if (o[(bh * c->seqlen_q + i) * c->head_dim + d] != 0.0)
+            for (size_t d = 0; d < Dv; ++d)
+                if (o[(bh * c->seqlen_q + i) * Dv + d] != 0.0)
                     return 0;
         }
     return 1;
@@ -857,9 +887,9 @@ int fa_check_forward(fcl_context *ctx, const fa_case *c, fa_result *res)
     const int ran = make_forward_buffers(ctx, &st, &fb) ? run_forward(ctx, &st, &fb) : 0;
     int ok = ran != 0;
     if (ran == 1) {
-        double *o = malloc(st.nq * sizeof *o), *lse = malloc(st.nlse * sizeof *lse);
-        double *o64 = malloc(st.nq * sizeof *o), *lse64 = malloc(st.nlse * sizeof *lse);
-        double *olp = malloc(st.nq * sizeof *o), *lselp = malloc(st.nlse * sizeof *lse);
+        double *o = malloc(st.no * sizeof *o), *lse = malloc(st.nlse * sizeof *lse);
+        double *o64 = malloc(st.no * sizeof *o), *lse64 = malloc(st.nlse * sizeof *lse);
+        double *olp = malloc(st.no * sizeof *o), *lselp = malloc(st.nlse * sizeof *lse);
         tensor_read(ctx, &fb.o, fa_out_dtype(c), o, res);
         tensor_read(ctx, &fb.lse, FCL_DTYPE_FP32, lse, res);
         ref_forward_f64(&st.prob, st.q_ref, st.k_ref, st.v_ref, o64, lse64);
@@ -867,7 +897,7 @@ int fa_check_forward(fcl_context *ctx, const fa_case *c, fa_result *res)
         unsigned char *vo = tensor_valid(&fb.o), *vl = tensor_valid(&fb.lse);
         const size_t terms = c->head_dim + c->seqlen_k;
         const int p_fp16 = c->var != NULL && c->var->p_fp16 && fa_out_dtype(c) == FCL_DTYPE_FP32;
-        ok = fa_compare("o", o, olp, o64, NULL, vo, st.nq, 2.0,
+        ok = fa_compare("o", o, olp, o64, NULL, vo, st.no, 2.0,
                         p_fp16 ? FCL_DTYPE_FP16 : fa_out_dtype(c), terms, res);
         ok = fa_compare("lse", lse, lselp, lse64, NULL, vl, st.nlse, 2.0, FCL_DTYPE_FP32, terms, res) &&
              ok;
@@ -898,7 +928,7 @@ int fa_check_backward(fcl_context *ctx, const fa_case *c, fa_result *res)
     if (ran == 1) {
         double *g[3], *g64[3], *glp[3];
         unsigned char *valid[3];
-        const size_t n[3] = {st.nq, st.nk, st.nk};
+        const size_t n[3] = {st.nq, st.nk, st.nv};
         const dev_tensor *out[3] = {&bb.dq, &bb.dk, &bb.dv};
         for (int i = 0; i < 3; ++i) {
             g[i] = malloc(n[i] * sizeof(double));

@@ -109,6 +109,7 @@ typedef struct fa_variants {
     int p_fp16;                     /* 1: the tensor-core piece, which rounds P to fp16 for
                                        the P V product: O is then held to fp16's u even
                                        when its type is fp32 */
+    size_t head_dim_v;              /* columns of V, O, dO, dV; 0: head_dim */
 } fa_variants;
 
 fa_variants fa_no_variants(void);
@@ -125,12 +126,21 @@ typedef struct fa_case {
     const fa_variants *var;  /* NULL: plain attention */
 } fa_case;
 
+/* The columns of V, O, dO and dV of case c. */
+size_t fa_head_dim_v(const fa_case *c);
+
 typedef struct fa_result {
     double err, err_lowp, tol;   /* worst tensor's numbers */
     const char *worst;           /* which tensor */
     int unwritten, guard_bad, nonfinite;
     int masked_rows_ok;          /* -1 if the case has no fully masked row */
 } fa_result;
+
+/* Case i of a sweep over value head dims: c with head_dim d and v (set
+ * here, from fa_no_variants) with head_dim_v dv; fp32, fp16 and bf16 in
+ * turn, causal every other case, 4 query heads on 2 or 1 K/V heads,
+ * BSHD and BHSD, strided layouts with gaps every third case. */
+void fa_value_dim_case(fa_case *c, fa_variants *v, size_t d, size_t dv, size_t i);
 
 /* O's storage type for case c (out_dtype for FP8 inputs, else dtype). */
 fcl_dtype fa_out_dtype(const fa_case *c);

@@ -79,6 +79,36 @@ static void test_selection(void **state)
     assert_non_null(strstr(plan_variant(FCL_KERNEL_BACKWARD_DQ, 256, FCL_DTYPE_FP16), "mma"));
 }
 
+/* A value head dim below the key's: DeepSeek's 192/128 (dK/dV as two
+ * launches), 64/32 in both storage types, forward and backward, on the
+ * tensor cores; a head_dim_v that is no multiple of 16 plans the portable
+ * piece. */
+static void test_value_head_dim(void **state)
+{
+    (void)state;
+    fcl_attention_desc d;
+    fcl_plan plan;
+    fcl_attention_desc_init(&d, 1, 2, 2, 64, 64, 192, FCL_DTYPE_FP16, FCL_LAYOUT_BSHD);
+    d.head_dim_v = 128;
+    assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &plan), FCL_OK);
+    assert_non_null(strstr(plan.variant, "mma"));
+    d.head_dim_v = 40;
+    assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan), FCL_OK);
+    assert_null(strstr(plan.variant, "mma"));
+    const size_t dims[][2] = {{192, 128}, {64, 32}, {128, 16}};
+    for (size_t i = 0; i < 3; ++i) {
+        fa_variants v = fa_no_variants();
+        v.head_dim_v = dims[i][1];
+        v.p_fp16 = 1;
+        fa_case c = base_case(60 + i);
+        c.head_dim = dims[i][0];
+        c.dtype = i % 2 ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
+        c.causal = (int)(i % 2);
+        c.var = &v;
+        check_both(&c);
+    }
+}
+
 /* head_dim 256: dK/dV as two launches (dV, then dK). */
 static void test_head_dim_256(void **state)
 {
@@ -299,6 +329,7 @@ int main(void)
         cmocka_unit_test(test_selection),
         cmocka_unit_test(test_head_dims),
         cmocka_unit_test(test_head_dim_256),
+        cmocka_unit_test(test_value_head_dim),
         cmocka_unit_test(test_lengths_and_layout),
         cmocka_unit_test(test_scales),
         cmocka_unit_test(test_variants),

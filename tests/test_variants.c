@@ -148,7 +148,7 @@ static void test_dropout_mask_and_fraction(void **state)
     memset(&rv, 0, sizeof rv);
     rv.window_left = rv.window_right = -1;
     rv.dropout_p = 0.3, rv.dropout_seed = 42, rv.dropout_offset = 9;
-    ref_problem p = {2, 4, 4, 300, 500, 16, 0.25, 0, FCL_DTYPE_FP16, &rv};
+    ref_problem p = {2, 4, 4, 300, 500, 16, 0.25, 0, FCL_DTYPE_FP16, &rv, 0};
     size_t kept = 0, x = 0;
     for (size_t b = 0; b < 2; ++b)
         for (size_t h = 0; h < 4; ++h)

@@ -84,6 +84,7 @@ class AttentionDesc(ctypes.Structure):
         ("block_mask_stride_batch", c_size), ("block_mask_stride_head", c_size),
         ("num_splits", ctypes.c_int),
         ("out_dtype", c_enum),
+        ("head_dim_v", c_size),
     ]
 
 
@@ -157,6 +158,7 @@ class KvcacheDesc(ctypes.Structure):
         ("q", Layout), ("o", Layout), ("k_cache", Layout), ("v_cache", Layout),
         ("k_new", Layout), ("v_new", Layout),
         ("lse_offset", c_size), ("num_splits", ctypes.c_int), ("out_dtype", c_enum),
+        ("head_dim_v", c_size),
     ]
 
 

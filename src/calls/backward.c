@@ -37,6 +37,7 @@ static void common_tail(fcl_args *a, const backward_call *c, int num_groups_bh)
     fcl_arg_int(a, (int)d->seqlen_q);
     fcl_arg_int(a, (int)d->seqlen_k);
     fcl_arg_int(a, (int)d->head_dim);
+    fcl_arg_int(a, (int)fcl_head_dim_v(d));
     fcl_arg_int(a, (int)d->heads_q);
     fcl_arg_int(a, (int)(d->heads_q / d->heads_kv));
     fcl_arg_int(a, num_groups_bh);
@@ -109,7 +110,7 @@ static fcl_status enqueue_delta(fcl_context *ctx, fcl_resolved *dq, const backwa
     fcl_arg_layout(&a, &d->o);
     fcl_arg_layout(&a, &d->dout);
     fcl_arg_int(&a, c->var->lse_rows);
-    fcl_arg_int(&a, (int)d->head_dim);
+    fcl_arg_int(&a, (int)fcl_head_dim_v(d)); /* O's and dO's columns */
     fcl_arg_int(&a, (int)d->heads_q);
     fcl_arg_long(&a, (int64_t)rows);
     err = a.err;

@@ -45,6 +45,7 @@ void fcl_attention_desc_init(fcl_attention_desc *desc, size_t batch, size_t head
     desc->seqlen_q = seqlen_q;
     desc->seqlen_k = seqlen_k;
     desc->head_dim = head_dim;
+    desc->head_dim_v = head_dim;
     desc->dtype = dtype;
     desc->softmax_scale = 0.0f;
     desc->causal = 0;

@@ -167,8 +167,8 @@ static fcl_status set_forward_args(const fcl_resolved *r, cl_kernel kernel, cons
     FCL_TRY(job_split(c->ctx, j, r, &c->split));
     if (c->split.num_splits > 1) {
         const size_t rows = part_rows(d) * (size_t)c->split.num_splits;
-        FCL_TRY(fcl_scratch_get(c->ctx, FCL_SCRATCH_PART_O, rows * d->head_dim * sizeof(float),
-                                &c->part_o));
+        FCL_TRY(fcl_scratch_get(c->ctx, FCL_SCRATCH_PART_O,
+                                rows * fcl_head_dim_v(d) * sizeof(float), &c->part_o));
         FCL_TRY(fcl_scratch_get(c->ctx, FCL_SCRATCH_PART_LSE, rows * sizeof(float), &c->part_lse));
     }
     fcl_args a = {kernel, 0, CL_SUCCESS};
@@ -187,6 +187,7 @@ static fcl_status set_forward_args(const fcl_resolved *r, cl_kernel kernel, cons
     fcl_arg_int(&a, (int)d->seqlen_q);
     fcl_arg_int(&a, (int)d->seqlen_k);
     fcl_arg_int(&a, (int)d->head_dim);
+    fcl_arg_int(&a, (int)fcl_head_dim_v(d));
     fcl_arg_int(&a, (int)d->heads_q);
     fcl_arg_int(&a, (int)(d->heads_q / d->heads_kv));
     fcl_arg_int(&a, (int)num_hg);
@@ -225,7 +226,7 @@ static fcl_status enqueue_combine(fcl_context *ctx, fcl_resolved *r, const forwa
     fcl_arg_mem(&a, c->part_lse);
     fcl_arg_int(&a, c->split.num_splits);
     fcl_arg_long(&a, (int64_t)part_rows(d));
-    fcl_arg_int(&a, (int)d->head_dim);
+    fcl_arg_int(&a, (int)fcl_head_dim_v(d)); /* O's columns */
     fcl_arg_int(&a, (int)d->seqlen_q);
     fcl_arg_int(&a, (int)d->heads_q);
     fcl_arg_mem(&a, j->o);
@@ -235,7 +236,7 @@ static fcl_status enqueue_combine(fcl_context *ctx, fcl_resolved *r, const forwa
     fcl_arg_int(&a, j->lse != NULL);
     err = a.err;
     const size_t local = FCL_COMBINE_WG;
-    const size_t global = part_rows(d) * div_up(d->head_dim, FCL_COMBINE_COLS) * local;
+    const size_t global = part_rows(d) * div_up(fcl_head_dim_v(d), FCL_COMBINE_COLS) * local;
     if (err == CL_SUCCESS)
         err = clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &global, &local, after->count,
                                      after->list, done);

@@ -22,7 +22,7 @@ fcl_status fcl_validate_desc(const fcl_attention_desc *desc)
         desc->heads_q > MAX_BATCH_HEADS || desc->batch > MAX_BATCH_HEADS ||
         desc->batch * desc->heads_q > MAX_BATCH_HEADS)
         return FCL_ERROR_INVALID_SHAPE;
-    if (desc->head_dim > 256)
+    if (desc->head_dim > 256 || fcl_head_dim_v(desc) > desc->head_dim)
         return FCL_ERROR_HEAD_DIM_UNSUPPORTED;
     if (desc->heads_q % desc->heads_kv != 0)
         return FCL_ERROR_HEADS_NOT_DIVISIBLE;
@@ -274,12 +274,12 @@ void fcl_forward_tensors(const fcl_attention_desc *d, const cl_mem mem[FCL_FORWA
                          fcl_tensor_ref t[FCL_FORWARD_TENSORS])
 {
     const tensor_shape sh = shape_of(d);
-    const size_t es = fcl_dtype_size(d->dtype), D = d->head_dim;
+    const size_t es = fcl_dtype_size(d->dtype), D = d->head_dim, Dv = fcl_head_dim_v(d);
     const size_t out_es = fcl_dtype_size(fcl_output_dtype(d));
     t[0] = fcl_tensor_ref_make(mem[0], d->q, sh.batch, d->heads_q, sh.rows_q, D, es, 0);
     t[1] = fcl_tensor_ref_make(mem[1], d->k, sh.batch, d->heads_kv, sh.rows_k, D, es, 0);
-    t[2] = fcl_tensor_ref_make(mem[2], d->v, sh.batch, d->heads_kv, sh.rows_k, D, es, 0);
-    t[3] = fcl_tensor_ref_make(mem[3], d->o, sh.batch, d->heads_q, sh.rows_q, D, out_es, 1);
+    t[2] = fcl_tensor_ref_make(mem[2], d->v, sh.batch, d->heads_kv, sh.rows_k, Dv, es, 0);
+    t[3] = fcl_tensor_ref_make(mem[3], d->o, sh.batch, d->heads_q, sh.rows_q, Dv, out_es, 1);
     t[4] = lse_ref(d, mem[4], 1);
 }
 
@@ -290,9 +290,9 @@ void fcl_backward_tensors(const fcl_attention_desc *d, const cl_mem mem[FCL_BACK
     t[3].is_output = 0; /* O and LSE are inputs of the backward */
     t[4].is_output = 0;
     const tensor_shape sh = shape_of(d);
-    const size_t es = fcl_dtype_size(d->dtype), D = d->head_dim;
-    t[5] = fcl_tensor_ref_make(mem[5], d->dout, sh.batch, d->heads_q, sh.rows_q, D, es, 0);
+    const size_t es = fcl_dtype_size(d->dtype), D = d->head_dim, Dv = fcl_head_dim_v(d);
+    t[5] = fcl_tensor_ref_make(mem[5], d->dout, sh.batch, d->heads_q, sh.rows_q, Dv, es, 0);
     t[6] = fcl_tensor_ref_make(mem[6], d->dq, sh.batch, d->heads_q, sh.rows_q, D, es, 1);
     t[7] = fcl_tensor_ref_make(mem[7], d->dk, sh.batch, d->heads_kv, sh.rows_k, D, es, 1);
-    t[8] = fcl_tensor_ref_make(mem[8], d->dv, sh.batch, d->heads_kv, sh.rows_k, D, es, 1);
+    t[8] = fcl_tensor_ref_make(mem[8], d->dv, sh.batch, d->heads_kv, sh.rows_k, Dv, es, 1);
 }

@@ -13,6 +13,12 @@
 #define MAX_KEYS ((size_t)INT_MAX / 2)
 #define MAX_PAGE_SIZE ((size_t)1024)
 
+/* The columns of V, O and v_new: head_dim_v, or head_dim for 0. */
+static size_t kvcache_head_dim_v(const fcl_kvcache_desc *d)
+{
+    return d->head_dim_v != 0 ? d->head_dim_v : d->head_dim;
+}
+
 void fcl_kvcache_desc_init(fcl_kvcache_desc *desc, size_t batch, size_t heads_q, size_t heads_kv,
                            size_t head_dim, size_t seqlen_q, size_t seqlen_new, fcl_dtype dtype)
 {
@@ -23,6 +29,7 @@ void fcl_kvcache_desc_init(fcl_kvcache_desc *desc, size_t batch, size_t heads_q,
     desc->heads_q = heads_q;
     desc->heads_kv = heads_kv;
     desc->head_dim = head_dim;
+    desc->head_dim_v = head_dim;
     desc->seqlen_q = seqlen_q;
     desc->seqlen_new = seqlen_new;
     desc->dtype = dtype;
@@ -41,8 +48,10 @@ void fcl_kvcache_desc_set_contiguous(fcl_kvcache_desc *desc, size_t cache_seqlen
     desc->page_size = 0;
     desc->cache_seqlen = cache_seqlen;
     desc->num_pages = desc->max_pages_per_seq = desc->page_table_stride = 0;
-    desc->k_cache = desc->v_cache =
-        fcl_layout_contiguous(FCL_LAYOUT_BSHD, desc->heads_kv, cache_seqlen, desc->head_dim);
+    desc->k_cache = fcl_layout_contiguous(FCL_LAYOUT_BSHD, desc->heads_kv, cache_seqlen,
+                                          desc->head_dim);
+    desc->v_cache = fcl_layout_contiguous(FCL_LAYOUT_BSHD, desc->heads_kv, cache_seqlen,
+                                          kvcache_head_dim_v(desc));
 }
 
 void fcl_kvcache_desc_set_paged(fcl_kvcache_desc *desc, size_t num_pages, size_t page_size,
@@ -55,8 +64,10 @@ void fcl_kvcache_desc_set_paged(fcl_kvcache_desc *desc, size_t num_pages, size_t
     desc->num_pages = num_pages;
     desc->max_pages_per_seq = max_pages_per_seq;
     desc->page_table_stride = max_pages_per_seq;
-    desc->k_cache = desc->v_cache =
-        fcl_layout_contiguous(FCL_LAYOUT_BSHD, desc->heads_kv, page_size, desc->head_dim);
+    desc->k_cache = fcl_layout_contiguous(FCL_LAYOUT_BSHD, desc->heads_kv, page_size,
+                                          desc->head_dim);
+    desc->v_cache = fcl_layout_contiguous(FCL_LAYOUT_BSHD, desc->heads_kv, page_size,
+                                          kvcache_head_dim_v(desc));
 }
 
 size_t fcl_kvcache_capacity(const fcl_kvcache_desc *d)
@@ -107,13 +118,14 @@ fcl_attention_desc fcl_kvcache_as_forward(const fcl_kvcache_desc *d)
     a.alibi = d->alibi;
     a.num_splits = d->num_splits;
     a.out_dtype = d->out_dtype;
+    a.head_dim_v = kvcache_head_dim_v(d);
     return a;
 }
 
 void fcl_kvcache_tensors(const fcl_kvcache_desc *d, const fcl_kvcache_buffers *b,
                          fcl_tensor_ref t[FCL_KVCACHE_TENSORS], size_t *n)
 {
-    const size_t es = fcl_dtype_size(d->dtype), D = d->head_dim;
+    const size_t es = fcl_dtype_size(d->dtype), D = d->head_dim, Dv = kvcache_head_dim_v(d);
     const fcl_attention_desc fwd = fcl_kvcache_as_forward(d);
     const size_t out_es = fcl_dtype_size(fcl_output_dtype(&fwd));
     const bool paged = d->page_size > 0, append = d->seqlen_new > 0;
@@ -122,16 +134,16 @@ void fcl_kvcache_tensors(const fcl_kvcache_desc *d, const fcl_kvcache_buffers *b
     fcl_layout lse = {d->lse_offset, d->heads_q * d->seqlen_q, d->seqlen_q, 1};
     *n = 0;
     t[(*n)++] = fcl_tensor_ref_make(b->q, d->q, d->batch, d->heads_q, d->seqlen_q, D, es, 0);
-    t[(*n)++] = fcl_tensor_ref_make(b->o, d->o, d->batch, d->heads_q, d->seqlen_q, D, out_es, 1);
+    t[(*n)++] = fcl_tensor_ref_make(b->o, d->o, d->batch, d->heads_q, d->seqlen_q, Dv, out_es, 1);
     t[(*n)++] = fcl_tensor_ref_make(b->k_cache, d->k_cache, cache_batch, d->heads_kv, cache_rows, D,
                                     es, append);
-    t[(*n)++] = fcl_tensor_ref_make(b->v_cache, d->v_cache, cache_batch, d->heads_kv, cache_rows, D,
-                                    es, append);
+    t[(*n)++] = fcl_tensor_ref_make(b->v_cache, d->v_cache, cache_batch, d->heads_kv, cache_rows,
+                                    Dv, es, append);
     if (append) {
         t[(*n)++] = fcl_tensor_ref_make(b->k_new, d->k_new, d->batch, d->heads_kv, d->seqlen_new,
                                         D, es, 0);
         t[(*n)++] = fcl_tensor_ref_make(b->v_new, d->v_new, d->batch, d->heads_kv, d->seqlen_new,
-                                        D, es, 0);
+                                        Dv, es, 0);
     }
     if (b->lse != NULL)
         t[(*n)++] = fcl_tensor_ref_make(b->lse, lse, d->batch, d->heads_q, d->seqlen_q, 1,
@@ -168,6 +180,7 @@ static fcl_status enqueue_append(fcl_context *ctx, fcl_resolved *r, const fcl_kv
     fcl_arg_layout(&a, &d->v_new);
     fcl_arg_int(&a, (int)d->heads_kv);
     fcl_arg_int(&a, (int)d->head_dim);
+    fcl_arg_int(&a, (int)kvcache_head_dim_v(d));
     err = a.err;
     const size_t local = ctx->info.max_work_group_size < 64 ? ctx->info.max_work_group_size : 64;
     const size_t global = d->batch * local;

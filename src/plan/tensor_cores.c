@@ -39,7 +39,10 @@ bool fcl_uses_tensor_cores(const fcl_context *ctx, const fcl_attention_desc *d,
      * for both formats, so the fp16 products serve it unchanged */
     const bool dtype_ok = d->dtype == FCL_DTYPE_FP16 || d->dtype == FCL_DTYPE_BF16 ||
                           (!backward && fcl_dtype_is_fp8(d->dtype));
+    /* V's tile is held at head_dim's width, loaded 8 columns at a time up
+     * to head_dim_v */
     return !ctx->portable_only && device && dtype_ok && d->head_dim % 16 == 0 &&
+           fcl_head_dim_v(d) % 16 == 0 &&
            d->head_dim <= (size_t)fcl_mma_max_head_dim() && rows_aligned(&d->q) &&
            rows_aligned(&d->k) && rows_aligned(&d->v) && (!backward || rows_aligned(&d->dout)) &&
            tiles_fit(ctx, kind, d->head_dim, d->dtype);

@@ -56,6 +56,11 @@ fcl_dtype fcl_output_dtype(const fcl_attention_desc *desc)
     return fcl_dtype_is_fp8(desc->dtype) ? desc->out_dtype : desc->dtype;
 }
 
+size_t fcl_head_dim_v(const fcl_attention_desc *desc)
+{
+    return desc->head_dim_v != 0 ? desc->head_dim_v : desc->head_dim;
+}
+
 float fcl_effective_scale(const fcl_attention_desc *desc)
 {
     if (desc->softmax_scale != 0.0f)

@@ -26,6 +26,8 @@ enum { FCL_KERNEL_KINDS = 4 };
 /* ---- dtypes (dtypes.c) ---------------------------------------------------- */
 
 float fcl_effective_scale(const fcl_attention_desc *desc);
+/* The columns of V, O, dO and dV: desc->head_dim_v, or head_dim for 0. */
+size_t fcl_head_dim_v(const fcl_attention_desc *desc);
 /* FCL_DTYPE_FP8_E4M3 or FCL_DTYPE_FP8_E5M2 (forward only, desc.c). */
 bool fcl_dtype_is_fp8(fcl_dtype dtype);
 /* The out_dtype both descriptor inits set: FP16 for FP8 inputs, else dtype. */
