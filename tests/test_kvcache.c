@@ -244,7 +244,8 @@ static fcl_status run_on_buffers(kv_state *st)
                              BUF(st->lens, d->batch * sizeof(int32_t)),
                              d->page_size ? BUF(st->pages, table_bytes) : NULL,
                              BUF(st->kn, st->nnew * st->es), BUF(st->vn, st->nnew * st->es),
-                             NULL, BUF(st->o, o_bytes), BUF(st->lse, lse_bytes), NULL, NULL, NULL};
+                             NULL, BUF(st->o, o_bytes), BUF(st->lse, lse_bytes), NULL, NULL, NULL,
+                             st->sinks ? BUF(st->sinks, d->heads_q * sizeof(float)) : NULL};
 #undef BUF
     assert_int_equal(err, CL_SUCCESS);
     const fcl_status status = fcl_attention_kvcache(fa_ctx, d, &b, 0, NULL, NULL);
@@ -263,7 +264,7 @@ static fcl_status run_on_buffers(kv_state *st)
                              CL_SUCCESS);
     }
     cl_mem all[] = {b.q, kc, vc != kc ? vc : NULL, b.cache_seqlens, b.page_table, b.k_new,
-                    b.v_new, b.o, b.lse};
+                    b.v_new, b.o, b.lse, b.sinks};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
         if (all[i] != NULL)
             clReleaseMemObject(all[i]);
@@ -503,7 +504,7 @@ static void test_device_checks_no_append(void **state)
                                 (void *)src[i], &err);
     assert_int_equal(err, CL_SUCCESS);
     const fcl_kvcache_buffers b = {mem[0], mem[1], mem[2], mem[3], mem[4], NULL, NULL, NULL,
-                                   mem[5], mem[6], NULL, NULL, NULL};
+                                   mem[5], mem[6], NULL, NULL, NULL, NULL};
     fcl_plan plan;
     assert_int_equal(fcl_kvcache_plan_query(fa_ctx, &st.desc, &plan), FCL_OK);
     assert_int_equal(plan.num_splits, 3);
@@ -546,7 +547,8 @@ static void test_device_checks(void **state)
                              BUF(st.vc, cache_bytes), BUF(st.lens, c.batch * sizeof(int32_t)),
                              BUF(st.pages, table_bytes), BUF(st.kn, st.nnew * st.es),
                              BUF(st.vn, st.nnew * st.es), NULL, BUF(st.o, st.nq * st.es),
-                             BUF(st.lse, c.batch * c.heads_q * sizeof(float)), NULL, NULL, NULL};
+                             BUF(st.lse, c.batch * c.heads_q * sizeof(float)), NULL, NULL, NULL,
+                             NULL};
     assert_int_equal(err, CL_SUCCESS);
     assert_int_equal(fcl_attention_kvcache(fa_ctx, &st.desc, &b, 0, NULL, NULL), FCL_OK);
     assert_int_equal(clFinish(queue), CL_SUCCESS);

@@ -1,5 +1,6 @@
 /* backward.c - validate, plan, bind and launch the three backward kernels:
- * delta = rowsum(dO * O), then dQ and dK/dV, which both only need delta. */
+ * delta = rowsum(dO * O), then dQ and dK/dV, which both only need delta
+ * (and, with attention sinks, the sinks' gradient from delta and LSE). */
 #include "calls/calls.h"
 
 #include <stddef.h>
@@ -8,6 +9,7 @@ typedef struct backward_call {
     const fcl_attention_desc *desc;
     const fcl_variants *var;
     cl_mem q, k, v, o, lse, dout, dq, dk, dv, delta;
+    cl_mem sinks, dsinks;         /* attention sinks and their gradient, or NULL */
 } backward_call;
 
 /* The arguments both tiled kernels start with: Q, K, V, dO, LSE, delta. */
@@ -108,6 +110,32 @@ static fcl_status enqueue_delta(fcl_context *ctx, fcl_resolved *dq, const backwa
     return err;
 }
 
+/* The sinks' gradient, one work-group per query head (flash_bwd.cl),
+ * after delta. */
+static fcl_status enqueue_sink_grad(fcl_context *ctx, fcl_resolved *dq, const backward_call *c,
+                                    const cl_event *after, cl_event *done)
+{
+    enum { SINK_GRAD_WG = 64 }; /* flash_bwd.cl's FCL_SINK_GRAD_WG */
+    const fcl_attention_desc *d = c->desc;
+    cl_kernel kernel = NULL;
+    FCL_TRY(fcl_resolved_kernel(dq, FCL_HELPER_SINK_GRAD, &kernel));
+    fcl_args a = {kernel, 0, CL_SUCCESS};
+    fcl_arg_mem(&a, c->lse);
+    fcl_arg_long(&a, (int64_t)d->lse_offset);
+    fcl_arg_mem(&a, c->delta);
+    fcl_arg_mem(&a, c->sinks);
+    fcl_arg_mem(&a, c->dsinks);
+    fcl_arg_int(&a, (int)d->batch);
+    fcl_arg_int(&a, (int)d->heads_q);
+    fcl_arg_int(&a, c->var->lse_rows);
+    fcl_arg_mem(&a, c->var->cu_q);
+    cl_int err = a.err;
+    const size_t local = SINK_GRAD_WG, global = d->heads_q * local;
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &global, &local, 1, after, done);
+    return err;
+}
+
 fcl_backward_builds fcl_backward_builds_of(const fcl_context *ctx, const fcl_attention_desc *desc,
                                            unsigned features)
 {
@@ -141,7 +169,10 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
     if (lse == NULL)
         return FCL_ERROR_MISSING_LSE;
     FCL_TRY(fcl_check_backward_desc(desc));
-    const cl_mem mem[FCL_BACKWARD_TENSORS] = {q, k, v, o, lse, dout, dq, dk, dv};
+    /* dsinks is an output tensor of the call when sinks are on (with them
+     * off, fcl_variants_prepare refuses a dsinks buffer) */
+    const cl_mem dsinks = desc->sinks && aux != NULL ? aux->dsinks : NULL;
+    const cl_mem mem[FCL_BACKWARD_TENSORS] = {q, k, v, o, lse, dout, dq, dk, dv, dsinks};
     fcl_tensor_ref t[FCL_BACKWARD_TENSORS];
     fcl_backward_tensors(desc, mem, t);
     FCL_TRY(fcl_validate_tensors(ctx, t, FCL_BACKWARD_TENSORS));
@@ -167,18 +198,21 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
     const size_t delta_bytes = batch * desc->heads_q * (size_t)var.lse_rows * sizeof(float);
     cl_mem delta = fcl_buffer_create(ctx, CL_MEM_READ_WRITE, delta_bytes, NULL, &st);
     FCL_TRY(st);
-    backward_call call = {desc, &var, q, k, v, o, lse, dout, dq, dk, dv, delta};
+    backward_call call = {desc, &var, q, k, v, o, lse, dout, dq, dk, dv, delta, var.sinks, dsinks};
     /* Events chain the kernels, so a caller's out-of-order queue works too. */
-    cl_event ev_delta = NULL, ev_parts[3] = {NULL, NULL, NULL};
+    cl_event ev_delta = NULL, ev_parts[4] = {NULL, NULL, NULL, NULL};
     const cl_uint parts = split ? 3 : 2;
     st = enqueue_delta(ctx, r_dq, &call, num_wait, wait_list, &ev_delta);
     if (st == FCL_OK)
         st = fcl_launch(ctx, r_dq, set_dq_args, &call, 1, &ev_delta, &ev_parts[0]);
     for (cl_uint i = 1; i < parts && st == FCL_OK; ++i)
         st = fcl_launch(ctx, r_dkdv[i - 1], set_dkdv_args, &call, 1, &ev_delta, &ev_parts[i]);
+    const bool sink_grad = dsinks != NULL;
+    if (st == FCL_OK && sink_grad)
+        st = enqueue_sink_grad(ctx, r_dq, &call, &ev_delta, &ev_parts[parts]);
     if (st == FCL_OK && event != NULL)
-        st = clEnqueueMarkerWithWaitList(ctx->queue, parts, ev_parts, event);
-    for (int i = 0; i < 3; ++i)
+        st = clEnqueueMarkerWithWaitList(ctx->queue, parts + (sink_grad ? 1 : 0), ev_parts, event);
+    for (int i = 0; i < 4; ++i)
         if (ev_parts[i] != NULL)
             clReleaseEvent(ev_parts[i]);
     if (ev_delta != NULL)

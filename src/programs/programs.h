@@ -21,6 +21,7 @@ typedef enum fcl_helper {
     FCL_HELPER_COMBINE,           /* split-KV merge (combine.cl) */
     FCL_HELPER_KVCACHE_APPEND,    /* KV-cache append (kvcache.cl) */
     FCL_HELPER_DELTA,             /* backward's rowsum(dO * O) (flash_bwd.cl) */
+    FCL_HELPER_SINK_GRAD,         /* backward's gradient of attention sinks (flash_bwd.cl) */
     FCL_HELPER_COUNT
 } fcl_helper;
 

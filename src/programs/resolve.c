@@ -50,6 +50,7 @@ static const char *const helper_names[FCL_HELPER_COUNT] = {
     [FCL_HELPER_COMBINE] = "fcl_combine",
     [FCL_HELPER_KVCACHE_APPEND] = "fcl_kvcache_append",
     [FCL_HELPER_DELTA] = "fcl_backward_delta",
+    [FCL_HELPER_SINK_GRAD] = "fcl_backward_sink_grad",
 };
 
 /* Kernel objects are made once: creating one costs the host as much as a
@@ -151,8 +152,10 @@ static fcl_status check_helpers(fcl_context *ctx, fcl_resolved *r)
 {
     const bool forward = r->build.kind == FCL_KERNEL_FORWARD || r->build.kind == FCL_KERNEL_DECODE;
     for (int h = 0; h < FCL_HELPER_COUNT; ++h) {
-        /* the dQ program holds the delta, the forward's the other two */
-        if (h == FCL_HELPER_DELTA ? r->build.kind != FCL_KERNEL_BACKWARD_DQ : !forward)
+        /* the dQ program holds the delta and the sinks' gradient, the
+         * forward's the other two */
+        const bool dq_helper = h == FCL_HELPER_DELTA || h == FCL_HELPER_SINK_GRAD;
+        if (dq_helper ? r->build.kind != FCL_KERNEL_BACKWARD_DQ : !forward)
             continue;
         cl_kernel k = NULL;
         FCL_TRY(fcl_resolved_kernel(r, (fcl_helper)h, &k));
