@@ -288,8 +288,9 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
         const float keys_lse = (l_i > 0.0f) ? FCL_NATURAL_UNITS(m_i * exp_scale) + log(l_i)
                                             : -INFINITY;
         const float lse_all = add_sink ? fcl_lse_add(keys_lse, sinks[head]) : keys_lse;
+        /* (a NaN sink makes even a row without keys NaN, as the merge does) */
         const float inv = (l_i > 0.0f) ? out_scale / l_i * (add_sink ? exp(keys_lse - lse_all) : 1.0f)
-                                       : 0.0f;
+                                       : (isnan(lse_all) ? NAN : 0.0f);
         const float lse = lse_all == -INFINITY && num_splits <= 1 ? INFINITY : lse_all;
         const long o_row = fcl_row_offset(o_rows, false, row);
         FCL_UNROLL

@@ -261,8 +261,11 @@ typedef enum fcl_alibi_mode {
  *                exp(sink_h - LSE_bhi) * D_bhi,   D_bhi = dO_bhi . O_bhi
  * (rows of every sequence; rows that see no key have O = 0 and count 0),
  * written (not added) as heads_q fp32 values, summed in a fixed order:
- * bitwise the same on every run.  dQ, dK and dV are the usual formulas
- * with that LSE.
+ * bitwise the same on every run (a non-finite sink_h, or a non-finite O,
+ * dO or LSE in a row of head h, may make dsinks_h non-finite, and no other
+ * value).  dQ, dK and dV are the usual formulas with that LSE.  Sinks
+ * change no tile plan (fcl_plan_query answers as without them) and work
+ * with every dtype, piece, variant and split-KV setting.
  *
  * Non-finite inputs (NaN, +-infinity): a row's outputs depend only on the
  * keys it sees and a key's gradients only on the rows that see it, on every
@@ -745,13 +748,18 @@ FCL_API fcl_status fcl_attention_backward_host(fcl_context *ctx, const fcl_atten
  * @return as fcl_attention_forward()/backward(); also FCL_ERROR_NULL_ARGUMENT
  *         for a missing aux buffer, FCL_ERROR_INVALID_VALUE for a bad variant
  *         setting (window < -1, softcap < 0, dropout_p outside [0, 1), ...)
- *         or a descale buffer given with a dtype that is not FP8,
+ *         or a descale buffer given with a dtype that is not FP8, or a sinks
+ *         or dsinks buffer with sinks = 0,
  *         FCL_ERROR_INVALID_CU_SEQLENS, FCL_ERROR_BUFFER_TOO_SMALL for a block
- *         mask, slopes or descale buffer smaller than its shape,
+ *         mask, slopes, descale or sinks buffer smaller than its shape (and
+ *         in the backward a dsinks buffer under heads_q floats),
  *         FCL_ERROR_INVALID_SHAPE for a block mask whose strides put its size
  *         past INT64_MAX bytes, FCL_ERROR_BUFFER_ALIASING for an output that
  *         shares bytes with an aux buffer (the kernels read those while they
- *         write). */
+ *         write), or, in the backward, a dsinks buffer that shares bytes with
+ *         any tensor or aux buffer of the call.  With sinks and
+ *         aux->dsinks given, the backward also writes dsinks (one more small
+ *         kernel of the call; `event` completes with it too). */
 FCL_API fcl_status fcl_attention_forward_ex(fcl_context *ctx, const fcl_attention_desc *desc,
                                             const fcl_attention_aux *aux, cl_mem q, cl_mem k,
                                             cl_mem v, cl_mem o, cl_mem lse, cl_uint num_wait,
