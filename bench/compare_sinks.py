@@ -9,7 +9,7 @@ backward, causal or not) when matplotlib is there (tools/deps.sh bench).
 """
 import sys
 
-from results_csv import headless_pyplot, rows_of
+from results_csv import rows_of, write_table
 
 TARGET_PCT = 5.0
 
@@ -34,10 +34,7 @@ def main():
         lines.append(f"\nWorst {way} cost: {cost:+.1f}% (d {worst['d']}, N {worst['N']}, causal "
                      f"{worst['causal']}): {'within' if cost <= TARGET_PCT else 'MISSES'} the "
                      f"{TARGET_PCT:.0f}% target.")
-    with open(prefix + ".md", "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    plt = headless_pyplot()
+    plt = write_table(prefix, lines)
     if plt is None:
         return
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
