@@ -100,17 +100,18 @@ static void test_varlen(void **state)
 }
 
 /* Split-KV forced, on the forward's plan and on a decode plan (GQA packing):
- * the merge adds the sink once, and chunks that see no key change nothing. */
+ * the merge adds the sink once, and chunks that see no key change nothing;
+ * the decode plan unsplit too (each packed row its own head's sink). */
 static void test_split_kv(void **state)
 {
     (void)state;
-    const int splits[] = {2, 3, 7};
-    for (int i = 0; i < 3; ++i) {
+    const int splits[] = {2, 3, 7, 1};
+    for (int i = 0; i < 4; ++i) {
         fa_variants v = with_sinks();
         v.num_splits = splits[i];
         fa_case c = sink_case(&v, 400 + (uint64_t)i);
         c.causal = i != 1;
-        c.seqlen_q = i == 2 ? 3 : 37; /* a decode plan, heads packed */
+        c.seqlen_q = i >= 2 ? 3 : 37; /* a decode plan, heads packed */
         c.seqlen_k = 150;
         c.heads_q = 8;
         fa_result r;
