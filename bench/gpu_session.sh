@@ -54,7 +54,7 @@ for step in $steps; do
       dev=""
       [ "$step" = tests-cpu ] && \
         dev=$(cpu_device)
-      all="test_forward test_backward test_variants test_tensor_cores test_kvcache test_profiles test_plan test_api test_errors test_cache test_fp8 test_threads test_nonfinite"
+      all="test_forward test_backward test_variants test_sinks test_tensor_cores test_kvcache test_profiles test_plan test_api test_errors test_cache test_fp8 test_threads test_nonfinite"
       [ "$step" = tests-fast ] && all="test_forward test_variants test_plan test_api test_errors"
       [ "$step" = tests-tc ] && all="test_tensor_cores test_backward test_forward"
       [ -n "${TESTS:-}" ] && all=$TESTS
