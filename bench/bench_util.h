@@ -25,4 +25,48 @@ static inline double bench_median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+#ifdef FLASHCL_H /* for programs on flashcl's calls */
+#include <stdio.h>
+
+/* A failed call ends the benchmark with where and why. */
+#define BENCH_CHECK(expr)                                                                 \
+    do {                                                                            \
+        fcl_status s_ = (expr);                                                     \
+        if (s_ != FCL_OK) {                                                         \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr,           \
+                    fcl_status_string(s_));                                         \
+            exit(1);                                                                \
+        }                                                                           \
+    } while (0)
+
+/* A buffer of `bytes` in ctx with host's bytes (or none: NULL). */
+static inline cl_mem bench_buffer(fcl_context *ctx, const void *host, size_t bytes)
+{
+    cl_int err;
+    cl_mem m = clCreateBuffer(fcl_context_cl_context(ctx),
+                              CL_MEM_READ_WRITE | (host ? CL_MEM_COPY_HOST_PTR : 0), bytes,
+                              (void *)host, &err);
+    if (err != CL_SUCCESS) {
+        fprintf(stderr, "clCreateBuffer(%zu bytes): %s\n", bytes, fcl_status_string(err));
+        exit(1);
+    }
+    return m;
+}
+
+/* n fp16 values in (-1, 1), never zero, from `seed`. */
+static inline cl_mem bench_random_half(fcl_context *ctx, size_t n, unsigned seed)
+{
+    uint16_t *h = malloc(n * 2);
+    uint32_t s = seed * 2654435761u + 7;
+    for (size_t i = 0; i < n; ++i) {
+        s = s * 1664525u + 1013904223u;
+        /* fp16 in [-1, 1): sign, exponent 13..14 (0.5 .. 2 is too wide), mantissa */
+        h[i] = (uint16_t)(((s >> 31) << 15) | ((13u + ((s >> 20) & 1u)) << 10) | ((s >> 8) & 0x3FFu));
+    }
+    cl_mem m = bench_buffer(ctx, h, n * 2);
+    free(h);
+    return m;
+}
+#endif
+
 #endif

@@ -13,7 +13,7 @@ only for the table.
 """
 import csv, sys
 
-from results_csv import headless_pyplot
+from results_csv import write_table
 
 
 # mma.sync m16n8k16 fp16 -> fp32 alone, measured through OpenCL on the H100
@@ -67,10 +67,7 @@ def main():
                           ("cuDNN", cud), ("mem-efficient", mem)):
             if val is not None and val == val:
                 series.setdefault((p, d, c), {}).setdefault(name, []).append((n, val))
-    with open(prefix + ".md", "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    plt = headless_pyplot()
+    plt = write_table(prefix, lines)
     if plt is None:
         return
     panels = sorted(series)

@@ -9,7 +9,7 @@ ranks, one line per N) when matplotlib is there.
 """
 import sys
 
-from results_csv import headless_pyplot, rows_of
+from results_csv import rows_of, write_table
 
 
 def main():
@@ -35,10 +35,7 @@ def main():
                    + f"{100 * float(r['fwd_wait_share']):.1f}% | {100 * float(r['bwd_wait_share']):.1f}% |")
         if speedup:
             series.setdefault(n, []).append((ranks, speedup))
-    with open(prefix + ".md", "w") as f:
-        f.write("\n".join(out) + "\n")
-    print("\n".join(out))
-    plt = headless_pyplot()
+    plt = write_table(prefix, out)
     if plt is None:
         return
     fig, ax = plt.subplots(figsize=(6, 4))

@@ -21,16 +21,6 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(expr)                                                                 \
-    do {                                                                            \
-        fcl_status s_ = (expr);                                                     \
-        if (s_ != FCL_OK) {                                                         \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr,           \
-                    fcl_status_string(s_));                                         \
-            exit(1);                                                                \
-        }                                                                           \
-    } while (0)
-
 typedef struct variant {
     const char *name;
     int causal;
@@ -58,32 +48,6 @@ static const variant variants[] = {
     {"all: window+alibi+dropout+varlen", 1, 256, -1, 0, 1, 0.1f, 1, 0},
 };
 
-static cl_mem upload(fcl_context *ctx, const void *host, size_t bytes)
-{
-    cl_int err;
-    cl_mem m = clCreateBuffer(fcl_context_cl_context(ctx), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
-                              bytes, (void *)host, &err);
-    if (err != CL_SUCCESS) {
-        fprintf(stderr, "clCreateBuffer: %s\n", fcl_status_string(err));
-        exit(1);
-    }
-    return m;
-}
-
-static cl_mem random_half(fcl_context *ctx, size_t n, unsigned seed)
-{
-    uint16_t *h = malloc(n * 2);
-    uint32_t s = seed * 2654435761u + 7;
-    for (size_t i = 0; i < n; ++i) {
-        s = s * 1664525u + 1013904223u;
-        /* fp16 in [-1, 1): sign, exponent 14..15 (0.5 .. 2 is too wide), mantissa */
-        h[i] = (uint16_t)(((s >> 31) << 15) | ((13u + ((s >> 20) & 1u)) << 10) | ((s >> 8) & 0x3FFu));
-    }
-    cl_mem m = upload(ctx, h, n * 2);
-    free(h);
-    return m;
-}
-
 int main(int argc, char **argv)
 {
     size_t tokens = 16384, hidden = 2048, d = 64, seqlens[8] = {1024, 4096, 16384}, nsl = 3;
@@ -110,9 +74,9 @@ int main(int argc, char **argv)
     }
     if (reps < 1 || reps > 50) reps = 5;
     fcl_context *ctx = NULL;
-    CHECK(fcl_context_create(NULL, &ctx));
+    BENCH_CHECK(fcl_context_create(NULL, &ctx));
     fcl_device_info info;
-    CHECK(fcl_context_device_info(ctx, &info));
+    BENCH_CHECK(fcl_context_device_info(ctx, &info));
     cl_command_queue q = fcl_context_cl_queue(ctx);
     char date[64];
     time_t tt = time(NULL);
@@ -135,10 +99,10 @@ int main(int argc, char **argv)
     for (size_t si = 0; si < nsl; ++si) {
         const size_t N = seqlens[si], B = tokens / N ? tokens / N : 1;
         const size_t n = B * N * H * d;
-        cl_mem qb = random_half(ctx, n, 1), kb = random_half(ctx, n, 2), vb = random_half(ctx, n, 3);
-        cl_mem dob = random_half(ctx, n, 4), ob = random_half(ctx, n, 5);
-        cl_mem dqb = random_half(ctx, n, 6), dkb = random_half(ctx, n, 7), dvb = random_half(ctx, n, 8);
-        cl_mem lseb = random_half(ctx, 2 * B * H * N, 9);
+        cl_mem qb = bench_random_half(ctx, n, 1), kb = bench_random_half(ctx, n, 2), vb = bench_random_half(ctx, n, 3);
+        cl_mem dob = bench_random_half(ctx, n, 4), ob = bench_random_half(ctx, n, 5);
+        cl_mem dqb = bench_random_half(ctx, n, 6), dkb = bench_random_half(ctx, n, 7), dvb = bench_random_half(ctx, n, 8);
+        cl_mem lseb = bench_random_half(ctx, 2 * B * H * N, 9);
         /* ALiBi slopes, packed lengths N/4..N with the same tokens, block masks */
         float *slopes = malloc(H * sizeof *slopes);
         for (size_t h = 0; h < H; ++h) slopes[h] = powf(2.0f, -8.0f * (float)(h + 1) / (float)H);
@@ -169,7 +133,7 @@ int main(int argc, char **argv)
             fcl_attention_aux aux = {0};
             if (va->alibi) {
                 desc.alibi = FCL_ALIBI_PER_HEAD;
-                aux.alibi_slopes = upload(ctx, slopes, H * sizeof *slopes);
+                aux.alibi_slopes = bench_buffer(ctx, slopes, H * sizeof *slopes);
             }
             if (va->varlen) {
                 desc.varlen = 1;
@@ -178,8 +142,8 @@ int main(int argc, char **argv)
                 desc.q.stride_batch = desc.k.stride_batch = desc.v.stride_batch = 0;
                 desc.o.stride_batch = desc.dout.stride_batch = desc.dq.stride_batch = 0;
                 desc.dk.stride_batch = desc.dv.stride_batch = 0;
-                aux.cu_seqlens_q = upload(ctx, cu, (nseq + 1) * sizeof *cu);
-                aux.cu_seqlens_k = upload(ctx, cu, (nseq + 1) * sizeof *cu);
+                aux.cu_seqlens_q = bench_buffer(ctx, cu, (nseq + 1) * sizeof *cu);
+                aux.cu_seqlens_k = bench_buffer(ctx, cu, (nseq + 1) * sizeof *cu);
             }
             if (va->density > 0) {
                 uint32_t s = 777;
@@ -188,7 +152,7 @@ int main(int argc, char **argv)
                     mask[i] = (double)(s >> 8) / 16777216.0 < va->density;
                 }
                 desc.block_m = desc.block_n = 64;
-                aux.block_mask = upload(ctx, mask, nb * nb);
+                aux.block_mask = bench_buffer(ctx, mask, nb * nb);
             }
             const double dense = 4.0 * B * H * (double)N * N * d;
             double ms[2];
@@ -197,11 +161,11 @@ int main(int argc, char **argv)
                     clFinish(q);
                     double t0 = bench_now_s();
                     if (pass == 0)
-                        CHECK(fcl_attention_forward_ex(ctx, &desc, &aux, qb, kb, vb, ob, lseb, 0, NULL, NULL));
+                        BENCH_CHECK(fcl_attention_forward_ex(ctx, &desc, &aux, qb, kb, vb, ob, lseb, 0, NULL, NULL));
                     else
-                        CHECK(fcl_attention_backward_ex(ctx, &desc, &aux, qb, kb, vb, ob, lseb, dob, dqb,
+                        BENCH_CHECK(fcl_attention_backward_ex(ctx, &desc, &aux, qb, kb, vb, ob, lseb, dob, dqb,
                                                         dkb, dvb, 0, NULL, NULL));
-                    CHECK(clFinish(q));
+                    BENCH_CHECK(clFinish(q));
                     if (r >= 0) times[r] = bench_now_s() - t0;
                 }
                 ms[pass] = bench_median(times, reps) * 1e3;

@@ -54,7 +54,7 @@ for step in $steps; do
       dev=""
       [ "$step" = tests-cpu ] && \
         dev=$(cpu_device)
-      all="test_forward test_backward test_variants test_tensor_cores test_kvcache test_profiles test_plan test_api test_errors test_cache test_fp8 test_threads test_nonfinite"
+      all="test_forward test_backward test_variants test_sinks test_tensor_cores test_kvcache test_profiles test_plan test_api test_errors test_cache test_fp8 test_threads test_nonfinite"
       [ "$step" = tests-fast ] && all="test_forward test_variants test_plan test_api test_errors"
       [ "$step" = tests-tc ] && all="test_tensor_cores test_backward test_forward"
       [ -n "${TESTS:-}" ] && all=$TESTS
@@ -224,6 +224,14 @@ for step in $steps; do
         --reps 5 --head-dims 64,128 --kernels fwd,dq,dkdv \
         --tiles "${CPU_TILES:-32x64x1x1,32x32x1x1,32x128x1x1,32x256x1x1,16x64x1x1,16x128x1x1}" \
         2>&1 | tee "$OUT/tune_cpu.txt" ;;
+    sinks)
+      # attention sinks (issue 26): their tests on the GPU, then their cost against the
+      # same call without, fp16, d 64/128, N 1k..16k, causal off/on (target <= 5%)
+      ( time timeout 300 "$B/tests/test_sinks" ) > "$OUT/test_sinks.log" 2>&1
+      echo "test_sinks: rc=$?"; grep -E "PASSED|FAILED|FAIL " "$OUT/test_sinks.log" | head -20
+      timeout 400 "$B/bench/flashcl-bench-sinks" --head-dims 64,128 --seqlens 1024,4096,16384 \
+        --reps 10 --out "$OUT/sinks-cost.csv" 2>&1 | tee "$OUT/sinks-cost.txt"
+      python3 bench/compare_sinks.py "$OUT/sinks-cost.csv" "$OUT/sinks-cost" ;;
     fp8)
       # FP8 storage on the real mma.sync piece: its tests, and its error beside fp16's
       ( time timeout 300 "$B/tests/test_fp8" ) > "$OUT/test_fp8.log" 2>&1

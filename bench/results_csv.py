@@ -16,6 +16,15 @@ def rows_of(path):
     return meta, list(csv.DictReader(lines))
 
 
+def write_table(prefix, lines):
+    """Writes the table's lines to PREFIX.md and prints them; returns
+    headless_pyplot() for the plot that goes beside it (None: no plot)."""
+    with open(prefix + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return headless_pyplot()
+
+
 def headless_pyplot():
     """matplotlib.pyplot on the Agg backend (no display needed), or None,
     said on stdout, where matplotlib is missing: the tables are written

@@ -7,8 +7,11 @@
  * its log-sum-exp: the online softmax's own rescaling, applied once per
  * part.  A part that saw no key has LSE_s = -inf and weight 0; when every
  * part is empty the row sees no key, and gets the library's convention for
- * that: O = 0, LSE = +inf.  Sums run in a fixed order, so the result is
- * bitwise the same on every run.
+ * that: O = 0, LSE = +inf.  An attention sink (one logit per query head,
+ * no value) joins the merged sum once, as a part with no output would:
+ * LSE = log(exp(sink) + sum_s exp(LSE_s)), and a row whose parts are all
+ * empty gets O = 0, LSE = sink.  Sums run in a fixed order, so the result
+ * is bitwise the same on every run.
  */
 
 /* A work-group merges FCL_COMBINE_COLS columns of one row, each column
@@ -57,7 +60,8 @@ __kernel __attribute__((reqd_work_group_size(FCL_COMBINE_WG, 1, 1)))
 void fcl_combine(__global const float *part_o, __global const float *part_lse, int num_splits,
                  long part_rows, int head_dim, int seqlen_q, int heads_q,
                  __global fcl_ostorage *O, long o_off, long o_sb, long o_sh, long o_ss,
-                 __global float *LSE, long lse_off, int write_lse)
+                 __global float *LSE, long lse_off, int write_lse,
+                 __global const float *sinks)
 {
     __local float part[FCL_COMBINE_MAX_SPLITS];
     __local float slice_sum[FCL_COMBINE_SLICES][FCL_COMBINE_COLS];
@@ -72,7 +76,8 @@ void fcl_combine(__global const float *part_o, __global const float *part_lse, i
 
     for (int s = lid; s < num_splits; s += FCL_COMBINE_WG) part[s] = part_lse[s * part_rows + row];
     barrier(CLK_LOCAL_MEM_FENCE);
-    const float lse = fcl_merge_lse(part, num_splits);
+    const float keys_lse = fcl_merge_lse(part, num_splits);
+    const float lse = sinks != 0 ? fcl_lse_add(keys_lse, sinks[h]) : keys_lse;
 
     float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (col < head_dim && isfinite(lse)) {

@@ -521,6 +521,21 @@ inline long fcl_lse_index(int b, int h, int heads_q, int lse_rows, const fcl_seq
     return head * lse_rows + s.q_row0 + row;
 }
 
+/* ---- attention sinks -------------------------------------------------------
+ * log(exp(a) + exp(b)) without overflow: a row's log-sum-exp `a` (-inf when
+ * it saw no key) with a sink logit `b` joined (flash_fwd.cl's last step and
+ * combine.cl's merge, so split and unsplit rows agree).  NaN in either is
+ * NaN (fmax would drop it); -inf + -inf is -inf; +inf in either is +inf. */
+inline float fcl_lse_add(float a, float b)
+{
+    if (isnan(a) || isnan(b))
+        return NAN;
+    const float m = fmax(a, b);
+    if (isinf(m))
+        return m;
+    return m + log(exp(a - m) + exp(b - m));
+}
+
 /* ---- score modifiers, in FlashAttention-2's order --------------------------
  * s = scale * q.k; with a softcap, s = cap * tanh(s / cap); with ALiBi,
  * s -= slope * |i + diag - j| (the distance to the bottom-right aligned

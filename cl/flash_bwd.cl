@@ -6,6 +6,8 @@
  *     dQ = scale * dS K,   dK = scale * dS^T Q.
  * Three kernels, none with atomics, so results are bitwise reproducible:
  *   fcl_backward_delta  one work-item per query row: delta
+ *                       (and with attention sinks fcl_backward_sink_grad,
+ *                       one work-group per query head: the sinks' gradient)
  *   fcl_backward_dq     one work-group per (Q block, head, batch), streaming
  *                       K/V blocks; dQ accumulates in registers
  *   fcl_backward_dkdv   one work-group per (K/V block, kv head, batch),
@@ -90,6 +92,42 @@ __kernel void fcl_backward_delta(__global const fcl_storage *O, __global const f
     float sum = 0.0f;
     for (int k = 0; k < head_dim_v; ++k) sum = mad(fcl_load(O, o + k), fcl_load(dO, g + k), sum);
     delta[gid] = sum;
+}
+
+/* The gradient of attention sinks: dsinks_h = -sum over the rows of head h
+ * (every batch entry) of exp(sink_h - LSE) * delta, LSE holding the sink
+ * (rows that see no key have O = 0, so delta = 0 and they count 0).  One
+ * work-group per query head: work-item t sums rows t, t + WG, ... of each
+ * batch entry in turn, then a tree of fixed shape adds the work-items'
+ * sums, so the order is the same on every run.  Packed sequences are one
+ * batch entry of cu_q[batch] rows (rows past the last sequence belong to
+ * none, and their LSE was never written). */
+#define FCL_SINK_GRAD_WG 64
+__kernel __attribute__((reqd_work_group_size(FCL_SINK_GRAD_WG, 1, 1)))
+void fcl_backward_sink_grad(__global const float *LSE, long lse_off, __global const float *delta,
+                            __global const float *sinks, __global float *dsinks, int batch,
+                            int heads_q, int lse_rows, __global const int *cu_q)
+{
+    __local float part[FCL_SINK_GRAD_WG];
+    const int h = (int)get_group_id(0), lid = (int)get_local_id(0);
+    const int entries = FCL_HAS(FCL_FEAT_VARLEN) ? 1 : batch;
+    const int rows = FCL_HAS(FCL_FEAT_VARLEN) ? cu_q[batch] : lse_rows;
+    const float sink = sinks[h];
+    float sum = 0.0f;
+    for (int b = 0; b < entries; ++b) {
+        const long base = ((long)b * heads_q + h) * lse_rows;
+        for (int r = lid; r < rows; r += FCL_SINK_GRAD_WG)
+            sum += exp(sink - LSE[lse_off + base + r]) * delta[base + r];
+    }
+    part[lid] = sum;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = FCL_SINK_GRAD_WG / 2; s > 0; s /= 2) {
+        if (lid < s)
+            part[lid] += part[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0)
+        dsinks[h] = -part[0];
 }
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))

@@ -74,7 +74,9 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
                  long pt_stride, int num_pages,
                  /* FP8: descales per (batch, query head) and (batch, K/V head), 0: 1.0 */
                  __global const float *descale_q, __global const float *descale_k,
-                 __global const float *descale_v)
+                 __global const float *descale_v,
+                 /* attention sinks: heads_q logits, 0: none (joined here, or by the merge) */
+                 __global const float *sinks)
 {
     FCL_FWD_LOCALS;
 #if FCL_HAS(FCL_FEAT_KVCACHE)
@@ -272,7 +274,11 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
     FCL_ROWS_SUM(l);
 
     /* Each row's output: O and LSE, or this chunk's partial of them
-     * (normalised by its own sum, LSE -inf when it saw no key). */
+     * (normalised by its own sum, LSE -inf when it saw no key).  A sink
+     * joins the row's sum here when the keys are not split (the merge adds
+     * it otherwise): LSE becomes log(exp(LSE) + exp(sink)) and O shrinks by
+     * exp(old LSE - new LSE). */
+    const bool add_sink = sinks != 0 && num_splits <= 1;
     fcl_rows o_rows = fcl_rows_strided(o_off + fcl_batch_offset(b, o_sb) + h * o_sh +
                                        sq.q_row0 * o_ss, o_ss);
     o_rows.sh = o_sh;
@@ -284,9 +290,13 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
         const long at = fcl_lse_index(b, head, heads_q, lse_rows, sq, pos);
         const float l_i = FCL_R(l, i);
         const float m_i = FCL_R(m, i);
-        const float inv = (l_i > 0.0f) ? out_scale / l_i : 0.0f;
-        const float lse = (l_i > 0.0f) ? FCL_NATURAL_UNITS(m_i * exp_scale) + log(l_i)
-                                       : (num_splits > 1 ? -INFINITY : INFINITY);
+        const float keys_lse = (l_i > 0.0f) ? FCL_NATURAL_UNITS(m_i * exp_scale) + log(l_i)
+                                            : -INFINITY;
+        const float lse_all = add_sink ? fcl_lse_add(keys_lse, sinks[head]) : keys_lse;
+        /* (a NaN sink makes even a row without keys NaN, as the merge does) */
+        const float inv = (l_i > 0.0f) ? out_scale / l_i * (add_sink ? exp(keys_lse - lse_all) : 1.0f)
+                                       : (isnan(lse_all) ? NAN : 0.0f);
+        const float lse = lse_all == -INFINITY && num_splits <= 1 ? INFINITY : lse_all;
         const long o_row = fcl_row_offset(o_rows, false, row);
         FCL_UNROLL
         for (int n = 0; n < DN; ++n) {

@@ -240,7 +240,8 @@ typedef enum fcl_alibi_mode {
  * LSE (optional forward output, required backward input) is fp32 and always
  * contiguous: element (b, h, s) at lse_offset + (b * heads_q + h) * seqlen_q + s
  * ((h, t) at lse_offset + h * total_q + t for packed sequences).
- * LSE[row] = log(sum_j exp(score_j)) over the keys the row can see.
+ * LSE[row] = log(sum_j exp(score_j)) over the keys the row can see (with
+ * attention sinks, log(exp(sink_h) + sum_j exp(score_j)): see "Sinks").
  *
  * Scores, in order: s = softmax_scale * q.k; with softcap > 0,
  * s = softcap * tanh(s / softcap); with ALiBi, s -= slope * |i + diag - j|
@@ -252,7 +253,33 @@ typedef enum fcl_alibi_mode {
  * (i / block_m, j / block_n) is non-zero.  `causal` is window_right = 0.
  * Keys of K/V blocks entirely outside the window or the block mask are not
  * loaded.  A row that sees no key gets O = 0, LSE = +INFINITY and zero
- * gradients; never NaN.
+ * gradients; never NaN (with sinks: O = 0 and LSE = sink_h, see "Sinks").
+ *
+ * Sinks (sinks = 1; gpt-oss's attention sinks): one fp32 logit sink_h per
+ * query head, heads_q values in fcl_attention_aux.sinks, joins the softmax
+ * denominator of every row of head h (every batch entry, every sequence)
+ * and contributes no value:
+ *     O_i   = sum_j exp(s_ij) V_j / (exp(sink_h) + sum_j exp(s_ij))
+ *     LSE_i = log(exp(sink_h) + sum_j exp(s_ij))
+ * with s_ij the row's scores after softcap and ALiBi, j over the keys row i
+ * sees (the sink is never masked, capped, given a slope or dropped; FP8
+ * descales do not scale it; with dropout the denominator is this one, V's
+ * weights are dropped as usual).  LSE includes the sink, so the backward's
+ * P = exp(s - LSE) needs nothing else.  A row that sees no key gets O = 0
+ * and LSE = sink_h (the empty sum's value).  Non-finite sinks follow the
+ * formulas: sink_h = -inf is no sink (except that a row seeing no key then
+ * gets LSE = +inf, as without sinks), +inf gives O = 0 and LSE = +inf for
+ * every row of head h, NaN makes head h's O and LSE NaN.  The backward also
+ * returns, when fcl_attention_aux.dsinks is given, the sinks' gradient
+ *     dsinks_h = -sum over batch entries b and rows i of head h of
+ *                exp(sink_h - LSE_bhi) * D_bhi,   D_bhi = dO_bhi . O_bhi
+ * (rows of every sequence; rows that see no key have O = 0 and count 0),
+ * written (not added) as heads_q fp32 values, summed in a fixed order:
+ * bitwise the same on every run (a non-finite sink_h, or a non-finite O,
+ * dO or LSE in a row of head h, may make dsinks_h non-finite, and no other
+ * value).  dQ, dK and dV are the usual formulas with that LSE.  Sinks
+ * change no tile plan (fcl_plan_query answers as without them) and work
+ * with every dtype, piece, variant and split-KV setting.
  *
  * Non-finite inputs (NaN, +-infinity): a row's outputs depend only on the
  * keys it sees and a key's gradients only on the rows that see it, on every
@@ -331,6 +358,10 @@ typedef struct fcl_attention_desc {
                                       head_dim, else FCL_ERROR_HEAD_DIM_UNSUPPORTED
                                       (checked after head_dim's own range).  See
                                       "Value head dim" above. */
+    /* ---- attention sinks ---- */
+    int sinks;                     /* 0 or 1 (else FCL_ERROR_INVALID_VALUE); 1: one sink logit
+                                      per query head in fcl_attention_aux.sinks (see "Sinks"
+                                      above); 0 (fcl_attention_desc_init): none */
 } fcl_attention_desc;
 
 /* The device buffers some variants read (NULL where unused).  The block mask
@@ -357,6 +388,16 @@ typedef struct fcl_attention_aux {
     cl_mem descale_q;
     cl_mem descale_k;
     cl_mem descale_v;
+    /* Attention sinks (desc->sinks = 1; with sinks = 0 a non-NULL one is
+     * FCL_ERROR_INVALID_VALUE).  sinks: fp32 heads_q values, sink_h at h,
+     * read by the forward and the backward (NULL: FCL_ERROR_NULL_ARGUMENT;
+     * smaller than heads_q floats: FCL_ERROR_BUFFER_TOO_SMALL).  dsinks:
+     * the backward's output, heads_q fp32 values written (never added to);
+     * NULL: not computed.  It is checked with the call's tensors (size,
+     * context; no byte shared with any other tensor or aux buffer of the
+     * call: FCL_ERROR_BUFFER_ALIASING), and the forward calls ignore it. */
+    cl_mem sinks;
+    cl_mem dsinks;
 } fcl_attention_aux;
 
 /* The same as host arrays, for the host-pointer calls. */
@@ -368,6 +409,8 @@ typedef struct fcl_attention_aux_host {
     const float *descale_q;
     const float *descale_k;
     const float *descale_v;
+    const float *sinks;            /* heads_q values (desc->sinks = 1) */
+    float *dsinks;                 /* backward output, heads_q values; NULL: not computed */
 } fcl_attention_aux_host;
 
 /*! fcl_attention_desc_init() :
@@ -731,13 +774,18 @@ FCL_API fcl_status fcl_attention_backward_host(fcl_context *ctx, const fcl_atten
  * @return as fcl_attention_forward()/backward(); also FCL_ERROR_NULL_ARGUMENT
  *         for a missing aux buffer, FCL_ERROR_INVALID_VALUE for a bad variant
  *         setting (window < -1, softcap < 0, dropout_p outside [0, 1), ...)
- *         or a descale buffer given with a dtype that is not FP8,
+ *         or a descale buffer given with a dtype that is not FP8, or a sinks
+ *         or dsinks buffer with sinks = 0,
  *         FCL_ERROR_INVALID_CU_SEQLENS, FCL_ERROR_BUFFER_TOO_SMALL for a block
- *         mask, slopes or descale buffer smaller than its shape,
+ *         mask, slopes, descale or sinks buffer smaller than its shape (and
+ *         in the backward a dsinks buffer under heads_q floats),
  *         FCL_ERROR_INVALID_SHAPE for a block mask whose strides put its size
  *         past INT64_MAX bytes, FCL_ERROR_BUFFER_ALIASING for an output that
  *         shares bytes with an aux buffer (the kernels read those while they
- *         write). */
+ *         write), or, in the backward, a dsinks buffer that shares bytes with
+ *         any tensor or aux buffer of the call.  With sinks and
+ *         aux->dsinks given, the backward also writes dsinks (one more small
+ *         kernel of the call; `event` completes with it too). */
 FCL_API fcl_status fcl_attention_forward_ex(fcl_context *ctx, const fcl_attention_desc *desc,
                                             const fcl_attention_aux *aux, cl_mem q, cl_mem k,
                                             cl_mem v, cl_mem o, cl_mem lse, cl_uint num_wait,
@@ -800,7 +848,10 @@ FCL_API fcl_status fcl_philox_host(fcl_context *ctx, size_t n, const uint32_t *c
  * and sees key j iff
  *     i + T_b - seqlen_q - window_left <= j <= i + T_b - seqlen_q + window_right
  * (-1: unbounded; causal is window_right = 0).  A row that sees no key
- * (T_b = 0, or a causal row before the first key) gets O = 0, LSE = +inf.
+ * (T_b = 0, or a causal row before the first key) gets O = 0, LSE = +inf
+ * (with sinks: O = 0, LSE = sink_h).  With sinks = 1 every row of query
+ * head h has sink_h (fcl_kvcache_buffers.sinks, heads_q fp32 values) in its
+ * softmax denominator, exactly as fcl_attention_desc's "Sinks" says.
  * Scores are as in fcl_attention_desc: scale, softcap, then ALiBi with
  * distance |i + T_b - seqlen_q - j|.  Non-finite elements of Q, the caches
  * and the new rows reach O and LSE as fcl_attention_desc's "Non-finite
@@ -873,6 +924,8 @@ typedef struct fcl_kvcache_desc {
     /* ---- value head dim (see "Value head dim" above) ---- */
     size_t head_dim_v;            /* columns of v_cache, v_new and O; 0 means head_dim, which
                                      fcl_kvcache_desc_init sets */
+    int sinks;                    /* 0 or 1 (else FCL_ERROR_INVALID_VALUE): sinks in the
+                                     buffers' sinks, as fcl_attention_desc.sinks */
 } fcl_kvcache_desc;
 
 /*! fcl_kvcache_desc_init() :
@@ -913,6 +966,9 @@ typedef struct fcl_kvcache_buffers {
      * rows are stored as they are: quantise them with their sequence's
      * descales. */
     cl_mem descale_q, descale_k, descale_v;
+    /* fp32, heads_q values, when desc->sinks = 1 (else non-NULL is
+     * FCL_ERROR_INVALID_VALUE); checked as fcl_attention_aux.sinks */
+    cl_mem sinks;
 } fcl_kvcache_buffers;
 
 /* The same as host arrays (k_cache and v_cache are updated in place when
@@ -927,6 +983,7 @@ typedef struct fcl_kvcache_host {
     void *o;
     float *lse;
     const float *descale_q, *descale_k, *descale_v;
+    const float *sinks;
 } fcl_kvcache_host;
 
 /*! fcl_attention_kvcache() :

@@ -47,17 +47,18 @@ static size_t v_cache_at(const kv_state *st, size_t b, size_t j, size_t hk)
 }
 
 static void kv_init_full(const kv_case *c, const kv_fp8 *fp8, int interleaved, size_t dv,
-                         kv_state *st);
+                         int sinks, kv_state *st);
 
-void kv_init(const kv_case *c, kv_state *st) { kv_init_full(c, NULL, 0, 0, st); }
-void kv_init_interleaved(const kv_case *c, kv_state *st) { kv_init_full(c, NULL, 1, 0, st); }
+void kv_init(const kv_case *c, kv_state *st) { kv_init_full(c, NULL, 0, 0, 0, st); }
+void kv_init_interleaved(const kv_case *c, kv_state *st) { kv_init_full(c, NULL, 1, 0, 0, st); }
+void kv_init_sinks(const kv_case *c, kv_state *st) { kv_init_full(c, NULL, 0, 0, 1, st); }
 void kv_init_fp8(const kv_case *c, const kv_fp8 *fp8, kv_state *st)
 {
-    kv_init_full(c, fp8, 0, 0, st);
+    kv_init_full(c, fp8, 0, 0, 0, st);
 }
 
 /* dv: head_dim_v, 0 for head_dim (interleaved caches only with that) */
-static void kv_init_full(const kv_case *c, const kv_fp8 *fp8, int interleaved, size_t dv,
+static void kv_init_full(const kv_case *c, const kv_fp8 *fp8, int interleaved, size_t dv, int sinks,
                          kv_state *st)
 {
     memset(st, 0, sizeof *st);
@@ -153,6 +154,13 @@ static void kv_init_full(const kv_case *c, const kv_fp8 *fp8, int interleaved, s
                 memcpy(st->vc_expect + vdst * st->es, st->vn + at(&d->v_new, b, t, hk, 0) * st->es,
                        st->dv * st->es);
             }
+    if (sinks) { /* about a sequence's log-sum-exp, drawn apart from the other inputs */
+        rng rs = {c->seed * 104729u + 5u};
+        st->sinks = malloc(c->heads_q * sizeof *st->sinks);
+        for (size_t h = 0; h < c->heads_q; ++h)
+            st->sinks[h] = (float)(log((double)c->capacity / 2 + 1) + rng_normal(&rs));
+        d->sinks = 1;
+    }
     if (fp8 != NULL && fp8->descales)
         for (int t = 0; t < 3; ++t) {
             const size_t n = c->batch * (t == 0 ? c->heads_q : c->heads_kv);
@@ -181,6 +189,7 @@ void kv_free(kv_state *st)
     free(st->lens);
     free(st->pages);
     free(st->alibi);
+    free(st->sinks);
     if (st->vc_expect != st->kc_expect)
         free(st->vc_expect);
     free(st->kc_expect);
@@ -193,7 +202,7 @@ fcl_kvcache_host kv_host_arrays(kv_state *st)
     fcl_kvcache_host a = {st->q,     st->kc,          st->vc,          st->lens,
                           st->pages, st->kn,          st->vn,          st->alibi,
                           st->o,     st->lse,         st->descale[0], st->descale[1],
-                          st->descale[2]};
+                          st->descale[2], st->sinks};
     return a;
 }
 
@@ -238,8 +247,11 @@ int kv_check_outputs(const kv_case *c, const kv_state *st, const char *what)
     double slopes[64];
     for (size_t h = 0; h < Hq && h < 64; ++h)
         slopes[h] = st->alibi[h];
+    double sinks[64];
+    for (size_t h = 0; h < Hq && h < 64 && st->sinks != NULL; ++h)
+        sinks[h] = st->sinks[h];
     ref_variants rv = {c->window_left, -1, c->softcap, c->alibi ? slopes : NULL, 0, 0, 0, 0,
-                       cu_q, cu_k, NULL, 0, 0, 0, 0};
+                       cu_q, cu_k, NULL, 0, 0, 0, 0, st->sinks != NULL ? sinks : NULL};
     const double scale = (double)(float)(1.0 / sqrt((double)D)); /* the default, as the library rounds it */
     ref_problem p = {B, Hq, Hk, Sq, tmax, D, scale, c->causal, st->out_dtype, &rv, Dv};
     const size_t no = B * Hq * Sq * Dv, nl = B * Hq * Sq;
@@ -268,11 +280,11 @@ int kv_check_outputs(const kv_case *c, const kv_state *st, const char *what)
     ok = ok && res.nonfinite == 0;
     if (!ok)
         printf("kvcache %s: B=%zu Hq=%zu Hk=%zu d=%zu sq=%zu new=%zu %s page=%zu cap=%zu causal=%d "
-               "window=%ld softcap=%g alibi=%d splits=%d: %s err %.3g (lowp %.3g, tol %.3g), "
+               "window=%ld softcap=%g alibi=%d splits=%d sinks=%d: %s err %.3g (lowp %.3g, tol %.3g), "
                "nonfinite %d\n",
                what, B, Hq, Hk, D, Sq, c->seqlen_new, fcl_dtype_name(c->dtype), c->page_size,
                c->capacity, c->causal, c->window_left, c->softcap, c->alibi, c->num_splits,
-               res.worst ? res.worst : "?", res.err, res.err_lowp, res.tol, res.nonfinite);
+               st->sinks != NULL, res.worst ? res.worst : "?", res.err, res.err_lowp, res.tol, res.nonfinite);
     free(cu_q);
     free(cu_k);
     free(q);
@@ -291,27 +303,28 @@ int kv_check_outputs(const kv_case *c, const kv_state *st, const char *what)
 /* Runs a case through the host call; checks caches, outputs, and that a
  * second run from the same inputs is bitwise the same. */
 static int kv_run_full(fcl_context *ctx, const kv_case *c, const kv_fp8 *fp8, int interleaved,
-                       size_t dv);
+                       size_t dv, int sinks);
 
-int kv_run(fcl_context *ctx, const kv_case *c) { return kv_run_full(ctx, c, NULL, 0, 0); }
+int kv_run(fcl_context *ctx, const kv_case *c) { return kv_run_full(ctx, c, NULL, 0, 0, 0); }
+int kv_run_sinks(fcl_context *ctx, const kv_case *c) { return kv_run_full(ctx, c, NULL, 0, 0, 1); }
 int kv_run_fp8(fcl_context *ctx, const kv_case *c, const kv_fp8 *fp8)
 {
-    return kv_run_full(ctx, c, fp8, 0, 0);
+    return kv_run_full(ctx, c, fp8, 0, 0, 0);
 }
 int kv_run_interleaved(fcl_context *ctx, const kv_case *c)
 {
-    return kv_run_full(ctx, c, NULL, 1, 0);
+    return kv_run_full(ctx, c, NULL, 1, 0, 0);
 }
 int kv_run_value_dim(fcl_context *ctx, const kv_case *c, size_t head_dim_v)
 {
-    return kv_run_full(ctx, c, NULL, 0, head_dim_v);
+    return kv_run_full(ctx, c, NULL, 0, head_dim_v, 0);
 }
 
 static int kv_run_full(fcl_context *ctx, const kv_case *c, const kv_fp8 *fp8, int interleaved,
-                       size_t dv)
+                       size_t dv, int sinks)
 {
     kv_state st;
-    kv_init_full(c, fp8, interleaved, dv, &st);
+    kv_init_full(c, fp8, interleaved, dv, sinks, &st);
     const size_t cache_bytes = st.ncache * st.es, vcache_bytes = st.nvcache * st.es;
     unsigned char *kc0 = malloc(cache_bytes), *vc0 = malloc(vcache_bytes);
     memcpy(kc0, st.kc, cache_bytes);

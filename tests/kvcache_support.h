@@ -55,6 +55,7 @@ typedef struct kv_state {
     size_t dv, no, nvcache;       /* head_dim_v; O's and the V cache's elements */
     int32_t *lens, *pages;
     float *alibi, *lse;
+    float *sinks;                 /* attention sinks (heads_q), or NULL */
 } kv_state;
 
 void kv_init(const kv_case *c, kv_state *st);
@@ -63,6 +64,8 @@ void kv_init(const kv_case *c, kv_state *st);
  * them: k_cache.offset 0, v_cache.offset one page, both page strides two
  * pages; st->kc == st->vc. */
 void kv_init_interleaved(const kv_case *c, kv_state *st);
+/* The same with attention sinks (see kv_run_sinks). */
+void kv_init_sinks(const kv_case *c, kv_state *st);
 /* The same with FP8 options (fp8 may be NULL: no descales, fp16 O). */
 void kv_init_fp8(const kv_case *c, const kv_fp8 *fp8, kv_state *st);
 void kv_free(kv_state *st);
@@ -83,5 +86,8 @@ int kv_run_fp8(fcl_context *ctx, const kv_case *c, const kv_fp8 *fp8);
 int kv_run_interleaved(fcl_context *ctx, const kv_case *c);
 /* kv_run with V, v_new and O head_dim_v columns wide (K, Q head_dim). */
 int kv_run_value_dim(fcl_context *ctx, const kv_case *c, size_t head_dim_v);
+/* kv_run with attention sinks: one logit per query head, log(capacity / 2
+ * + 1) + N(0, 1) (at most 64 heads). */
+int kv_run_sinks(fcl_context *ctx, const kv_case *c);
 
 #endif

@@ -67,7 +67,7 @@ static void nf_init(const nf_case *c, nf_state *st)
     st->out_dt = fcl_dtype_size(c->dtype) == 1 ? d->out_dtype : c->dtype;
     st->oes = fcl_dtype_size(st->out_dt);
     st->rv = (ref_variants){c->window_left, c->window_right, 0, NULL, 0, 0, 0, 0, NULL, NULL,
-                            NULL, 0, 0, 0, 0};
+                            NULL, 0, 0, 0, 0, NULL};
     if (c->block) { /* one mask for every head, three blocks in four on */
         const size_t nbm = (c->seqlen_q + c->block - 1) / c->block;
         const size_t nbn = (c->seqlen_k + c->block - 1) / c->block;

@@ -11,7 +11,9 @@
  * key tile); FP8 storage with descales on the device's plan, the CPU piece
  * and the emulated tensor cores (tiles decoded as they are loaded); NaN and
  * infinities next to masked scores, which every kernel's exact path handles
- * (its extra barriers checked too).  The results are also checked against
+ * (its extra barriers checked too); attention sinks in the forward (split
+ * and not, their merge), the backward's sink gradient (its reduction's
+ * barriers) and the KV-cache call.  The results are also checked against
  * the reference.  Exit
  * status 0 only if every case passed; the ctest wrapper additionally fails
  * on any Oclgrind report (tests/run_oclgrind.cmake). */
@@ -165,6 +167,25 @@ int main(void)
         failures += !nf_check(ctx, &nf);
         fcl_context_destroy(ctx);
     }
+    /* attention sinks: forward and backward (dsinks) with a window on the
+     * device's plan, the forward split (the merge joins them), the KV call */
+    fa_variants sv = fa_no_variants();
+    sv.sinks = 1;
+    sv.window_left = 7;
+    const fa_case sc = {2, 2, 1, 13, 19, 8, FCL_DTYPE_FP32, 1, 0, FCL_LAYOUT_BSHD, 0,
+                        {0, 0, 0}, 15, &sv};
+    fa_variants sv_split = sv;
+    sv_split.num_splits = 2;
+    const fa_case sc_split = {1, 4, 2, 2, 40, 8, FCL_DTYPE_FP16, 0, 0, FCL_LAYOUT_BSHD, 0,
+                              {0, 0, 0}, 16, &sv_split};
+    ctx = test_context(NULL);
+    if (ctx == NULL)
+        return 1;
+    failures += !fa_check_forward(ctx, &sc, &r);
+    failures += !fa_check_backward(ctx, &sc, &r);
+    failures += !fa_check_forward(ctx, &sc_split, &r);
+    failures += !kv_run_sinks(ctx, &kv[0]);
+    fcl_context_destroy(ctx);
     printf("oclgrind cases: %d failure(s)\n", failures);
     return failures != 0;
 }

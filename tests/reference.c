@@ -110,6 +110,12 @@ static float score_f(const ref_problem *p, size_t b, size_t h, size_t i, size_t 
     return s;
 }
 
+/* Head h's sink logit, -inf (no sink) without sinks. */
+static double ref_sink(const ref_problem *p, size_t h)
+{
+    return p->var && p->var->sinks ? p->var->sinks[h] : -INFINITY;
+}
+
 static size_t idx(size_t heads, size_t seq, size_t dim, size_t b, size_t h, size_t s)
 {
     return ((b * heads + h) * seq + s) * dim;
@@ -147,7 +153,10 @@ void ref_forward_f64(const ref_problem *p, const double *q, const double *k, con
                     if (s[j] > m)
                         m = s[j];
                 }
-                double l = 0;
+                const double sink = ref_sink(p, h);
+                if (sink > m)
+                    m = sink; /* (the max of the keys' scores and the sink) */
+                double l = sink == -INFINITY ? 0.0 : exp(sink - m);
                 for (size_t j = 0; j < Sk; ++j) {
                     if (s[j] == -INFINITY)
                         continue;
@@ -192,7 +201,9 @@ void ref_forward_lowp(const ref_problem *p, const double *q, const double *k, co
                     s[jj] = score_f(p, b, h, i, jj, dot, &t);
                     m = fmaxf(m, s[jj]);
                 }
-                float l = 0;
+                const float sink = (float)ref_sink(p, h);
+                m = fmaxf(m, sink);
+                float l = sink == -INFINITY ? 0.0f : expf(sink - m);
                 for (size_t jj = Sk; jj-- > 0;)
                     if (s[jj] != -INFINITY) {
                         s[jj] = expf(s[jj] - m);
@@ -287,6 +298,39 @@ void ref_backward_lowp(const ref_problem *p, const double *q, const double *k, c
                        const double *dout, double *dq, double *dk, double *dv)
 {
     BACKWARD_BODY(float, expf, score_f, ref_forward_lowp, ROUND_STORAGE);
+}
+
+void ref_sinks_grad(const ref_problem *p, const double *q, const double *k, const double *v,
+                    const double *dout, int lowp, double *dsinks, double *magnitude)
+{
+    const size_t D = p->head_dim, Sq = p->seqlen_q;
+    double *o = malloc(p->batch * p->heads_q * Sq * D * sizeof *o);
+    double *lse = malloc(p->batch * p->heads_q * Sq * sizeof *lse);
+    (lowp ? ref_forward_lowp : ref_forward_f64)(p, q, k, v, o, lse);
+    for (size_t h = 0; h < p->heads_q; ++h) {
+        double sum = 0, mag = 0;
+        float sum_f = 0;
+        for (size_t b = p->batch; b-- > 0;)
+            for (size_t i = ref_len_q(p, b); i-- > 0;) {
+                const size_t qo = idx(p->heads_q, Sq, D, b, h, i);
+                double delta = 0, delta_abs = 0;
+                float delta_f = 0;
+                for (size_t d = 0; d < D; ++d) {
+                    delta += dout[qo + d] * o[qo + d];
+                    delta_f += (float)dout[qo + d] * (float)o[qo + d];
+                    delta_abs += fabs(dout[qo + d] * o[qo + d]);
+                }
+                const double w = exp(p->var->sinks[h] - lse[(b * p->heads_q + h) * Sq + i]);
+                sum += w * delta;
+                sum_f += (float)w * delta_f;
+                mag += w * delta_abs;
+            }
+        dsinks[h] = lowp ? -(double)sum_f : -sum;
+        if (magnitude != NULL)
+            magnitude[h] = mag;
+    }
+    free(lse);
+    free(o);
 }
 
 void ref_backward_magnitudes(const ref_problem *p, const double *q, const double *k,

@@ -26,6 +26,8 @@ typedef struct ref_variants {
     const int *cu_q, *cu_k;          /* NULL: every sequence has the full lengths */
     const unsigned char *block_mask; /* NULL: none */
     size_t block_m, block_n, block_stride_b, block_stride_h;
+    const double *sinks;             /* NULL: none; else heads_q logits in every row's
+                                        denominator, no value (flashcl.h, "Sinks") */
 } ref_variants;
 
 typedef struct ref_problem {
@@ -52,7 +54,8 @@ int ref_visible(const ref_problem *p, size_t b, size_t h, size_t i, size_t j);
 void ref_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 double ref_dropout_factor(const ref_problem *p, size_t b, size_t h, size_t i, size_t j);
 
-/* float64 forward: o and lse (lse = +inf for a row that sees no key). */
+/* float64 forward: o and lse (lse = +inf for a row that sees no key; with
+ * sinks, lse = the sink, or +inf for a sink of -inf). */
 void ref_forward_f64(const ref_problem *p, const double *q, const double *k, const double *v,
                      double *o, double *lse);
 
@@ -68,6 +71,14 @@ void ref_backward_f64(const ref_problem *p, const double *q, const double *k, co
 /* fp32 gradients from the low-precision forward, rounded to the storage type. */
 void ref_backward_lowp(const ref_problem *p, const double *q, const double *k, const double *v,
                        const double *dout, double *dq, double *dk, double *dv);
+
+/* The sinks' gradient (p->var->sinks set): dsinks[h] = -sum over batch
+ * entries and rows of exp(sink_h - LSE) * (dO . O), from the float64
+ * forward (lowp = 0: float64 sums) or the low-precision one (lowp = 1:
+ * fp32 sums in reverse order); magnitude[h] (may be NULL) gets the sum of
+ * the terms' absolute values, sum |exp(sink_h - LSE)| * sum_d |dO_d O_d|. */
+void ref_sinks_grad(const ref_problem *p, const double *q, const double *k, const double *v,
+                    const double *dout, int lowp, double *dsinks, double *magnitude);
 
 /* For each gradient element, the sum of the absolute values of the terms
  * that make it up (dS_ij counted as P_ij (sum |dO_i v_j| + sum |dO_i o_i|),

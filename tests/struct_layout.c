@@ -35,17 +35,20 @@ int main(void)
     FIELD(fcl_attention_desc, block_n); FIELD(fcl_attention_desc, block_mask_stride_batch);
     FIELD(fcl_attention_desc, block_mask_stride_head); FIELD(fcl_attention_desc, num_splits);
     FIELD(fcl_attention_desc, out_dtype); FIELD(fcl_attention_desc, head_dim_v);
+    FIELD(fcl_attention_desc, sinks);
 
     SIZE(fcl_attention_aux);
     FIELD(fcl_attention_aux, alibi_slopes); FIELD(fcl_attention_aux, cu_seqlens_q);
     FIELD(fcl_attention_aux, cu_seqlens_k); FIELD(fcl_attention_aux, block_mask);
     FIELD(fcl_attention_aux, descale_q); FIELD(fcl_attention_aux, descale_k);
-    FIELD(fcl_attention_aux, descale_v);
+    FIELD(fcl_attention_aux, descale_v); FIELD(fcl_attention_aux, sinks);
+    FIELD(fcl_attention_aux, dsinks);
     SIZE(fcl_attention_aux_host);
     FIELD(fcl_attention_aux_host, alibi_slopes); FIELD(fcl_attention_aux_host, cu_seqlens_q);
     FIELD(fcl_attention_aux_host, cu_seqlens_k); FIELD(fcl_attention_aux_host, block_mask);
     FIELD(fcl_attention_aux_host, descale_q); FIELD(fcl_attention_aux_host, descale_k);
-    FIELD(fcl_attention_aux_host, descale_v);
+    FIELD(fcl_attention_aux_host, descale_v); FIELD(fcl_attention_aux_host, sinks);
+    FIELD(fcl_attention_aux_host, dsinks);
 
     SIZE(fcl_device_ref);
     FIELD(fcl_device_ref, platform_index); FIELD(fcl_device_ref, device_index);
@@ -99,6 +102,7 @@ int main(void)
     FIELD(fcl_kvcache_desc, v_new); FIELD(fcl_kvcache_desc, lse_offset);
     FIELD(fcl_kvcache_desc, num_splits); FIELD(fcl_kvcache_desc, out_dtype);
     FIELD(fcl_kvcache_desc, head_dim_v);
+    FIELD(fcl_kvcache_desc, sinks);
 
     SIZE(fcl_kvcache_buffers);
     FIELD(fcl_kvcache_buffers, q); FIELD(fcl_kvcache_buffers, k_cache);
@@ -107,7 +111,7 @@ int main(void)
     FIELD(fcl_kvcache_buffers, v_new); FIELD(fcl_kvcache_buffers, alibi_slopes);
     FIELD(fcl_kvcache_buffers, o); FIELD(fcl_kvcache_buffers, lse);
     FIELD(fcl_kvcache_buffers, descale_q); FIELD(fcl_kvcache_buffers, descale_k);
-    FIELD(fcl_kvcache_buffers, descale_v);
+    FIELD(fcl_kvcache_buffers, descale_v); FIELD(fcl_kvcache_buffers, sinks);
     SIZE(fcl_kvcache_host);
     FIELD(fcl_kvcache_host, q); FIELD(fcl_kvcache_host, k_cache);
     FIELD(fcl_kvcache_host, v_cache); FIELD(fcl_kvcache_host, cache_seqlens);
@@ -115,7 +119,7 @@ int main(void)
     FIELD(fcl_kvcache_host, v_new); FIELD(fcl_kvcache_host, alibi_slopes);
     FIELD(fcl_kvcache_host, o); FIELD(fcl_kvcache_host, lse);
     FIELD(fcl_kvcache_host, descale_q); FIELD(fcl_kvcache_host, descale_k);
-    FIELD(fcl_kvcache_host, descale_v);
+    FIELD(fcl_kvcache_host, descale_v); FIELD(fcl_kvcache_host, sinks);
 
     SIZE(fcl_memory_stats);
     FIELD(fcl_memory_stats, allocations); FIELD(fcl_memory_stats, current_bytes);

@@ -7,7 +7,7 @@
  * every storage type, causal masks, windows, softcap and ALiBi, the
  * tensor-core pieces on emulated warp operations, and every emulated device
  * profile; a caller's out-of-order queue; the plan query; split-KV in the
- * forward call.  Then every bad
+ * forward call; attention sinks in all of these shapes.  Then every bad
  * input: a status from the host call with nothing changed, and from the
  * cl_mem call NaN for the bad sequence alone (the device checks what it
  * cannot read back), the other sequences still right.
@@ -244,6 +244,10 @@ static void test_forward_splits(void **state)
 
 /* ---- K and V pages in one allocation ------------------------------------------ */
 
+/* Floats fewer than heads_q in the sinks buffer run_on_buffers makes (to
+ * check the size check). */
+static size_t sinks_missing;
+
 /* The cl_mem form on st's arrays, with K and V in one buffer when they
  * share one array (kv_init_interleaved); reads O, LSE and the caches back
  * into st.  Returns the call's status. */
@@ -263,7 +267,9 @@ static fcl_status run_on_buffers(kv_state *st)
                              BUF(st->lens, d->batch * sizeof(int32_t)),
                              d->page_size ? BUF(st->pages, table_bytes) : NULL,
                              BUF(st->kn, st->nnew * st->es), BUF(st->vn, st->nnew * st->es),
-                             NULL, BUF(st->o, o_bytes), BUF(st->lse, lse_bytes), NULL, NULL, NULL};
+                             NULL, BUF(st->o, o_bytes), BUF(st->lse, lse_bytes), NULL, NULL, NULL,
+                             st->sinks ? BUF(st->sinks, (d->heads_q - sinks_missing) * sizeof(float))
+                                       : NULL};
 #undef BUF
     assert_int_equal(err, CL_SUCCESS);
     const fcl_status status = fcl_attention_kvcache(fa_ctx, d, &b, 0, NULL, NULL);
@@ -282,7 +288,7 @@ static fcl_status run_on_buffers(kv_state *st)
                              CL_SUCCESS);
     }
     cl_mem all[] = {b.q, kc, vc != kc ? vc : NULL, b.cache_seqlens, b.page_table, b.k_new,
-                    b.v_new, b.o, b.lse};
+                    b.v_new, b.o, b.lse, b.sinks};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
         if (all[i] != NULL)
             clReleaseMemObject(all[i]);
@@ -347,7 +353,7 @@ static void test_one_validation_path(void **state)
     (void)state;
     const kv_case c = {2, 8, 2, 32, 1, 1, FCL_DTYPE_FP16, 16, 128, lens2, 1, -1, 0, 0, 0, 44};
     enum { F_ALIBI, F_WL, F_WR, F_SOFTCAP, F_SPLITS, F_DTYPE, F_OUT, F_PAGE, F_HEADS, F_SQ,
-           F_SCALE, F_CAUSAL, F_STRIDE, F_NEW };
+           F_SCALE, F_CAUSAL, F_STRIDE, F_NEW, F_SINKS };
     static const struct {
         int field;
         double value;
@@ -361,7 +367,7 @@ static void test_one_validation_path(void **state)
         {F_PAGE, 1025, FCL_ERROR_INVALID_VALUE},     {F_HEADS, 3, FCL_ERROR_HEADS_NOT_DIVISIBLE},
         {F_SQ, 0, FCL_ERROR_INVALID_SHAPE},          {F_SCALE, INFINITY, FCL_ERROR_INVALID_VALUE},
         {F_CAUSAL, 2, FCL_ERROR_INVALID_VALUE},      {F_STRIDE, 3, FCL_ERROR_INVALID_SHAPE},
-        {F_NEW, 129, FCL_ERROR_INVALID_SHAPE},
+        {F_NEW, 129, FCL_ERROR_INVALID_SHAPE},       {F_SINKS, 2, FCL_ERROR_INVALID_VALUE},
     };
     kv_state st;
     kv_init(&c, &st);
@@ -385,6 +391,7 @@ static void test_one_validation_path(void **state)
         case F_CAUSAL: d->causal = (int)x; break;
         case F_STRIDE: d->page_table_stride = (size_t)x; break;
         case F_NEW: d->seqlen_new = (size_t)x; break;
+        case F_SINKS: d->sinks = (int)x; break;
         }
         fcl_plan plan;
         assert_int_equal(fcl_kvcache_plan_query(fa_ctx, d, &plan), cases[i].want);
@@ -497,6 +504,53 @@ static void test_bad_inputs(void **state)
     kv_free(&st);
 }
 
+/* Attention sinks: contiguous and paged caches, GQA packing, split-KV
+ * forced and automatic, causal masks, windows, softcap and ALiBi, appends or
+ * none (an empty sequence: O = 0, LSE = its sink), several query rows; the
+ * cl_mem form too; and their bad inputs, one status each with nothing
+ * changed. */
+static void test_sinks(void **state)
+{
+    (void)state;
+    const kv_case cases[] = {
+        {3, 8, 2, 32, 1, 1, FCL_DTYPE_FP16, 0, 128, lens3, 1, -1, 0, 0, 0, 60},
+        {3, 8, 2, 32, 1, 0, FCL_DTYPE_FP32, 16, 128, lens3, 1, -1, 0, 0, 3, 61},
+        {2, 4, 4, 24, 4, 2, FCL_DTYPE_FP32, 48, 144, lens2, 1, 33, 0, 0, 7, 62},
+        {2, 8, 1, 64, 16, 3, FCL_DTYPE_BF16, 64, 256, lens2, 1, -1, 5.0f, 1, 0, 63},
+        {1, 16, 2, 40, 16, 16, FCL_DTYPE_FP16, 0, 256, lens1, 1, -1, 0, 0, 2, 64},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
+        assert_true(kv_run_sinks(fa_ctx, &cases[i]));
+    kv_state st;
+    kv_init_sinks(&cases[1], &st);
+    assert_int_equal(run_on_buffers(&st), FCL_OK);
+    assert_true(kv_check_outputs(&cases[1], &st, "buffers"));
+    /* bad inputs */
+    sinks_missing = 1;
+    assert_int_equal(run_on_buffers(&st), FCL_ERROR_BUFFER_TOO_SMALL);
+    sinks_missing = 0;
+    float *sinks = st.sinks;
+    st.sinks = NULL;
+    expect_host_status(&st, FCL_ERROR_NULL_ARGUMENT);
+    assert_int_equal(run_on_buffers(&st), FCL_ERROR_NULL_ARGUMENT);
+    st.sinks = sinks;
+    st.desc.sinks = 0;
+    expect_host_status(&st, FCL_ERROR_INVALID_VALUE);
+    assert_int_equal(run_on_buffers(&st), FCL_ERROR_INVALID_VALUE);
+    st.desc.sinks = 1;
+    fcl_kvcache_host a = kv_host_arrays(&st);
+    a.sinks = (const float *)st.o; /* O over the sinks */
+    assert_int_equal(fcl_attention_kvcache_host(fa_ctx, &st.desc, &a), FCL_ERROR_BUFFER_ALIASING);
+    kv_free(&st);
+    /* the tensor-core pieces (emulated warp operations) */
+    fcl_context *ctx = test_context(NULL);
+    assert_non_null(ctx);
+    assert_int_equal(fcl_debug_emulate_tensor_cores(ctx, 1), FCL_OK);
+    const int ok = kv_run_sinks(ctx, &cases[0]) && kv_run_sinks(ctx, &cases[4]);
+    fcl_context_destroy(ctx);
+    assert_true(ok);
+}
+
 /* Without appended rows the forward alone checks each sequence, chunk by
  * chunk: a negative length, and a bad page in one chunk (not the first). */
 static void test_device_checks_no_append(void **state)
@@ -522,7 +576,7 @@ static void test_device_checks_no_append(void **state)
                                 (void *)src[i], &err);
     assert_int_equal(err, CL_SUCCESS);
     const fcl_kvcache_buffers b = {mem[0], mem[1], mem[2], mem[3], mem[4], NULL, NULL, NULL,
-                                   mem[5], mem[6], NULL, NULL, NULL};
+                                   mem[5], mem[6], NULL, NULL, NULL, NULL};
     fcl_plan plan;
     assert_int_equal(fcl_kvcache_plan_query(fa_ctx, &st.desc, &plan), FCL_OK);
     assert_int_equal(plan.num_splits, 3);
@@ -565,7 +619,8 @@ static void test_device_checks(void **state)
                              BUF(st.vc, cache_bytes), BUF(st.lens, c.batch * sizeof(int32_t)),
                              BUF(st.pages, table_bytes), BUF(st.kn, st.nnew * st.es),
                              BUF(st.vn, st.nnew * st.es), NULL, BUF(st.o, st.nq * st.es),
-                             BUF(st.lse, c.batch * c.heads_q * sizeof(float)), NULL, NULL, NULL};
+                             BUF(st.lse, c.batch * c.heads_q * sizeof(float)), NULL, NULL, NULL,
+                             NULL};
     assert_int_equal(err, CL_SUCCESS);
     assert_int_equal(fcl_attention_kvcache(fa_ctx, &st.desc, &b, 0, NULL, NULL), FCL_OK);
     assert_int_equal(clFinish(queue), CL_SUCCESS);
@@ -641,6 +696,7 @@ int main(void)
         cmocka_unit_test(test_device_checks_no_append),
         cmocka_unit_test(test_out_of_order_queue), cmocka_unit_test(test_interleaved_pages),
         cmocka_unit_test(test_one_validation_path),
+        cmocka_unit_test(test_sinks),
     };
     return cmocka_run_group_tests(tests, fa_group_setup, fa_group_teardown);
 }

@@ -1,7 +1,8 @@
 /* test_profiles.c - every emulated device profile's plan (its tile sizes and
  * work-group shape, from its local memory and limits) runs on the real
  * device and is checked against the float64 reference, forward and backward,
- * plain and with every attention variant at once. */
+ * plain and with every attention variant (attention sinks included) at once,
+ * and a decode forward with sinks and split-KV. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -45,10 +46,18 @@ static void run_profile(const char *name, uint64_t seed)
     v.block_m = 16;
     v.block_n = 24;
     v.block_density = 0.75;
+    v.sinks = 1;
     const fa_case all = {3, 4, 2, 70, 70, 48, FCL_DTYPE_FP16, 1, 0, FCL_LAYOUT_BSHD, 0,
                          {0, 0, 0}, seed + 7, &v};
     assert_true(fa_check_forward(ctx, &all, &r));
     assert_true(fa_check_backward(ctx, &all, &r));
+    /* decoding with sinks: GQA packing, the keys split (the merge adds them) */
+    fa_variants dv = fa_no_variants();
+    dv.sinks = 1;
+    dv.num_splits = 4;
+    const fa_case decode = {2, 8, 2, 1, 300, 64, FCL_DTYPE_FP16, 0, 0, FCL_LAYOUT_BSHD, 0,
+                            {0, 0, 0}, seed + 8, &dv};
+    assert_true(fa_check_forward(ctx, &decode, &r));
     fcl_context_destroy(ctx);
 }
 

@@ -476,6 +476,10 @@ void fa_describe(const fa_case *c, char *buf, size_t n)
              v->window_left, v->window_right, (double)v->softcap, (int)v->alibi,
              (double)v->dropout_p, v->seqlens_q ? " varlen" : "", v->block_m, v->block_n,
              v->block_density);
+    if (v->sinks || v->num_splits) {
+        used = strlen(buf);
+        snprintf(buf + used, n - used, "%s splits=%d", v->sinks ? " sinks" : "", v->num_splits);
+    }
     if (fcl_dtype_size(c->dtype) == 1) {
         used = strlen(buf);
         snprintf(buf + used, n - used, " out=%s%s", fcl_dtype_name(v->out_dtype),
@@ -521,6 +525,8 @@ typedef struct case_state {
     float *slopes;                 /* ALiBi slopes as the device sees them */
     double *slopes_d;
     unsigned char *blocks;         /* block mask */
+    float *sinks;                  /* attention sinks as the device sees them */
+    double *sinks_d;
     fcl_attention_desc desc;
     ref_variants rvar;
     ref_problem prob;
@@ -696,6 +702,18 @@ static void case_init(fcl_context *ctx, const fa_case *c, case_state *st)
         rv->block_stride_b = d->block_mask_stride_batch = v->block_mask_shared ? 0 : per * c->heads_q;
         st->aux.block_mask = device_copy(ctx, st->blocks, per * count);
     }
+    if (v->sinks) { /* drawn apart, so the other inputs stay those of the case without */
+        rng rs = {c->seed * 104729u + 5u};
+        st->sinks = malloc(c->heads_q * sizeof *st->sinks);
+        st->sinks_d = malloc(c->heads_q * sizeof *st->sinks_d);
+        for (size_t h = 0; h < c->heads_q; ++h) {
+            st->sinks[h] = (float)(log((double)c->seqlen_k) + rng_normal(&rs));
+            st->sinks_d[h] = st->sinks[h];
+        }
+        rv->sinks = st->sinks_d;
+        d->sinks = 1;
+        st->aux.sinks = device_copy(ctx, st->sinks, c->heads_q * sizeof(float));
+    }
 }
 
 static void case_free(case_state *st)
@@ -706,10 +724,11 @@ static void case_free(case_state *st)
         free(st->descale[i]);
     free(st->q), free(st->k), free(st->v), free(st->dout);
     free(st->cu_q), free(st->cu_k), free(st->slopes), free(st->slopes_d), free(st->blocks);
-    cl_mem aux[7] = {st->aux.alibi_slopes, st->aux.cu_seqlens_q, st->aux.cu_seqlens_k,
+    free(st->sinks), free(st->sinks_d);
+    cl_mem aux[8] = {st->aux.alibi_slopes, st->aux.cu_seqlens_q, st->aux.cu_seqlens_k,
                      st->aux.block_mask,   st->aux.descale_q,    st->aux.descale_k,
-                     st->aux.descale_v};
-    for (int i = 0; i < 7; ++i)
+                     st->aux.descale_v,    st->aux.sinks};
+    for (int i = 0; i < 8; ++i)
         if (aux[i])
             clReleaseMemObject(aux[i]);
 }
@@ -825,9 +844,9 @@ static int run_forward(fcl_context *ctx, const case_state *st, fwd_buffers *fb)
     return call_outcome(ctx, &st->desc, 0, s, outs, 2);
 }
 
-/* The backward's extra tensors. */
+/* The backward's extra tensors (dsinks: with sinks only). */
 typedef struct bwd_buffers {
-    dev_tensor dout, dq, dk, dv;
+    dev_tensor dout, dq, dk, dv, dsinks;
 } bwd_buffers;
 
 static int make_backward_buffers(fcl_context *ctx, const case_state *st, bwd_buffers *bb)
@@ -840,7 +859,10 @@ static int make_backward_buffers(fcl_context *ctx, const case_state *st, bwd_buf
                          st->dout) &&
            tensor_create(&bb->dq, ctx, d->dq, B, Hq, c->seqlen_q, D, st->cu_q, c->dtype, NULL) &&
            tensor_create(&bb->dk, ctx, d->dk, B, Hk, c->seqlen_k, D, st->cu_k, c->dtype, NULL) &&
-           tensor_create(&bb->dv, ctx, d->dv, B, Hk, c->seqlen_k, Dv, st->cu_k, c->dtype, NULL);
+           tensor_create(&bb->dv, ctx, d->dv, B, Hk, c->seqlen_k, Dv, st->cu_k, c->dtype, NULL) &&
+           (st->sinks == NULL ||
+            tensor_create(&bb->dsinks, ctx, (fcl_layout){0, 0, 0, 0}, 1, 1, 1, Hq, NULL,
+                          FCL_DTYPE_FP32, NULL));
 }
 
 static void free_backward_buffers(bwd_buffers *bb)
@@ -849,15 +871,18 @@ static void free_backward_buffers(bwd_buffers *bb)
     tensor_free(&bb->dq);
     tensor_free(&bb->dk);
     tensor_free(&bb->dv);
+    tensor_free(&bb->dsinks);
 }
 
 static int run_backward(fcl_context *ctx, const case_state *st, fwd_buffers *fb, bwd_buffers *bb)
 {
+    fcl_attention_aux aux = st->aux;
+    aux.dsinks = bb->dsinks.mem;
     const fcl_status s = fcl_attention_backward_ex(
-        ctx, &st->desc, &st->aux, fb->q.mem, fb->k.mem, fb->v.mem, fb->o.mem, fb->lse.mem,
+        ctx, &st->desc, &aux, fb->q.mem, fb->k.mem, fb->v.mem, fb->o.mem, fb->lse.mem,
         bb->dout.mem, bb->dq.mem, bb->dk.mem, bb->dv.mem, 0, NULL, NULL);
-    const dev_tensor *outs[3] = {&bb->dq, &bb->dk, &bb->dv};
-    return call_outcome(ctx, &st->desc, 1, s, outs, 3);
+    const dev_tensor *outs[4] = {&bb->dq, &bb->dk, &bb->dv, &bb->dsinks};
+    return call_outcome(ctx, &st->desc, 1, s, outs, 4);
 }
 
 /* Rows that see no key (causal with seqlen_q > seqlen_k): O = 0, LSE = +inf. */
@@ -911,6 +936,25 @@ int fa_check_forward(fcl_context *ctx, const fa_case *c, fa_result *res)
     return report("forward", c, ran, ok, res);
 }
 
+/* The sinks' gradient against the references (test_support.h's rule with
+ * factor 3; the sum behind it has batch * seqlen_q terms of head_dim). */
+static int check_dsinks(fcl_context *ctx, const case_state *st, const dev_tensor *t,
+                        fa_result *res)
+{
+    const fa_case *c = st->c;
+    const size_t H = c->heads_q;
+    double *ours = malloc(H * sizeof *ours), *ref = malloc(H * sizeof *ref);
+    double *lowp = malloc(H * sizeof *lowp), *mag = malloc(H * sizeof *mag);
+    tensor_read(ctx, t, FCL_DTYPE_FP32, ours, res);
+    ref_sinks_grad(&st->prob, st->q, st->k, st->v, st->dout, 0, ref, mag);
+    ref_sinks_grad(&st->prob, st->q, st->k, st->v, st->dout, 1, lowp, NULL);
+    unsigned char *valid = tensor_valid(t);
+    const int ok = fa_compare("dsinks", ours, lowp, ref, mag, valid, H, 3.0, c->dtype,
+                              c->batch * c->seqlen_q + c->head_dim, res);
+    free(ours), free(ref), free(lowp), free(mag), free(valid);
+    return ok;
+}
+
 int fa_check_backward(fcl_context *ctx, const fa_case *c, fa_result *res)
 {
     memset(res, 0, sizeof *res);
@@ -949,6 +993,8 @@ int fa_check_backward(fcl_context *ctx, const fa_case *c, fa_result *res)
         for (int i = 0; i < 3; ++i)
             ok = fa_compare(names[i], g[i], glp[i], g64[i], mag[i], valid[i], n[i], 3.0, c->dtype,
                          terms, res) && ok;
+        if (st.sinks != NULL)
+            ok = check_dsinks(ctx, &st, &bb.dsinks, res) && ok;
         ok = ok && res->unwritten == 0 && res->guard_bad == 0 && res->nonfinite == 0;
         for (int i = 0; i < 3; ++i)
             free(g[i]), free(g64[i]), free(glp[i]), free(valid[i]), free(mag[i]);
@@ -975,7 +1021,7 @@ int fa_check_deterministic(fcl_context *ctx, const fa_case *c, int backward)
 {
     case_state st;
     case_init(ctx, c, &st);
-    unsigned char *first[4] = {NULL, NULL, NULL, NULL};
+    unsigned char *first[5] = {NULL, NULL, NULL, NULL, NULL};
     int same = 1;
     for (int rep = 0; rep < 2 && same; ++rep) {
         fwd_buffers fb;
@@ -983,12 +1029,13 @@ int fa_check_deterministic(fcl_context *ctx, const fa_case *c, int backward)
         memset(&fb, 0, sizeof fb);
         memset(&bb, 0, sizeof bb);
         int ok = make_forward_buffers(ctx, &st, &fb) && run_forward(ctx, &st, &fb);
-        const dev_tensor *outs[4] = {&fb.o, NULL, NULL, NULL};
+        const dev_tensor *outs[5] = {&fb.o, NULL, NULL, NULL, NULL};
         if (ok && backward) {
             ok = make_backward_buffers(ctx, &st, &bb) && run_backward(ctx, &st, &fb, &bb);
             outs[1] = &bb.dq, outs[2] = &bb.dk, outs[3] = &bb.dv;
+            outs[4] = st.sinks != NULL ? &bb.dsinks : NULL;
         }
-        for (int i = 0; i < 4 && ok; ++i) {
+        for (int i = 0; i < 5 && ok; ++i) {
             if (outs[i] == NULL)
                 continue;
             unsigned char *img = read_all(ctx, outs[i]);
@@ -1005,7 +1052,7 @@ int fa_check_deterministic(fcl_context *ctx, const fa_case *c, int backward)
         free_backward_buffers(&bb);
         free_forward_buffers(&fb);
     }
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < 5; ++i)
         free(first[i]);
     case_free(&st);
     return same;

@@ -110,6 +110,11 @@ typedef struct fa_variants {
                                        the P V product: O is then held to fp16's u even
                                        when its type is fp32 */
     size_t head_dim_v;              /* columns of V, O, dO, dV; 0: head_dim */
+    /* attention sinks: 1: one logit per query head, log(seqlen_k) + N(0, 1) (about
+     * the rows' own log-sum-exp, so the sink takes a fair share); the backward
+     * then also checks dsinks (fp32, factor 3, u of the storage type: it is
+     * made of O) */
+    int sinks;
 } fa_variants;
 
 fa_variants fa_no_variants(void);
@@ -152,7 +157,7 @@ fcl_dtype fa_out_dtype(const fa_case *c);
  * and counted in fa_loop_refusals); a refusal the query does not predict, or
  * a prediction the call does not keep, fails. */
 int fa_check_forward(fcl_context *ctx, const fa_case *c, fa_result *res);
-/* Forward (ours) then backward; compares dQ, dK, dV. */
+/* Forward (ours) then backward; compares dQ, dK, dV (and dsinks with sinks). */
 int fa_check_backward(fcl_context *ctx, const fa_case *c, fa_result *res);
 /* Calls refused for the device's loop limit so far (see fa_check_forward). */
 extern int fa_loop_refusals;

@@ -212,6 +212,37 @@ static void test_variants(void **state)
  * crash at 16; cl/tile_nv_mma.cl, FCL_FOR_TILE_CHUNKS).  The forward only:
  * the backward's kernels have other plans, and its check would repeat this
  * one (it runs our forward first) at twice the build time. */
+/* Attention sinks: the exp2 units of the piece's softmax, windows, GQA,
+ * packed sequences, and split-KV on a decode plan (the merge adds them). */
+static void test_sinks(void **state)
+{
+    (void)state;
+    static const int lq[2] = {33, 70}, lk[2] = {70, 51};
+    for (int i = 0; i < 3; ++i) {
+        fa_variants v = fa_no_variants();
+        v.sinks = 1;
+        if (i == 0)
+            v.window_left = 24, v.window_right = 0;
+        if (i == 1)
+            v.seqlens_q = lq, v.seqlens_k = lk;
+        if (i == 2)
+            v.num_splits = 3;
+        fa_case c = base_case(7400 + (uint64_t)i);
+        c.var = &v;
+        c.dtype = i == 1 ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
+        c.causal = i != 2;
+        if (i == 2) {
+            c.seqlen_q = 2;
+            c.heads_q = 8;
+            c.seqlen_k = 200;
+            fa_result r;
+            assert_true(fa_check_forward(ctx, &c, &r));
+        } else {
+            check_both(&c);
+        }
+    }
+}
+
 static void test_block_mask_short_tiles(void **state)
 {
     (void)state;
@@ -333,6 +364,7 @@ int main(void)
         cmocka_unit_test(test_lengths_and_layout),
         cmocka_unit_test(test_scales),
         cmocka_unit_test(test_variants),
+        cmocka_unit_test(test_sinks),
         cmocka_unit_test(test_block_mask_short_tiles),
         cmocka_unit_test(test_forced_tiles),
         cmocka_unit_test(test_deterministic),

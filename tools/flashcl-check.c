@@ -1,5 +1,6 @@
 /* flashcl-check - is flashcl right on this device?  Runs forward, backward,
- * FP8 and KV-cache calls over the storage types, head dims and variants a
+ * FP8, attention-sink and KV-cache calls over the storage types, head dims
+ * and variants a
  * user would run, on the tile pieces this device picks for them, and checks
  * every output against a float64 reference on the host: the test suite's
  * own runners (tests/test_support.c, tests/kvcache_support.c) with its
@@ -27,6 +28,8 @@ enum check_extra {
     EXTRA_NONE,
     EXTRA_VARIANTS, /* window, ALiBi, softcap, dropout, packed sequences, block mask */
     EXTRA_FP8,      /* FP8 inputs with per-head descales; O in out_dtype */
+    EXTRA_SINKS,    /* attention sinks (one logit per query head), a sliding window; the
+                       forward's keys split in 3; the backward checks dsinks */
 };
 
 typedef struct check_spec {
@@ -66,6 +69,8 @@ static const check_spec checks[] = {
     {CHECK_BACKWARD, FP16, FP16, 1, 2, 2, 70, 90, 256, 0, EXTRA_NONE, 0, 0, ""},
     {CHECK_FORWARD, FP16, FP16, 3, 4, 2, 70, 90, 64, 0, EXTRA_VARIANTS, 1, 0, "all variants"},
     {CHECK_BACKWARD, FP16, FP16, 3, 4, 2, 70, 90, 64, 0, EXTRA_VARIANTS, 1, 0, "all variants"},
+    {CHECK_FORWARD, BF16, BF16, 2, 8, 2, 70, 300, 64, 1, EXTRA_SINKS, 0, 0, "sinks, split 3"},
+    {CHECK_BACKWARD, FP16, FP16, 2, 8, 2, 97, 113, 64, 1, EXTRA_SINKS, 1, 0, "sinks, window"},
     {CHECK_FORWARD, FP16, FP16, 2, 4, 2, 97, 113, 64, 1, EXTRA_NONE, 0, 1, "causal"},
     {CHECK_BACKWARD, FP32, FP32, 2, 4, 2, 97, 113, 64, 0, EXTRA_NONE, 0, 1, ""},
     {CHECK_KVCACHE, FP16, FP16, 3, 8, 2, 1, 1, 128, 1, EXTRA_NONE, 1, 0,
@@ -74,6 +79,7 @@ static const check_spec checks[] = {
      "all variants"},
     {CHECK_KVCACHE, BF16, BF16, 2, 16, 2, 16, 16, 64, 1, EXTRA_NONE, 0, 0,
      "paged 48"},
+    {CHECK_KVCACHE, FP16, FP16, 3, 8, 1, 1, 1, 64, 1, EXTRA_SINKS, 0, 0, "paged 16, sinks"},
 };
 
 /* ---- one check ------------------------------------------------------------------ */
@@ -112,7 +118,7 @@ static int run_kvcache(fcl_context *ctx, const check_spec *s, uint64_t seed)
     kv_case c = {s->batch, s->heads_q, s->heads_kv, s->head_dim, s->seqlen_q, s->seqlen_k,
                  s->dtype, page, 144, kv_lens, s->causal, variants ? 20 : -1,
                  variants ? 5.0f : 0.0f, variants, 0, seed};
-    return kv_run(ctx, &c);
+    return s->extra == EXTRA_SINKS ? kv_run_sinks(ctx, &c) : kv_run(ctx, &c);
 }
 
 /* Runs check s on ctx: 1 if it passes; err/tol for the line (negative when
@@ -140,6 +146,10 @@ static int run_check(fcl_context *ctx, const check_spec *s, uint64_t seed, doubl
         v.out_dtype = s->out_dtype;
         v.descales = 1;
         v.p_fp16 = strstr(piece(ctx, s, buf, sizeof buf), "mma") != NULL;
+    } else if (s->extra == EXTRA_SINKS) {
+        v.sinks = 1;
+        v.window_left = 40;
+        v.num_splits = s->kind == CHECK_FORWARD ? 3 : 0;
     }
     fa_case c = {s->batch, s->heads_q, s->heads_kv, s->seqlen_q, s->seqlen_k, s->head_dim,
                  s->dtype, s->causal, 0.0f, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, seed,

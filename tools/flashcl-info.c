@@ -13,6 +13,7 @@ typedef struct options {
     size_t batch, heads_q, heads_kv, decode_rows; /* the decode plan's KV-cache shape */
     fcl_dtype dtype;
     int causal;
+    int sinks;
     int json;
     int no_probe;
     const char *device;        /* "P:D" or NULL for all devices */
@@ -23,7 +24,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: flashcl-info [--head-dim D] [--dtype fp32|fp16|bf16|e4m3|e5m2] [--seqlen N]\n"
-            "                    [--seqlen-k N] [--causal] [--device P:D]\n"
+            "                    [--seqlen-k N] [--causal] [--sinks] [--device P:D]\n"
             "                    [--profile NAME|all] [--list-profiles] [--no-probe] [--json]\n"
             "                    [--batch B] [--heads-q H] [--heads-kv H] [--decode-rows R]\n"
             "Lists every OpenCL device (or the one given) with its local memory and the\n"
@@ -32,7 +33,9 @@ static void usage(FILE *f)
             "R query rows, H query heads on H K/V heads (default 1, 32, 8, 1), with its\n"
             "GQA packing and split-KV chunks.\n"
             "--profile plans for an emulated device, running on the chosen (or default) one.\n"
-            "FP8 (e4m3, e5m2) has the forward only: its other plans are not listed.\n");
+            "FP8 (e4m3, e5m2) has the forward only: its other plans are not listed.\n"
+            "--sinks plans calls with attention sinks (one logit per query head, every\n"
+            "piece): the same plans, the sink joining each row's sum where it is final.\n");
 }
 
 static int parse_dtype(const char *s, fcl_dtype *out)
@@ -175,6 +178,7 @@ static int show(const options *o, int platform, int device, const char *profile,
     fcl_attention_desc_init(&desc, 1, 1, 1, o->seqlen_q, o->seqlen_k, o->head_dim, o->dtype,
                             FCL_LAYOUT_BSHD);
     desc.causal = o->causal;
+    desc.sinks = o->sinks;
     char where[96];
     if (profile)
         snprintf(where, sizeof where, "Profile %s (running on device %d:%d)", profile, platform,
@@ -187,8 +191,9 @@ static int show(const options *o, int platform, int device, const char *profile,
         printf("}, \"plans\": [");
     } else {
         print_device_text(&info, where);
-        printf("  plans for head_dim %zu, %s, seqlen %zu x %zu%s:\n", o->head_dim,
-               fcl_dtype_name(o->dtype), o->seqlen_q, o->seqlen_k, o->causal ? ", causal" : "");
+        printf("  plans for head_dim %zu, %s, seqlen %zu x %zu%s%s:\n", o->head_dim,
+               fcl_dtype_name(o->dtype), o->seqlen_q, o->seqlen_k, o->causal ? ", causal" : "",
+               o->sinks ? ", attention sinks" : "");
     }
     *first = 0;
     int rc = 0;
@@ -205,6 +210,7 @@ static int show(const options *o, int platform, int device, const char *profile,
                                   o->decode_rows, 0, o->dtype);
             fcl_kvcache_desc_set_contiguous(&kv, o->seqlen_k);
             kv.causal = 1;
+            kv.sinks = o->sinks;
             st = fcl_kvcache_plan_query(ctx, &kv, &plan);
         } else {
             st = fcl_plan_query(ctx, &desc, kinds[i], &plan);
@@ -236,13 +242,14 @@ static int show(const options *o, int platform, int device, const char *profile,
 
 int main(int argc, char **argv)
 {
-    options o = {64, 4096, 0, 1, 32, 8, 1, FCL_DTYPE_FP32, 0, 0, 0, NULL, NULL};
+    options o = {64, 4096, 0, 1, 32, 8, 1, FCL_DTYPE_FP32, 0, 0, 0, 0, NULL, NULL};
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { usage(stdout); return 0; }
         else if (strcmp(a, "--json") == 0) o.json = 1;
         else if (strcmp(a, "--causal") == 0) o.causal = 1;
+        else if (strcmp(a, "--sinks") == 0) o.sinks = 1;
         else if (strcmp(a, "--no-probe") == 0) o.no_probe = 1;
         else if (strcmp(a, "--list-profiles") == 0) {
             for (size_t p = 0; p < fcl_profile_count(); ++p)

@@ -30,6 +30,16 @@ def set_variants(desc, n_batch, heads_q, ops, opts):
     desc.dropout_seed = opts["seed"]
     desc.dropout_offset = opts["dropout_offset"]
     desc.alibi = alibi_mode(ops.get("alibi_slopes"), n_batch, heads_q)
+    desc.sinks = sinks_flag(ops.get("sinks"), heads_q)
+
+
+def sinks_flag(sinks, heads_q):
+    """fcl_attention_desc.sinks (and fcl_kvcache_desc's): 1 for float32
+    (heads_q,) sink logits, 0 for None."""
+    if sinks is None:
+        return 0
+    sinks.dense((heads_q,), np.float32, "sinks")
+    return 1
 
 
 def set_window(desc, window):
@@ -113,21 +123,22 @@ def lse_shape(desc, packed):
 
 
 def _aux(kind, ops):
-    names = ("alibi_slopes", "cu_seqlens_q", "cu_seqlens_k")
-    if "alibi_slopes" not in ops and "cu_seqlens_q" not in ops and "cu_seqlens_k" not in ops:
+    """fcl_attention_aux (or _host) of the aux operands in ops, None without any."""
+    names = [n for n in ("alibi_slopes", "cu_seqlens_q", "cu_seqlens_k", "sinks", "dsinks")
+             if n in ops]
+    if not names:
         return None
     aux = _lib.AttentionAux() if kind == CL else _lib.AttentionAuxHost()
     for n in names:
-        if n in ops:
-            setattr(aux, n, ops[n].ptr)
+        setattr(aux, n, ops[n].ptr)
     return byref(aux)
 
 
 def run_forward(ctx, q, k, v, opts, *, packed=False, cu_seqlens_q=None, cu_seqlens_k=None,
-                max_seqlen_q=None, max_seqlen_k=None, alibi_slopes=None, return_lse=False,
-                out=None):
+                max_seqlen_q=None, max_seqlen_k=None, alibi_slopes=None, sinks=None,
+                return_lse=False, out=None):
     ops, kind = operands(ctx, q=q, k=k, v=v, alibi_slopes=alibi_slopes,
-                         cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k)
+                         cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, sinks=sinks)
     desc = make_desc(ops, packed, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, opts)
     if out is None:
         out = empty(kind, ctx, ops["q"].shape, ops["q"].dtype)
@@ -152,10 +163,12 @@ def run_forward(ctx, q, k, v, opts, *, packed=False, cu_seqlens_q=None, cu_seqle
 
 
 def run_backward(ctx, dout, q, k, v, out, lse, opts, *, packed=False, cu_seqlens_q=None,
-                 cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, alibi_slopes=None):
+                 cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, alibi_slopes=None,
+                 sinks=None):
+    """(dq, dk, dv), and dsinks (float32 (heads_q,)) when sinks are given."""
     ops, kind = operands(ctx, q=q, k=k, v=v, out=out, dout=dout, lse=lse,
                          alibi_slopes=alibi_slopes, cu_seqlens_q=cu_seqlens_q,
-                         cu_seqlens_k=cu_seqlens_k)
+                         cu_seqlens_k=cu_seqlens_k, sinks=sinks)
     desc = make_desc(ops, packed, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, opts)
     for name in ("out", "dout"):
         if tuple(ops[name].shape) != tuple(ops["q"].shape):
@@ -172,13 +185,16 @@ def run_backward(ctx, dout, q, k, v, out, lse, opts, *, packed=False, cu_seqlens
     gops, _ = operands(ctx, **grads)
     for g in grads:
         gops[g].layout(getattr(desc, g))
-    aux = _aux(kind, ops)
+    if sinks is not None:
+        grads["dsinks"] = empty(kind, ctx, (desc.heads_q,), np.float32)
+        gops["dsinks"] = Operand(grads["dsinks"], "dsinks")
+    aux = _aux(kind, dict(ops, **{n: gops[n] for n in gops if n == "dsinks"}))
     args = [ops[n].ptr for n in ("q", "k", "v", "out", "lse", "dout")] + \
         [gops[g].ptr for g in ("dq", "dk", "dv")]
     invoke(ctx, kind, ops.values(), _lib.fcl_attention_backward_host_ex,
            _lib.fcl_attention_backward_ex, [byref(desc), aux] + args, list(grads.values()),
            "the attention backward")
-    return grads["dq"], grads["dk"], grads["dv"]
+    return tuple(grads.values())
 
 
 _DOC_OPTIONS = """
@@ -189,6 +205,12 @@ _DOC_OPTIONS = """
     alibi_slopes: float32 (heads_q,) or (batch, heads_q); adds -slope * |i + diag - j|.
     dropout_p, seed, dropout_offset: dropout after the softmax, Philox4x32-10
         drawn from (seed, offset) (fcl_attention_desc; dropout_mask() shows it).
+    sinks: float32 (heads_q,) attention sinks (gpt-oss): sink_h joins the
+        softmax denominator of every row of head h and adds no value, so
+        O_i = sum_j e^s_ij v_j / (e^sink_h + sum_j e^s_ij) and
+        LSE_i = log(e^sink_h + sum_j e^s_ij) (a row that sees no key: O = 0,
+        LSE = sink_h).  The backward then also returns dsinks, float32
+        (heads_q,): -sum over batch and rows of e^(sink_h - LSE) (dO . O).
     context: a flashcl.Context (default: one on the default device).
     Arrays: NumPy (float32, float16, bfloat16 as uint16 or ml_dtypes), PyOpenCL
     arrays of the context's cl_context (Context.from_pyopencl; no copies, the
@@ -202,17 +224,17 @@ def _opts(causal, softmax_scale, window, softcap, dropout_p, seed, dropout_offse
 
 
 def attention(q, k, v, *, causal=False, softmax_scale=None, window=(-1, -1), softcap=0.0,
-              alibi_slopes=None, dropout_p=0.0, seed=0, dropout_offset=0, return_lse=False,
-              context=None, out=None):
+              alibi_slopes=None, dropout_p=0.0, seed=0, dropout_offset=0, sinks=None,
+              return_lse=False, context=None, out=None):
     opts = _opts(causal, softmax_scale, window, softcap, dropout_p, seed, dropout_offset)
     if is_torch(q):
         if out is not None:
             raise ArgumentError("out= takes NumPy or PyOpenCL arrays, not PyTorch tensors")
         from . import _torch
         return _torch.attention(q, k, v, opts, return_lse=return_lse, context=context,
-                                alibi_slopes=alibi_slopes)
+                                alibi_slopes=alibi_slopes, sinks=sinks)
     return run_forward(context or default_context(), q, k, v, opts, alibi_slopes=alibi_slopes,
-                       return_lse=return_lse, out=out)
+                       sinks=sinks, return_lse=return_lse, out=out)
 
 
 attention.__doc__ = """O = softmax(scale * Q K^T + mask) V  (fcl_attention_forward).
@@ -220,7 +242,8 @@ attention.__doc__ = """O = softmax(scale * Q K^T + mask) V  (fcl_attention_forwa
     q: (batch, seqlen_q, heads_q, head_dim); k, v: (batch, seqlen_k, heads_kv,
     head_dim), heads_q a multiple of heads_kv (GQA/MQA).  Returns o like q,
     and with return_lse=True also lse, float32 (batch, heads_q, seqlen_q)
-    (+inf for a row that sees no key).
+    (+inf for a row that sees no key; with sinks, see below).  PyTorch
+    tensors are differentiable, sinks included.
     out: None (a new array), or an array of q's kind, shape and dtype (any
     strides with a contiguous last axis) that receives O and is returned;
     it saves an allocation per call (PyOpenCL's costs about 13 us).  Not
@@ -230,17 +253,20 @@ attention.__doc__ = """O = softmax(scale * Q K^T + mask) V  (fcl_attention_forwa
 
 def attention_backward(dout, q, k, v, out, lse, *, causal=False, softmax_scale=None,
                        window=(-1, -1), softcap=0.0, alibi_slopes=None, dropout_p=0.0, seed=0,
-                       dropout_offset=0, context=None):
+                       dropout_offset=0, sinks=None, context=None):
     ops_torch = is_torch(q)
     ctx = context or default_context()
     opts = _opts(causal, softmax_scale, window, softcap, dropout_p, seed, dropout_offset)
     if ops_torch:
         from . import _torch
-        return _torch.backward(ctx, dout, q, k, v, out, lse, opts, alibi_slopes=alibi_slopes)
-    return run_backward(ctx, dout, q, k, v, out, lse, opts, alibi_slopes=alibi_slopes)
+        return _torch.backward(ctx, dout, q, k, v, out, lse, opts, alibi_slopes=alibi_slopes,
+                               sinks=sinks)
+    return run_backward(ctx, dout, q, k, v, out, lse, opts, alibi_slopes=alibi_slopes,
+                        sinks=sinks)
 
 
-attention_backward.__doc__ = """(dq, dk, dv) of attention (fcl_attention_backward).
+attention_backward.__doc__ = """(dq, dk, dv) of attention (fcl_attention_backward);
+    (dq, dk, dv, dsinks) with sinks.
 
     dout = dL/dO like q; out and lse are the forward's (return_lse=True),
     with the same options.  dk and dv are summed over the query heads that
@@ -250,7 +276,7 @@ attention_backward.__doc__ = """(dq, dk, dv) of attention (fcl_attention_backwar
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None,
                      *, causal=False, softmax_scale=None, window=(-1, -1), softcap=0.0,
-                     alibi_slopes=None, dropout_p=0.0, seed=0, dropout_offset=0,
+                     alibi_slopes=None, dropout_p=0.0, seed=0, dropout_offset=0, sinks=None,
                      return_lse=False, context=None):
     packed = dict(packed=True, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                   max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
@@ -258,9 +284,9 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max
     if is_torch(q):
         from . import _torch
         return _torch.attention(q, k, v, opts, return_lse=return_lse, context=context,
-                                alibi_slopes=alibi_slopes, **packed)
+                                alibi_slopes=alibi_slopes, sinks=sinks, **packed)
     return run_forward(context or default_context(), q, k, v, opts, alibi_slopes=alibi_slopes,
-                       return_lse=return_lse, **packed)
+                       sinks=sinks, return_lse=return_lse, **packed)
 
 
 attention_varlen.__doc__ = """Attention over packed sequences of different lengths
@@ -279,8 +305,9 @@ def attention_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_
                               max_seqlen_q=None, max_seqlen_k=None, *, causal=False,
                               softmax_scale=None, window=(-1, -1), softcap=0.0,
                               alibi_slopes=None, dropout_p=0.0, seed=0, dropout_offset=0,
-                              context=None):
-    """(dq, dk, dv) of attention_varlen; arguments as there and in attention_backward."""
+                              sinks=None, context=None):
+    """(dq, dk, dv) of attention_varlen ((dq, dk, dv, dsinks) with sinks);
+    arguments as there and in attention_backward."""
     ctx = context or default_context()
     packed = dict(packed=True, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                   max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
@@ -288,9 +315,9 @@ def attention_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_
     if is_torch(q):
         from . import _torch
         return _torch.backward(ctx, dout, q, k, v, out, lse, opts, alibi_slopes=alibi_slopes,
-                               **packed)
+                               sinks=sinks, **packed)
     return run_backward(ctx, dout, q, k, v, out, lse, opts, alibi_slopes=alibi_slopes,
-                        **packed)
+                        sinks=sinks, **packed)
 
 
 def dropout_mask(batch, heads, seqlen_q, seqlen_k, dropout_p, seed=0, dropout_offset=0, *,

@@ -5,7 +5,7 @@ import ctypes
 import numpy as np
 
 from . import _lib
-from ._attention import alibi_mode, is_torch, set_window
+from ._attention import alibi_mode, is_torch, set_window, sinks_flag
 from ._context import default_context
 from ._errors import ArgumentError
 from ._tensors import CL, empty, invoke, operands, same_dtype
@@ -13,11 +13,11 @@ from ._tensors import CL, empty, invoke, operands, same_dtype
 byref = ctypes.byref
 
 
-def _run(ctx, q, k_cache, v_cache, k, v, cache_seqlens, block_table, alibi_slopes, causal,
-         softmax_scale, window, softcap, num_splits, return_lse):
+def _run(ctx, q, k_cache, v_cache, k, v, cache_seqlens, block_table, alibi_slopes, sinks,
+         causal, softmax_scale, window, softcap, num_splits, return_lse):
     ops, kind = operands(ctx, q=q, k_cache=k_cache, v_cache=v_cache, k_new=k, v_new=v,
                          cache_seqlens=cache_seqlens, page_table=block_table,
-                         alibi_slopes=alibi_slopes)
+                         alibi_slopes=alibi_slopes, sinks=sinks)
     if (k is None) != (v is None):
         raise ArgumentError("give both k and v (the rows to append), or neither")
     code = same_dtype(ops, ["q", "k_cache", "v_cache", "k_new", "v_new"])
@@ -61,6 +61,7 @@ def _run(ctx, q, k_cache, v_cache, k, v, cache_seqlens, block_table, alibi_slope
     set_window(desc, window)
     desc.softcap = softcap
     desc.alibi = alibi_mode(ops.get("alibi_slopes"), b, hq)
+    desc.sinks = sinks_flag(ops.get("sinks"), hq)
     desc.num_splits = num_splits
     for n in ("q", "k_cache", "v_cache", "k_new", "v_new"):
         if n in ops:
@@ -80,7 +81,8 @@ def _run(ctx, q, k_cache, v_cache, k, v, cache_seqlens, block_table, alibi_slope
 
 def attention_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens, block_table=None,
                       causal=False, softmax_scale=None, window=(-1, -1), softcap=0.0,
-                      alibi_slopes=None, num_splits=0, return_lse=False, context=None):
+                      alibi_slopes=None, sinks=None, num_splits=0, return_lse=False,
+                      context=None):
     """Attention of new query rows against a KV cache, appending k, v first
     (fcl_attention_kvcache; FlashAttention's flash_attn_with_kvcache).
 
@@ -93,7 +95,7 @@ def attention_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens, blo
     cache_seqlens[b] .. (in place: the caches are updated), then query row i
     of sequence b attends to its first T_b = cache_seqlens[b] + seqlen_new
     keys, masks aligned at position T_b - seqlen_q + i.  causal, softmax_scale,
-    window, softcap, alibi_slopes as in attention(); num_splits: split-KV
+    window, softcap, alibi_slopes, sinks as in attention(); num_splits: split-KV
     chunks, 0 automatic.  Returns o like q (and lse, float32
     (batch, heads_q, seqlen_q), with return_lse=True).  Host arrays have
     their lengths and page indices checked first
@@ -102,7 +104,7 @@ def attention_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens, blo
     options = dict(causal=causal, softmax_scale=softmax_scale, window=window, softcap=softcap,
                    num_splits=num_splits, return_lse=return_lse)
     arrays = dict(q=q, k_cache=k_cache, v_cache=v_cache, k=k, v=v, cache_seqlens=cache_seqlens,
-                  block_table=block_table, alibi_slopes=alibi_slopes)
+                  block_table=block_table, alibi_slopes=alibi_slopes, sinks=sinks)
     if is_torch(q):
         from . import _torch
         return _torch.kvcache(lambda **a: _run(ctx, **a, **options), arrays)

@@ -85,20 +85,23 @@ class AttentionDesc(ctypes.Structure):
         ("num_splits", ctypes.c_int),
         ("out_dtype", c_enum),
         ("head_dim_v", c_size),
+        ("sinks", ctypes.c_int),
     ]
 
 
 class AttentionAux(ctypes.Structure):
     _fields_ = [("alibi_slopes", cl_handle), ("cu_seqlens_q", cl_handle),
                 ("cu_seqlens_k", cl_handle), ("block_mask", cl_handle),
-                ("descale_q", cl_handle), ("descale_k", cl_handle), ("descale_v", cl_handle)]
+                ("descale_q", cl_handle), ("descale_k", cl_handle), ("descale_v", cl_handle),
+                ("sinks", cl_handle), ("dsinks", cl_handle)]
 
 
 class AttentionAuxHost(ctypes.Structure):
     _fields_ = [("alibi_slopes", ctypes.c_void_p), ("cu_seqlens_q", ctypes.c_void_p),
                 ("cu_seqlens_k", ctypes.c_void_p), ("block_mask", ctypes.c_void_p),
                 ("descale_q", ctypes.c_void_p), ("descale_k", ctypes.c_void_p),
-                ("descale_v", ctypes.c_void_p)]
+                ("descale_v", ctypes.c_void_p), ("sinks", ctypes.c_void_p),
+                ("dsinks", ctypes.c_void_p)]
 
 
 class DeviceRef(ctypes.Structure):
@@ -159,13 +162,14 @@ class KvcacheDesc(ctypes.Structure):
         ("k_new", Layout), ("v_new", Layout),
         ("lse_offset", c_size), ("num_splits", ctypes.c_int), ("out_dtype", c_enum),
         ("head_dim_v", c_size),
+        ("sinks", ctypes.c_int),
     ]
 
 
 _KV_ARRAYS = [("q", None), ("k_cache", None), ("v_cache", None), ("cache_seqlens", None),
               ("page_table", None), ("k_new", None), ("v_new", None), ("alibi_slopes", None),
               ("o", None), ("lse", None),
-              ("descale_q", None), ("descale_k", None), ("descale_v", None)]
+              ("descale_q", None), ("descale_k", None), ("descale_v", None), ("sinks", None)]
 
 
 class KvcacheBuffers(ctypes.Structure):

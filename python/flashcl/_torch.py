@@ -41,39 +41,41 @@ def _numpy_args(call):
 
 
 class AttentionFunction(torch.autograd.Function):
-    """o, lse = AttentionFunction.apply(q, k, v, call): the forward keeps
-    q, k, v, o, lse; the backward runs fcl_attention_backward with the same
-    options (call: the context, the options of _attention._opts and the
-    other keyword arguments of the forward).  lse
-    is not differentiable."""
+    """o, lse = AttentionFunction.apply(q, k, v, sinks, call): the forward
+    keeps q, k, v, the sinks (None: none), o, lse; the backward runs
+    fcl_attention_backward with the same options (call: the context, the
+    options of _attention._opts and the other keyword arguments of the
+    forward) and gives the sinks' gradient too.  lse is not differentiable."""
 
     @staticmethod
-    def forward(fctx, q, k, v, call):
+    def forward(fctx, q, k, v, sinks, call):
         ctx = call["context"]
         kwargs = _numpy_args(call["kwargs"])
         out, lse = run_forward(ctx, to_numpy(q, "q"), to_numpy(k, "k"), to_numpy(v, "v"),
-                               call["opts"], return_lse=True, **kwargs)
+                               call["opts"], return_lse=True, sinks=to_numpy(sinks, "sinks"),
+                               **kwargs)
         o, lse_t = from_numpy(out), torch.from_numpy(lse)
-        fctx.save_for_backward(q, k, v, o, lse_t)
+        fctx.save_for_backward(q, k, v, sinks, o, lse_t)
         fctx.call = call
         fctx.mark_non_differentiable(lse_t)
         return o, lse_t
 
     @staticmethod
     def backward(fctx, dout, _dlse):
-        q, k, v, o, lse = fctx.saved_tensors
+        q, k, v, sinks, o, lse = fctx.saved_tensors
         call = fctx.call
         # a gradient arriving with stride-0 axes (from .sum()) is made dense
-        dq, dk, dv = run_backward(call["context"], to_numpy(dout.contiguous(), "dout"),
-                                  to_numpy(q, "q"), to_numpy(k, "k"), to_numpy(v, "v"),
-                                  to_numpy(o, "out"), to_numpy(lse, "lse"), call["opts"],
-                                  **_numpy_args(call["kwargs"]))
-        return from_numpy(dq), from_numpy(dk), from_numpy(dv), None
+        grads = run_backward(call["context"], to_numpy(dout.contiguous(), "dout"),
+                             to_numpy(q, "q"), to_numpy(k, "k"), to_numpy(v, "v"),
+                             to_numpy(o, "out"), to_numpy(lse, "lse"), call["opts"],
+                             sinks=to_numpy(sinks, "sinks"), **_numpy_args(call["kwargs"]))
+        dsinks = torch.from_numpy(grads[3]) if sinks is not None else None
+        return from_numpy(grads[0]), from_numpy(grads[1]), from_numpy(grads[2]), dsinks, None
 
 
-def attention(q, k, v, opts, *, return_lse, context, **kwargs):
+def attention(q, k, v, opts, *, return_lse, context, sinks=None, **kwargs):
     call = {"context": context or default_context(), "opts": opts, "kwargs": kwargs}
-    o, lse = AttentionFunction.apply(q, k, v, call)
+    o, lse = AttentionFunction.apply(q, k, v, sinks, call)
     return (o, lse) if return_lse else o
 
 
@@ -81,7 +83,7 @@ def backward(ctx, dout, q, k, v, out, lse, opts, **kwargs):
     grads = run_backward(ctx, to_numpy(dout, "dout"), to_numpy(q, "q"), to_numpy(k, "k"),
                          to_numpy(v, "v"), to_numpy(out, "out"), to_numpy(lse, "lse"), opts,
                          **_numpy_args(kwargs))
-    return tuple(from_numpy(g) for g in grads)
+    return tuple(from_numpy(g) for g in grads[:3]) + tuple(torch.from_numpy(g) for g in grads[3:])
 
 
 def kvcache(run, arrays, **kwargs):

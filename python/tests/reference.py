@@ -70,10 +70,12 @@ def _mask(sq, sk, causal, window):
 
 
 def forward(q, k, v, ft=np.float64, causal=False, scale=None, window=(-1, -1), softcap=0.0,
-            alibi=None, dropout_p=0.0, keep=None, dout=None):
+            alibi=None, dropout_p=0.0, keep=None, dout=None, sinks=None):
     """O (B, Sq, Hq, d), LSE (B, Hq, Sq) and, given dout, (dq, dk, dv) and the
     magnitudes M of the gradients' terms, computed in float type ft from the
-    stored q, k, v.  keep: the dropout mask (B, Hq, Sq, Sk) of 0/1."""
+    stored q, k, v.  keep: the dropout mask (B, Hq, Sq, Sk) of 0/1.  sinks:
+    (Hq,) logits in every row's denominator (flashcl.h, "Sinks"); then the
+    gradients and magnitudes end with dsinks and its M."""
     q, k, v = (load(x).astype(ft) for x in (q, k, v))
     b, sq, hq, d = q.shape
     sk = k.shape[1]
@@ -89,9 +91,14 @@ def forward(q, k, v, ft=np.float64, causal=False, scale=None, window=(-1, -1), s
         s = s - slopes * dist.astype(ft)
     s = np.where(ok, s, -np.inf)
     m = np.max(s, axis=-1, keepdims=True)
+    sink = None if sinks is None else np.asarray(sinks, ft)[None, :, None, None]
+    if sink is not None:
+        m = np.maximum(m, sink)
     seen = np.isfinite(m)
     e = np.where(ok, np.exp(s - np.where(seen, m, 0)), 0)
     tot = e.sum(-1, keepdims=True)
+    if sink is not None:
+        tot = tot + np.exp(sink - m)
     p = np.where(seen, e / np.where(seen, tot, 1), 0)
     lse = np.where(seen, np.log(np.where(seen, tot, 1)) + np.where(seen, m, 0), np.inf)[..., 0]
     drop = np.ones_like(p) if keep is None else keep.astype(ft) / ft(1 - dropout_p)
@@ -118,7 +125,12 @@ def forward(q, k, v, ft=np.float64, causal=False, scale=None, window=(-1, -1), s
     mags = (np.max(np.abs(scale) * np.einsum("bhij,bhjd->bhid", np.abs(ds), np.abs(kh))),
             np.max(np.abs(scale) * np.einsum("bhij,bhid->bhjd", np.abs(ds), np.abs(qh))),
             np.max(np.einsum("bhij,bhid->bhjd", np.abs(pd), np.abs(do))))
-    return o, lse, (np.transpose(dqh, (0, 2, 1, 3)), fold(dkh), fold(dvh)), mags
+    grads = (np.transpose(dqh, (0, 2, 1, 3)), fold(dkh), fold(dvh))
+    if sink is not None:  # dsinks_h = -sum over batch and rows of e^(sink - LSE) (dO . O)
+        w = np.exp(sink - lse[..., None])
+        grads += (-np.sum(w * delta, axis=(0, 2, 3)),)
+        mags += (np.max(np.sum(w * np.sum(np.abs(do * oh), -1, keepdims=True), axis=(0, 2, 3))),)
+    return o, lse, grads, mags
 
 
 def assert_close(name, ours, lowp, ref, dt, n, factor, magnitude=0.0):

@@ -13,7 +13,7 @@ DTYPES = ["fp32", "fp16", "bf16"]
 
 
 def check(rng, dt, b=2, sq=37, sk=45, hq=4, hkv=2, d=32, backward=True, softmax_scale=None,
-          alibi=None, arrays=None, **opts):
+          alibi=None, arrays=None, sinks=None, **opts):
     """Runs attention (and its backward) and compares every output."""
     q, k, v = arrays or (rand(rng, (b, sq, hq, d), dt), rand(rng, (b, sk, hkv, d), dt),
                          rand(rng, (b, sk, hkv, d), dt))
@@ -23,21 +23,26 @@ def check(rng, dt, b=2, sq=37, sk=45, hq=4, hkv=2, d=32, backward=True, softmax_
     keep = None
     if opts.get("dropout_p", 0) > 0:
         keep = flashcl.dropout_mask(b, hq, sq, sk, opts["dropout_p"], opts.get("seed", 0))
-    call = dict(softmax_scale=softmax_scale, alibi_slopes=alibi, **opts)
+    call = dict(softmax_scale=softmax_scale, alibi_slopes=alibi, sinks=sinks, **opts)
     o, lse = flashcl.attention(q, k, v, return_lse=True, **call)
     assert o.dtype == q.dtype and o.shape == q.shape and lse.shape == (b, hq, sq)
     ref_opts = dict(causal=opts.get("causal", False), scale=softmax_scale,
                     window=opts.get("window", (-1, -1)), softcap=opts.get("softcap", 0.0),
-                    alibi=alibi, dropout_p=opts.get("dropout_p", 0.0), keep=keep, dout=dout)
+                    alibi=alibi, dropout_p=opts.get("dropout_p", 0.0), keep=keep, dout=dout,
+                    sinks=sinks)
     o64, lse64, g64, mags = forward(q, k, v, np.float64, **ref_opts)
     o32, lse32, g32, _ = forward(q, k, v, np.float32, **ref_opts)
     assert_close("O", o, o32, o64, dt, d + sk, 2)
     assert_close("LSE", lse, lse32, lse64, "fp32", d + sk, 2)
     if backward:
         grads = flashcl.attention_backward(dout, q, k, v, o, lse, **call)
+        assert len(grads) == (3 if sinks is None else 4)
         for name, ours, lowp, ref, mag in zip(("dQ", "dK", "dV"), grads, g32, g64, mags):
             assert ours.dtype == q.dtype
             assert_close(name, ours, lowp, ref, dt, d + max(sq, sk), 3, mag)
+        if sinks is not None:  # fp32, made of O: the storage type's rounding
+            assert grads[3].dtype == np.float32 and grads[3].shape == (hq,)
+            assert_close("dsinks", grads[3], g32[3], g64[3], dt, b * sq + d, 3, mags[3])
     return o
 
 
@@ -57,6 +62,18 @@ def test_every_variant_together(rng):
     slopes = (2.0 ** -np.arange(1, b * hq + 1, dtype=np.float32)).reshape(b, hq)
     check(rng, "fp32", b=b, hq=hq, window=(9, 3), softcap=4.0, alibi=slopes, dropout_p=0.25,
           seed=1234, softmax_scale=0.3)
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_sinks(rng, dt):
+    # gpt-oss's sinks: about each row's log-sum-exp, so they take a fair share
+    sinks = (np.log(45) + rng.standard_normal(4)).astype(np.float32)
+    check(rng, dt, sinks=sinks, causal=True, window=(20, 0))
+    # rows that see no key: O = 0, LSE = the sink
+    o, lse = flashcl.attention(rand(rng, (1, 9, 4, 16), dt), rand(rng, (1, 4, 2, 16), dt),
+                               rand(rng, (1, 4, 2, 16), dt), causal=True, sinks=sinks,
+                               return_lse=True)
+    assert np.all(load(o)[:, :5] == 0) and np.all(lse[0, :, :5] == sinks[:, None])
 
 
 def test_dropout_mask_is_random_and_reproducible():

@@ -8,7 +8,7 @@ import flashcl
 from reference import assert_close, forward, load, rand
 
 
-def _check(o, q, keys, values, dt, causal, window=(-1, -1)):
+def _check(o, q, keys, values, dt, causal, window=(-1, -1), sinks=None):
     """Every sequence against the reference on its own keys."""
     d = q.shape[3]
     for b in range(q.shape[0]):
@@ -16,9 +16,25 @@ def _check(o, q, keys, values, dt, causal, window=(-1, -1)):
         if kb.shape[1] == 0:
             assert np.all(load(o[b]) == 0)  # no key: O = 0
             continue
-        o64, _ = forward(q[b:b + 1], kb, vb, causal=causal, window=window)
-        o32, _ = forward(q[b:b + 1], kb, vb, np.float32, causal=causal, window=window)
+        o64, _ = forward(q[b:b + 1], kb, vb, causal=causal, window=window, sinks=sinks)
+        o32, _ = forward(q[b:b + 1], kb, vb, np.float32, causal=causal, window=window,
+                         sinks=sinks)
         assert_close("O[%d]" % b, o[b:b + 1], o32, o64, dt, d + kb.shape[1], 2)
+
+
+def test_sinks_paged_split(rng):
+    # sinks per query head, GQA packing, split-KV forced, a paged cache
+    b, hq, hkv, d, page, pages_per_seq = 2, 8, 2, 16, 8, 6
+    lens = np.array([13, 40], np.int32)
+    kc, vc = (rand(rng, (b * pages_per_seq, page, hkv, d), "fp16") for _ in range(2))
+    table = rng.permutation(b * pages_per_seq).astype(np.int32).reshape(b, pages_per_seq)
+    q = rand(rng, (b, 1, hq, d), "fp16")
+    sinks = (np.log(20) + rng.standard_normal(hq)).astype(np.float32)
+    o, lse = flashcl.attention_kvcache(q, kc, vc, cache_seqlens=lens, block_table=table,
+                                       sinks=sinks, num_splits=3, return_lse=True)
+    rows = [np.concatenate([c[table[i, j // page], j % page][None] for j in range(n)])
+            for c in (kc, vc) for i, n in enumerate(lens)]
+    _check(o, q, rows[:b], rows[b:], "fp16", causal=False, sinks=sinks)
 
 
 @pytest.mark.parametrize("dt", ["fp32", "bf16"])

@@ -56,6 +56,44 @@ def test_autograd_gradients(rng, causal):
         assert err <= 1e-5 * max(ref.grad.abs().max().item(), 1), (name, err)
 
 
+def sink_attention64(q, k, v, sinks, scale):
+    """float64 causal attention with sinks from PyTorch's operators: the sink
+    is one more column of the softmax, dropped before P V."""
+    qh, kh, vh = (x.transpose(1, 2).double() for x in (q, k, v))
+    g = qh.shape[1] // kh.shape[1]
+    kh, vh = kh.repeat_interleave(g, 1), vh.repeat_interleave(g, 1)
+    s = scale * qh @ kh.transpose(-1, -2)
+    sq, sk = q.shape[1], k.shape[1]
+    s = s.masked_fill(torch.arange(sk)[None, :] > torch.arange(sq)[:, None] + (sk - sq),
+                      float("-inf"))
+    col = sinks.double().view(1, -1, 1, 1).expand(s.shape[0], -1, sq, 1)
+    p = torch.softmax(torch.cat([s, col], -1), -1)[..., :-1]
+    return (p @ vh).transpose(1, 2)
+
+
+def test_autograd_sinks(rng):
+    # the autograd Function gives the sinks' gradient too
+    b, sq, sk, hq, hkv, d = 2, 21, 29, 4, 2, 32
+    q, k, v = (torch.from_numpy(rand(rng, s, "fp32")).requires_grad_()
+               for s in ((b, sq, hq, d), (b, sk, hkv, d), (b, sk, hkv, d)))
+    sinks = torch.from_numpy((np.log(sk) + rng.standard_normal(hq)).astype(np.float32))
+    sinks.requires_grad_()
+    w = torch.from_numpy(rand(rng, (b, sq, hq, d), "fp32"))
+    (flashcl.attention(q, k, v, causal=True, sinks=sinks) * w).sum().backward()
+    arrays = [x.detach().numpy() for x in (q, k, v)]
+    _, _, g64, mags = forward(*arrays, causal=True, dout=w.numpy(), sinks=sinks.detach().numpy())
+    _, _, g32, _ = forward(*arrays, np.float32, causal=True, dout=w.numpy(),
+                           sinks=sinks.detach().numpy())
+    for name, t, lowp, ref, mag in zip(("dQ", "dK", "dV", "dsinks"), (q, k, v, sinks), g32,
+                                       g64, mags):
+        assert_close(name, t.grad.numpy(), lowp, ref, "fp32", d + b * sq, 3, mag)
+    q64, k64, v64, s64 = (x.detach().double().requires_grad_() for x in (q, k, v, sinks))
+    (sink_attention64(q64, k64, v64, s64, 1 / math.sqrt(d)) * w.double()).sum().backward()
+    for name, ours, ref in zip(("q", "k", "v", "sinks"), (q, k, v, sinks), (q64, k64, v64, s64)):
+        err = (ours.grad.double() - ref.grad).abs().max().item()
+        assert err <= 1e-5 * max(ref.grad.abs().max().item(), 1), (name, err)
+
+
 def test_bf16_tensors_and_lse(rng):
     q, k, v = (torch.randn(1, 24, 2, 16, dtype=torch.bfloat16) for _ in range(3))
     o, lse = flashcl.attention(q, k, v, return_lse=True)

@@ -1,5 +1,6 @@
 /* backward.c - validate, plan, bind and launch the three backward kernels:
- * delta = rowsum(dO * O), then dQ and dK/dV, which both only need delta. */
+ * delta = rowsum(dO * O), then dQ and dK/dV, which both only need delta
+ * (and, with attention sinks, the sinks' gradient from delta and LSE). */
 #include "calls/calls.h"
 
 #include <stddef.h>
@@ -15,6 +16,7 @@ typedef struct backward_call {
     cl_mem dq_acc, dq_sem;
     int sem_per_head;
     int64_t failed_at;
+    cl_mem sinks, dsinks;         /* attention sinks and their gradient, or NULL */
 } backward_call;
 
 /* The arguments both tiled kernels start with: Q, K, V, dO, LSE, delta. */
@@ -165,6 +167,32 @@ static unsigned fused_dq_bits(const fcl_context *ctx, unsigned build_dkdv, bool 
     return FCL_BUILD_FUSED_DQ | (any_order ? FCL_BUILD_FUSED_DQ_ANY_ORDER : 0);
 }
 
+/* The sinks' gradient, one work-group per query head (flash_bwd.cl),
+ * after delta. */
+static fcl_status enqueue_sink_grad(fcl_context *ctx, fcl_resolved *dq, const backward_call *c,
+                                    const cl_event *after, cl_event *done)
+{
+    enum { SINK_GRAD_WG = 64 }; /* flash_bwd.cl's FCL_SINK_GRAD_WG */
+    const fcl_attention_desc *d = c->desc;
+    cl_kernel kernel = NULL;
+    FCL_TRY(fcl_resolved_kernel(dq, FCL_HELPER_SINK_GRAD, &kernel));
+    fcl_args a = {kernel, 0, CL_SUCCESS};
+    fcl_arg_mem(&a, c->lse);
+    fcl_arg_long(&a, (int64_t)d->lse_offset);
+    fcl_arg_mem(&a, c->delta);
+    fcl_arg_mem(&a, c->sinks);
+    fcl_arg_mem(&a, c->dsinks);
+    fcl_arg_int(&a, (int)d->batch);
+    fcl_arg_int(&a, (int)d->heads_q);
+    fcl_arg_int(&a, c->var->lse_rows);
+    fcl_arg_mem(&a, c->var->cu_q);
+    cl_int err = a.err;
+    const size_t local = SINK_GRAD_WG, global = d->heads_q * local;
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &global, &local, 1, after, done);
+    return err;
+}
+
 fcl_backward_builds fcl_backward_builds_of(const fcl_context *ctx, const fcl_attention_desc *desc,
                                            unsigned features)
 {
@@ -200,7 +228,10 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
     if (lse == NULL)
         return FCL_ERROR_MISSING_LSE;
     FCL_TRY(fcl_check_backward_desc(desc));
-    const cl_mem mem[FCL_BACKWARD_TENSORS] = {q, k, v, o, lse, dout, dq, dk, dv};
+    /* dsinks is an output tensor of the call when sinks are on (with them
+     * off, fcl_variants_prepare refuses a dsinks buffer) */
+    const cl_mem dsinks = desc->sinks && aux != NULL ? aux->dsinks : NULL;
+    const cl_mem mem[FCL_BACKWARD_TENSORS] = {q, k, v, o, lse, dout, dq, dk, dv, dsinks};
     fcl_tensor_ref t[FCL_BACKWARD_TENSORS];
     fcl_backward_tensors(desc, mem, t);
     FCL_TRY(fcl_validate_tensors(ctx, t, FCL_BACKWARD_TENSORS));
@@ -228,7 +259,7 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
     cl_mem delta = fcl_buffer_create(ctx, CL_MEM_READ_WRITE, delta_bytes, NULL, &st);
     FCL_TRY(st);
     backward_call call = {desc, &var, q, k, v, o, lse, dout, dq, dk, dv, delta,
-                          NULL, NULL, 0, 0};
+                          NULL, NULL, 0, 0, var.sinks, dsinks};
     size_t acc_bytes = 0, sem_bytes = 0;
     if (bb.fused_dq) {
         /* counters per Q block of the dK/dV plan (flash_bwd.cl,
@@ -247,8 +278,8 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
     }
     /* Events chain the kernels, so a caller's out-of-order queue works too:
      * delta (and the zeroed sums), then dQ and the dK/dV launches, or the
-     * fused launch and the dQ store. */
-    cl_event ev_start[3] = {NULL, NULL, NULL}, ev_parts[3] = {NULL, NULL, NULL};
+     * fused launch and the dQ store; the sinks' gradient after delta. */
+    cl_event ev_start[4] = {NULL, NULL, NULL, NULL}, ev_parts[4] = {NULL, NULL, NULL, NULL};
     cl_uint starts = 0, parts = 0;
     if (st == FCL_OK)
         st = enqueue_delta(ctx, r_dq, &call, num_wait, wait_list, &ev_start[starts++]);
@@ -273,9 +304,11 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
             st = fcl_launch(ctx, r_dkdv[i], set_dkdv_args, &call, starts, ev_start,
                             &ev_parts[parts++]);
     }
+    if (st == FCL_OK && dsinks != NULL)
+        st = enqueue_sink_grad(ctx, r_dq, &call, &ev_start[0], &ev_parts[parts++]);
     if (st == FCL_OK && event != NULL)
         st = clEnqueueMarkerWithWaitList(ctx->queue, parts, ev_parts, event);
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < 4; ++i) {
         if (ev_parts[i] != NULL)
             clReleaseEvent(ev_parts[i]);
         if (ev_start[i] != NULL)

@@ -21,9 +21,10 @@ fcl_tensor_ref fcl_tensor_ref_make(cl_mem mem, fcl_layout layout, size_t batch,
                                    size_t heads, size_t seqlen, size_t head_dim,
                                    size_t elem_size, int is_output);
 /* The tensors of a forward call (q, k, v, o, lse) and of a backward call
- * (q, k, v, o, lse, dout, dq, dk, dv), shaped as desc says (packed
- * sequences as one batch entry of total rows); lse_is_output for the forward. */
-enum { FCL_FORWARD_TENSORS = 5, FCL_BACKWARD_TENSORS = 9 };
+ * (q, k, v, o, lse, dout, dq, dk, dv, dsinks), shaped as desc says (packed
+ * sequences as one batch entry of total rows; dsinks heads_q floats, an
+ * output checked as the others are); lse_is_output for the forward. */
+enum { FCL_FORWARD_TENSORS = 5, FCL_BACKWARD_TENSORS = 10 };
 void fcl_forward_tensors(const fcl_attention_desc *d, const cl_mem mem[FCL_FORWARD_TENSORS],
                          fcl_tensor_ref t[FCL_FORWARD_TENSORS]);
 void fcl_backward_tensors(const fcl_attention_desc *d, const cl_mem mem[FCL_BACKWARD_TENSORS],
@@ -79,17 +80,18 @@ typedef struct fcl_variants {
     int64_t block_mask_stride_batch, block_mask_stride_head;
     int block_m, block_n, block_nbn;
     cl_mem descale_q, descale_k, descale_v; /* FP8: per-head descales, NULL = 1.0 */
+    cl_mem sinks;                 /* heads_q sink logits, NULL: none */
     /* the longest query and key sequences, which size the launches:
      * seqlen_q and seqlen_k, or for packed sequences the longest ones
      * cu_seqlens hold (a generous stated maximum costs no empty groups) */
     size_t longest_q, longest_k;
-    fcl_tensor_ref aux[7];        /* the aux buffers read (slopes, cu_seqlens, block
-                                     mask, FP8 descales), for fcl_validate_apart */
+    fcl_tensor_ref aux[8];        /* the aux buffers read (slopes, cu_seqlens, block
+                                     mask, FP8 descales, sinks), for fcl_validate_apart */
     size_t num_aux;
 } fcl_variants;
 
 /* The variants' settings alone (windows, softcap, the ALiBi mode, dropout_p,
- * the varlen flag, block sizes): FCL_ERROR_INVALID_VALUE, or
+ * the varlen and sinks flags, block sizes): FCL_ERROR_INVALID_VALUE, or
  * FCL_ERROR_INVALID_SHAPE for a block mask past INT64_MAX bytes. */
 fcl_status fcl_variants_check_settings(const fcl_attention_desc *desc);
 /* The FCL_FEAT_* bits a call of desc compiles in. */

@@ -208,6 +208,7 @@ static fcl_status set_forward_args(const fcl_resolved *r, cl_kernel kernel, cons
     fcl_arg_mem(&a, j->var->descale_q);
     fcl_arg_mem(&a, j->var->descale_k);
     fcl_arg_mem(&a, j->var->descale_v);
+    fcl_arg_mem(&a, j->var->sinks);
     *groups = base_groups * (size_t)c->split.num_splits;
     return a.err;
 }
@@ -234,6 +235,7 @@ static fcl_status enqueue_combine(fcl_context *ctx, fcl_resolved *r, const forwa
     fcl_arg_mem(&a, j->lse);
     fcl_arg_long(&a, (int64_t)d->lse_offset);
     fcl_arg_int(&a, j->lse != NULL);
+    fcl_arg_mem(&a, j->var->sinks); /* joined once, here */
     err = a.err;
     const size_t local = FCL_COMBINE_WG;
     const size_t global = part_rows(d) * div_up(fcl_head_dim_v(d), FCL_COMBINE_COLS) * local;

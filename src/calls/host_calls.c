@@ -4,7 +4,8 @@
  * output as it was, and only their elements' bytes are written: whatever
  * lies between an output's rows (another tensor of the call, such as V
  * between K's pages) keeps its value.  The aux arrays (ALiBi slopes,
- * cu_seqlens, block mask) travel whole. */
+ * cu_seqlens, block mask, descales, sinks) travel whole; the sinks'
+ * gradient is an output tensor of the backward. */
 #include "calls/calls.h"
 
 #include <stdlib.h>
@@ -29,12 +30,13 @@ fcl_status fcl_host_range(const fcl_tensor_ref *t, const void *base, fcl_layout 
 
 /* Aux arrays, as inputs of known size (0 bytes: absent). */
 enum { AUX_ALIBI, AUX_CU_Q, AUX_CU_K, AUX_BLOCKS, AUX_DESCALE_Q, AUX_DESCALE_K, AUX_DESCALE_V,
-       AUX_COUNT };
+       AUX_SINKS, AUX_COUNT };
 
 /* The aux arrays a call of d reads, as one-byte tensors of the caller's
  * arrays, after the checks the cl_mem calls make on their buffers (in their
  * order): a missing one is FCL_ERROR_NULL_ARGUMENT, a descale with a dtype
- * that is not FP8 FCL_ERROR_INVALID_VALUE.  Nothing is read. */
+ * that is not FP8, or sinks or their gradient with sinks off,
+ * FCL_ERROR_INVALID_VALUE.  Nothing is read. */
 static fcl_status aux_refs(const fcl_attention_desc *d, const fcl_attention_aux_host *aux,
                            fcl_tensor_ref ref[AUX_COUNT])
 {
@@ -43,10 +45,10 @@ static fcl_status aux_refs(const fcl_attention_desc *d, const fcl_attention_aux_
         aux = &none;
     const void *arrays[AUX_COUNT] = {aux->alibi_slopes, aux->cu_seqlens_q, aux->cu_seqlens_k,
                                      aux->block_mask,   aux->descale_q,    aux->descale_k,
-                                     aux->descale_v};
+                                     aux->descale_v,    aux->sinks};
     uint64_t bytes[AUX_COUNT] = {0};
     const bool wanted[AUX_COUNT] = {d->alibi != FCL_ALIBI_NONE, d->varlen != 0, d->varlen != 0,
-                                    d->block_m != 0, false, false, false};
+                                    d->block_m != 0, false, false, false, d->sinks != 0};
     if (d->alibi != FCL_ALIBI_NONE)
         bytes[AUX_ALIBI] = (d->alibi == FCL_ALIBI_PER_BATCH_HEAD ? d->batch : 1) * d->heads_q *
                            sizeof(float);
@@ -55,12 +57,16 @@ static fcl_status aux_refs(const fcl_attention_desc *d, const fcl_attention_aux_
         FCL_TRY(fcl_block_mask_bytes(d, &bytes[AUX_BLOCKS]));
     for (int i = 0; i < 3; ++i)
         bytes[AUX_DESCALE_Q + i] = d->batch * (i == 0 ? d->heads_q : d->heads_kv) * sizeof(float);
+    bytes[AUX_SINKS] = d->heads_q * sizeof(float);
     for (int i = 0; i < AUX_COUNT; ++i) {
         if (wanted[i] && arrays[i] == NULL)
             return FCL_ERROR_NULL_ARGUMENT;
-        if (i >= AUX_DESCALE_Q && arrays[i] != NULL && !fcl_dtype_is_fp8(d->dtype))
+        if (i >= AUX_DESCALE_Q && i <= AUX_DESCALE_V && arrays[i] != NULL &&
+            !fcl_dtype_is_fp8(d->dtype))
             return FCL_ERROR_INVALID_VALUE;
-        const bool used = i >= AUX_DESCALE_Q || wanted[i];
+        if (i == AUX_SINKS && !d->sinks && (arrays[i] != NULL || aux->dsinks != NULL))
+            return FCL_ERROR_INVALID_VALUE;
+        const bool used = (i >= AUX_DESCALE_Q && i <= AUX_DESCALE_V) || wanted[i];
         ref[i] = fcl_aux_ref(NULL, used && arrays[i] != NULL ? bytes[i] : 0);
         ref[i].host = used ? arrays[i] : NULL;
     }
@@ -124,7 +130,7 @@ fcl_status fcl_host_read_outputs(fcl_context *ctx, const fcl_host_tensor *h, siz
  * arrays, checked. */
 typedef struct host_call {
     fcl_attention_desc local;
-    fcl_layout lse_layout;
+    fcl_layout lse_layout, dsinks_layout;
     fcl_host_tensor h[FCL_BACKWARD_TENSORS + AUX_COUNT];
     size_t n;
 } host_call;
@@ -163,7 +169,8 @@ static fcl_status prepare(fcl_context *ctx, const fcl_attention_desc *desc, fcl_
     c->n = n;
     fcl_layout *layouts[FCL_BACKWARD_TENSORS] = {&c->local.q,    &c->local.k,  &c->local.v,
                                                  &c->local.o,    &c->lse_layout, &c->local.dout,
-                                                 &c->local.dq,   &c->local.dk, &c->local.dv};
+                                                 &c->local.dq,   &c->local.dk, &c->local.dv,
+                                                 &c->dsinks_layout};
     for (size_t i = 0; i < n; ++i)
         if (base[i] != NULL)
             FCL_TRY(fcl_host_range(&t[i], base[i], layouts[i], &c->h[i]));
@@ -180,10 +187,13 @@ static fcl_status run_on_host_arrays(fcl_context *ctx, host_call *c, run_fn run)
 {
     fcl_host_tensor *ah = c->h + c->n;
     fcl_status st = fcl_host_upload(ctx, c->h, c->n + AUX_COUNT);
+    /* the backward's tensor 9 is the sinks' gradient */
+    const cl_mem dsinks = c->n == FCL_BACKWARD_TENSORS ? c->h[9].mem : NULL;
     const fcl_attention_aux aux = {ah[AUX_ALIBI].mem,     ah[AUX_CU_Q].mem,
                                    ah[AUX_CU_K].mem,      ah[AUX_BLOCKS].mem,
                                    ah[AUX_DESCALE_Q].mem, ah[AUX_DESCALE_K].mem,
-                                   ah[AUX_DESCALE_V].mem};
+                                   ah[AUX_DESCALE_V].mem, ah[AUX_SINKS].mem,
+                                   dsinks};
     if (st == FCL_OK)
         st = run(ctx, &c->local, &aux, c->h);
     if (st == FCL_OK)
@@ -250,7 +260,8 @@ fcl_status fcl_attention_backward_host_ex(fcl_context *ctx, const fcl_attention_
     const cl_mem none[FCL_BACKWARD_TENSORS] = {NULL};
     fcl_tensor_ref t[FCL_BACKWARD_TENSORS];
     fcl_backward_tensors(desc, none, t);
-    const void *base[FCL_BACKWARD_TENSORS] = {q, k, v, o, lse, dout, dq, dk, dv};
+    float *dsinks = desc->sinks && aux != NULL ? aux->dsinks : NULL; /* else refused below */
+    const void *base[FCL_BACKWARD_TENSORS] = {q, k, v, o, lse, dout, dq, dk, dv, dsinks};
     host_call c;
     FCL_TRY(prepare(ctx, desc, FCL_KERNEL_BACKWARD_DQ, t, base, FCL_BACKWARD_TENSORS, aux, &c));
     return run_on_host_arrays(ctx, &c, run_backward);

@@ -295,4 +295,6 @@ void fcl_backward_tensors(const fcl_attention_desc *d, const cl_mem mem[FCL_BACK
     t[6] = fcl_tensor_ref_make(mem[6], d->dq, sh.batch, d->heads_q, sh.rows_q, D, es, 1);
     t[7] = fcl_tensor_ref_make(mem[7], d->dk, sh.batch, d->heads_kv, sh.rows_k, D, es, 1);
     t[8] = fcl_tensor_ref_make(mem[8], d->dv, sh.batch, d->heads_kv, sh.rows_k, Dv, es, 1);
+    const fcl_layout whole = {0, 0, 0, 0};
+    t[9] = fcl_tensor_ref_make(mem[9], whole, 1, 1, 1, d->heads_q, sizeof(float), 1);
 }

@@ -92,6 +92,8 @@ fcl_status fcl_variants_check_settings(const fcl_attention_desc *d)
         return FCL_ERROR_INVALID_VALUE;
     if (d->varlen != 0 && d->varlen != 1)
         return FCL_ERROR_INVALID_VALUE;
+    if (d->sinks != 0 && d->sinks != 1)
+        return FCL_ERROR_INVALID_VALUE;
     if (d->block_m != 0 || d->block_n != 0) {
         if (d->block_m == 0 || d->block_n == 0 || d->block_m > d->seqlen_q ||
             d->block_n > d->seqlen_k)
@@ -193,6 +195,17 @@ fcl_status fcl_variants_prepare(fcl_context *ctx, const fcl_attention_desc *d,
         FCL_TRY(fcl_check_aux_buffer(ctx, descales[i], n * sizeof(float)));
         *kept[i] = descales[i];
         v->aux[v->num_aux++] = fcl_aux_ref(descales[i], n * sizeof(float));
+    }
+
+    /* sinks: heads_q logits; dsinks (the backward's output) is checked
+     * with the call's tensors, and only allowed with sinks */
+    if (!d->sinks && (aux->sinks != NULL || aux->dsinks != NULL))
+        return FCL_ERROR_INVALID_VALUE;
+    if (d->sinks) {
+        const uint64_t bytes = (uint64_t)d->heads_q * sizeof(float);
+        FCL_TRY(fcl_check_aux_buffer(ctx, aux->sinks, bytes));
+        v->aux[v->num_aux++] = fcl_aux_ref(aux->sinks, bytes);
+        v->sinks = aux->sinks;
     }
     return FCL_OK;
 }

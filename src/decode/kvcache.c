@@ -93,7 +93,7 @@ fcl_status fcl_kvcache_check_desc(const fcl_kvcache_desc *d)
     const size_t capacity = fcl_kvcache_capacity(d);
     if (capacity > MAX_KEYS || d->seqlen_new > capacity || d->seqlen_q > MAX_KEYS)
         return FCL_ERROR_INVALID_SHAPE;
-    /* heads, dtype, scale, causal, splits; window, softcap, the ALiBi mode */
+    /* heads, dtype, scale, causal, splits; window, softcap, the ALiBi mode, sinks */
     const fcl_attention_desc fwd = fcl_kvcache_as_forward(d);
     return fcl_check_forward_desc(&fwd);
 }
@@ -119,6 +119,7 @@ fcl_attention_desc fcl_kvcache_as_forward(const fcl_kvcache_desc *d)
     a.num_splits = d->num_splits;
     a.out_dtype = d->out_dtype;
     a.head_dim_v = kvcache_head_dim_v(d);
+    a.sinks = d->sinks;
     return a;
 }
 
@@ -211,7 +212,8 @@ static fcl_status kvcache_job(fcl_context *ctx, const fcl_kvcache_desc *desc,
     const fcl_attention_aux aux = {.alibi_slopes = b->alibi_slopes,
                                    .descale_q = b->descale_q,
                                    .descale_k = b->descale_k,
-                                   .descale_v = b->descale_v};
+                                   .descale_v = b->descale_v,
+                                   .sinks = b->sinks};
     FCL_TRY(fcl_variants_prepare(ctx, fwd, &aux, 0, NULL, var));
     var->features |= FCL_FEAT_KVCACHE;
     kvcache_job_shape(desc, fwd, var, job);

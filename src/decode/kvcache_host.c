@@ -30,7 +30,8 @@ static fcl_status check_cache_entries(const fcl_kvcache_desc *d, const int32_t *
     return FCL_OK;
 }
 
-enum { AUX_LENS, AUX_PAGES, AUX_ALIBI, AUX_DESCALE_Q, AUX_DESCALE_K, AUX_DESCALE_V, AUX_COUNT };
+enum { AUX_LENS, AUX_PAGES, AUX_ALIBI, AUX_DESCALE_Q, AUX_DESCALE_K, AUX_DESCALE_V, AUX_SINKS,
+       AUX_COUNT };
 
 /* The aux arrays the call reads, as one-byte tensors of their host arrays
  * (absent ones have no array), in the order of fcl_kvcache_buffers. */
@@ -38,8 +39,8 @@ static void aux_refs(const fcl_kvcache_desc *d, const fcl_kvcache_host *a,
                      fcl_tensor_ref aux[AUX_COUNT])
 {
     uint64_t bytes[AUX_COUNT] = {0};
-    const void *arrays[AUX_COUNT] = {a->cache_seqlens, NULL, NULL,
-                                     a->descale_q, a->descale_k, a->descale_v};
+    const void *arrays[AUX_COUNT] = {a->cache_seqlens, NULL,         NULL,    a->descale_q,
+                                     a->descale_k,     a->descale_v, a->sinks};
     bytes[AUX_LENS] = d->batch * sizeof(int32_t);
     if (d->page_size > 0) {
         arrays[AUX_PAGES] = a->page_table;
@@ -52,6 +53,7 @@ static void aux_refs(const fcl_kvcache_desc *d, const fcl_kvcache_host *a,
     }
     for (int i = 0; i < 3; ++i)
         bytes[AUX_DESCALE_Q + i] = d->batch * (i == 0 ? d->heads_q : d->heads_kv) * sizeof(float);
+    bytes[AUX_SINKS] = d->heads_q * sizeof(float);
     for (int i = 0; i < AUX_COUNT; ++i) {
         aux[i] = fcl_aux_ref(NULL, arrays[i] != NULL ? bytes[i] : 0);
         aux[i].host = arrays[i];
@@ -102,6 +104,8 @@ fcl_status fcl_attention_kvcache_host(fcl_context *ctx, const fcl_kvcache_desc *
     if (!fcl_dtype_is_fp8(desc->dtype) &&
         (a->descale_q != NULL || a->descale_k != NULL || a->descale_v != NULL))
         return FCL_ERROR_INVALID_VALUE;
+    if (desc->sinks ? a->sinks == NULL : a->sinks != NULL)
+        return desc->sinks ? FCL_ERROR_NULL_ARGUMENT : FCL_ERROR_INVALID_VALUE;
     FCL_TRY(fcl_validate_apart(ctx, t, n, aux, AUX_COUNT));
     fcl_plan plan; /* built now: a failed build or plan is a refusal too */
     FCL_TRY(fcl_kvcache_plan_query(ctx, desc, &plan));
@@ -126,7 +130,7 @@ fcl_status fcl_attention_kvcache_host(fcl_context *ctx, const fcl_kvcache_desc *
                                        h[n + AUX_ALIBI].mem, h[1].mem,
                                        a->lse != NULL ? h[n - 1].mem : NULL,
                                        h[n + AUX_DESCALE_Q].mem, h[n + AUX_DESCALE_K].mem,
-                                       h[n + AUX_DESCALE_V].mem};
+                                       h[n + AUX_DESCALE_V].mem, h[n + AUX_SINKS].mem};
         st = fcl_attention_kvcache(ctx, &local, &b, 0, NULL, NULL);
     }
     if (st == FCL_OK)

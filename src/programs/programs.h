@@ -22,6 +22,7 @@ typedef enum fcl_helper {
     FCL_HELPER_KVCACHE_APPEND,    /* KV-cache append (kvcache.cl) */
     FCL_HELPER_DELTA,             /* backward's rowsum(dO * O) (flash_bwd.cl) */
     FCL_HELPER_DQ_STORE,          /* dQ from the fused dK/dV kernel's sums (flash_bwd.cl) */
+    FCL_HELPER_SINK_GRAD,         /* backward's gradient of attention sinks (flash_bwd.cl) */
     FCL_HELPER_COUNT
 } fcl_helper;
 

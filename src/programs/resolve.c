@@ -51,6 +51,7 @@ static const char *const helper_names[FCL_HELPER_COUNT] = {
     [FCL_HELPER_KVCACHE_APPEND] = "fcl_kvcache_append",
     [FCL_HELPER_DELTA] = "fcl_backward_delta",
     [FCL_HELPER_DQ_STORE] = "fcl_backward_dq_store",
+    [FCL_HELPER_SINK_GRAD] = "fcl_backward_sink_grad",
 };
 
 /* Kernel objects are made once: creating one costs the host as much as a
@@ -152,9 +153,10 @@ static fcl_status check_helpers(fcl_context *ctx, fcl_resolved *r)
 {
     const bool forward = r->build.kind == FCL_KERNEL_FORWARD || r->build.kind == FCL_KERNEL_DECODE;
     for (int h = 0; h < FCL_HELPER_COUNT; ++h) {
-        /* the dQ program holds the delta, a fused dK/dV program the dQ
-         * store, the forward's the other two */
-        const bool here = h == FCL_HELPER_DELTA ? r->build.kind == FCL_KERNEL_BACKWARD_DQ
+        /* the dQ program holds the delta and the sinks' gradient, a fused
+         * dK/dV program the dQ store, the forward's the other two */
+        const bool dq_helper = h == FCL_HELPER_DELTA || h == FCL_HELPER_SINK_GRAD;
+        const bool here = dq_helper ? r->build.kind == FCL_KERNEL_BACKWARD_DQ
                           : h == FCL_HELPER_DQ_STORE ? (r->build.features & FCL_BUILD_FUSED_DQ) != 0
                                                      : forward;
         if (!here)
