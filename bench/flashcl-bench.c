@@ -3,7 +3,10 @@
  *
  * Shapes follow the FlashAttention papers: batch * seqlen = --tokens and
  * heads * head_dim = --hidden, contiguous (batch, heads, seq, dim).  FLOPs:
- * forward 4 * B * H * N^2 * d (halved when causal), backward 2.5x forward.
+ * forward 4 * B * H * N^2 * d (halved when causal), backward 2.5x forward;
+ * with --head-dim-v dv (V, O, dO, dV dv wide, standard attention not run)
+ * forward 2 * B * H * N^2 * (d + dv), backward 2 * B * H * N^2 * (3d + 2dv)
+ * (Q K^T, P V; backward: Q K^T, dO V^T, P^T dO, dS K, dS^T Q).
  * Each timing is the median of --reps runs after two warm-up runs, from
  * enqueue to clFinish.  The fp32 FMA ceiling of the device is measured in the
  * same run.  Our outputs are checked against the standard attention's where
@@ -44,6 +47,7 @@ typedef struct config {
     int naive;
     int portable_only;
     const char *out;
+    size_t head_dim_v;          /* V's columns; 0: each head_dim */
 } config;
 
 static double g_start;
@@ -330,13 +334,14 @@ static void usage(void)
     fprintf(stderr,
             "usage: flashcl-bench [--device P:D] [--dtype fp32|fp16|bf16] [--head-dims 64,128]\n"
             "       [--seqlens 512,1024,...] [--causal 0,1] [--tokens 16384] [--hidden 2048]\n"
-            "       [--reps 10] [--backward] [--no-naive] [--portable-only] [--out results.csv]\n");
+            "       [--reps 10] [--backward] [--no-naive] [--portable-only] [--out results.csv]\n"
+            "       [--head-dim-v DV]\n");
 }
 
 int main(int argc, char **argv)
 {
     config c = {NULL, FCL_DTYPE_FP32, {64, 128}, 2, {512, 1024, 2048, 4096, 8192, 16384}, 6,
-                {0, 1}, 2, 16384, 2048, 10, 0, 1, 0, NULL};
+                {0, 1}, 2, 16384, 2048, 10, 0, 1, 0, NULL, 0};
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(a, "--device")) c.device = v, ++i;
@@ -357,8 +362,11 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--no-naive")) c.naive = 0;
         else if (!strcmp(a, "--portable-only")) c.portable_only = 1;
         else if (!strcmp(a, "--out")) c.out = v, ++i;
+        else if (!strcmp(a, "--head-dim-v")) c.head_dim_v = strtoull(v, NULL, 10), ++i;
         else { usage(); return 2; }
     }
+    if (c.head_dim_v)
+        c.naive = 0; /* standard attention (cl/reference.cl) takes V as wide as K */
     if (c.reps < 1 || c.reps > 1000) c.reps = 10;
     g_start = bench_now_s();
 
@@ -401,6 +409,8 @@ int main(int argc, char **argv)
                 info.name, info.platform_name, info.driver_version, date, FCL_GIT_COMMIT);
         fprintf(out, "# fp32_fma_ceiling_tflops: %.3f\n# tokens: %zu\n# hidden: %zu\n# reps: %d (median)\n",
                 ceiling, c.tokens, c.hidden, c.reps);
+        if (c.head_dim_v)
+            fprintf(out, "# head_dim_v: %zu\n", c.head_dim_v);
         fprintf(out, "pass,dtype,d,causal,N,B,H,variant,ours_ms,ours_tflops,pct_of_fp32_ceiling,"
                      "naive_ms,naive_tflops,speedup,ours_extra_mib,naive_extra_mib,rel_diff_vs_naive,"
                      "note\n");
@@ -420,29 +430,33 @@ int main(int argc, char **argv)
                 t.B = c.tokens / t.N ? c.tokens / t.N : 1;
                 t.H = c.hidden / t.d ? c.hidden / t.d : 1;
                 const int causal = c.causals[ci];
-                const size_t n = t.B * t.H * t.N * t.d;
+                const size_t dv = c.head_dim_v ? c.head_dim_v : t.d;
+                const size_t n = t.B * t.H * t.N * t.d, n_v = t.B * t.H * t.N * dv;
                 progress("inputs", t.N, t.d);
                 t.q = random_tensor(ctx, n, c.dtype, 1, &t.qf);
                 t.k = random_tensor(ctx, n, c.dtype, 2, &t.kf);
-                t.v = random_tensor(ctx, n, c.dtype, 3, &t.vf);
-                t.dout = random_tensor(ctx, n, c.dtype, 4, &t.doutf);
-                t.o = make_buffer(ctx, n * es, NULL);
-                t.of = make_buffer(ctx, n * 4, NULL);
+                t.v = random_tensor(ctx, n_v, c.dtype, 3, &t.vf);
+                t.dout = random_tensor(ctx, n_v, c.dtype, 4, &t.doutf);
+                t.o = make_buffer(ctx, n_v * es, NULL);
+                t.of = make_buffer(ctx, n_v * 4, NULL);
                 t.lse = make_buffer(ctx, t.B * t.H * t.N * 4, NULL);
                 fcl_attention_desc desc;
                 fcl_attention_desc_init(&desc, t.B, t.H, t.H, t.N, t.N, t.d, c.dtype, FCL_LAYOUT_BHSD);
                 desc.causal = causal;
-                double fl = 4.0 * t.B * t.H * (double)t.N * t.N * t.d * (causal ? 0.5 : 1.0);
+                desc.head_dim_v = dv;
+                desc.v = desc.o = desc.dout = desc.dv = fcl_layout_contiguous(FCL_LAYOUT_BHSD, t.H, t.N, dv);
+                /* FLOPs of the products over d and over dv (the header comment) */
+                const double pairs = 2.0 * t.B * t.H * (double)t.N * t.N * (causal ? 0.5 : 1.0);
 
                 for (int pass = 0; pass < 1 + c.backward; ++pass) {
                     const int bwd = pass == 1;
                     if (bwd) {
                         t.dq = make_buffer(ctx, n * es, NULL);
                         t.dk = make_buffer(ctx, n * es, NULL);
-                        t.dv = make_buffer(ctx, n * es, NULL);
+                        t.dv = make_buffer(ctx, n_v * es, NULL);
                         t.dqf = make_buffer(ctx, n * 4, NULL);
                         t.dkf = make_buffer(ctx, n * 4, NULL);
-                        t.dvf = make_buffer(ctx, n * 4, NULL);
+                        t.dvf = make_buffer(ctx, n_v * 4, NULL);
                     }
                     double *times = malloc((size_t)c.reps * sizeof *times);
                     progress(bwd ? "flashcl backward" : "flashcl forward", t.N, t.d);
@@ -463,7 +477,7 @@ int main(int argc, char **argv)
                     fcl_memory_stats ms;
                     fcl_context_memory_stats(fctx, &ms);
                     const double ours = bench_median(times, c.reps);
-                    const double pfl = bwd ? 2.5 * fl : fl;
+                    const double pfl = bwd ? pairs * (3.0 * t.d + 2.0 * dv) : pairs * (double)(t.d + dv);
                     /* extra device memory beyond inputs and outputs: LSE (+ our own buffers) */
                     const double ours_mib = (t.B * t.H * t.N * 4.0 + (double)ms.peak_bytes) / 1048576.0;
                     double naive_s = NAN, diff = NAN, naive_mib = NAN;

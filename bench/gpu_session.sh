@@ -126,6 +126,19 @@ for step in $steps; do
     final-sdpa)
       PYTHONUNBUFFERED=1 timeout 400 python3 bench/sdpa_backends.py --csv "$OUT/final_sdpa.csv" \
         2>&1 | tee "$OUT/final_sdpa.txt" ;;
+    hdv)
+      # issue 26's value head dim: DeepSeek's prefill, d_qk 192 / d_v 128, fp16, forward and
+      # backward, N 1024..16384 (B * N = 16384, H = 2048 / 192 = 10, causal and not), beside
+      # flashcl's d = 192 call (V 192 wide) and PyTorch SDPA on q, k 192 and v 128 wide
+      hdv_args=(--dtype fp16 --head-dims 192 --seqlens 1024,4096,16384 --backward --no-naive --reps 5)
+      timeout 100 "$B/bench/flashcl-bench" "${hdv_args[@]}" --head-dim-v 128 --out "$OUT/hdv_192_128.csv" \
+        2>&1 | grep -v '^\[' | tee "$OUT/hdv.txt"
+      timeout 100 "$B/bench/flashcl-bench" "${hdv_args[@]}" --out "$OUT/hdv_192_192.csv" \
+        2>&1 | grep -v '^\[' | tee -a "$OUT/hdv.txt"
+      PYTHONUNBUFFERED=1 timeout 60 python3 bench/sdpa_backends.py --dtypes fp16 --head-dims 192 \
+        --head-dim-v 128 --csv "$OUT/hdv_sdpa.csv" 2>&1 | tee -a "$OUT/hdv.txt"
+      python3 bench/compare_hdv.py "$OUT/hdv_192_128.csv" "$OUT/hdv_192_192.csv" "$OUT/hdv_sdpa.csv" \
+        "$OUT/hdv-192-128" ;;
     decode-tiles)
       # decode tiles side by side on a few shapes (DECODE_TILES: ';'-separated
       # ROWS,COLS,WARPS,32 of the tensor-core decode plan, '-' for the default)

@@ -1,6 +1,6 @@
 /* flashcl-check - is flashcl right on this device?  Runs forward, backward,
  * FP8, attention-sink and KV-cache calls over the storage types, head dims
- * and variants a
+ * (192/128 for a value head dim unlike the key's) and variants a
  * user would run, on the tile pieces this device picks for them, and checks
  * every output against a float64 reference on the host: the test suite's
  * own runners (tests/test_support.c, tests/kvcache_support.c) with its
@@ -10,7 +10,7 @@
  *   flashcl-check [--device P:D] [--quick] [--list]
  *
  * Exit status: 0 when every check passes, 1 when one fails, 2 when it cannot
- * run (bad arguments, no device).  Under a minute on a 2-core CPU with PoCL
+ * run (bad arguments, no device).  About a minute on a 2-core CPU with PoCL
  * (kernel builds are most of it); --quick runs the fewer checks marked so.
  * The Python package runs this program for flashcl.check(). */
 #include "kvcache_support.h"
@@ -30,7 +30,11 @@ enum check_extra {
     EXTRA_FP8,      /* FP8 inputs with per-head descales; O in out_dtype */
     EXTRA_SINKS,    /* attention sinks (one logit per query head), a sliding window; the
                        forward's keys split in 3; the backward checks dsinks */
+    EXTRA_VALUE_DIM, /* V, O, dO and dV VALUE_DIM columns wide (head_dim_v) */
 };
+
+/* head_dim_v of the EXTRA_VALUE_DIM checks: DeepSeek-V3/R1's prefill, 192/128. */
+#define VALUE_DIM 128
 
 typedef struct check_spec {
     enum check_kind kind;
@@ -73,6 +77,11 @@ static const check_spec checks[] = {
     {CHECK_BACKWARD, FP16, FP16, 2, 8, 2, 97, 113, 64, 1, EXTRA_SINKS, 1, 0, "sinks, window"},
     {CHECK_FORWARD, FP16, FP16, 2, 4, 2, 97, 113, 64, 1, EXTRA_NONE, 0, 1, "causal"},
     {CHECK_BACKWARD, FP32, FP32, 2, 4, 2, 97, 113, 64, 0, EXTRA_NONE, 0, 1, ""},
+    {CHECK_FORWARD, FP16, FP16, 1, 4, 2, 97, 113, 192, 1, EXTRA_VALUE_DIM, 0, 0, "causal, dv 128"},
+    {CHECK_BACKWARD, FP16, FP16, 1, 4, 2, 97, 113, 192, 1, EXTRA_VALUE_DIM, 0, 0,
+     "causal, dv 128"},
+    {CHECK_FORWARD, FP32, FP32, 1, 2, 1, 45, 61, 192, 0, EXTRA_VALUE_DIM, 0, 0, "dv 128"},
+    {CHECK_BACKWARD, FP32, FP32, 1, 2, 1, 45, 61, 192, 0, EXTRA_VALUE_DIM, 0, 0, "dv 128"},
     {CHECK_KVCACHE, FP16, FP16, 3, 8, 2, 1, 1, 128, 1, EXTRA_NONE, 1, 0,
      "paged 16"},
     {CHECK_KVCACHE, FP32, FP32, 3, 4, 2, 4, 2, 64, 1, EXTRA_VARIANTS, 0, 0,
@@ -101,6 +110,8 @@ static const char *piece(fcl_context *ctx, const check_spec *s, char *buf, size_
                                 s->head_dim, s->dtype, FCL_LAYOUT_BSHD);
         if (s->extra == EXTRA_FP8)
             d.out_dtype = s->out_dtype;
+        if (s->extra == EXTRA_VALUE_DIM) /* the piece depends on it (tensor cores: % 16) */
+            d.head_dim_v = VALUE_DIM;
         st = fcl_plan_query(ctx, &d, s->kind == CHECK_FORWARD ? FCL_KERNEL_FORWARD
                                                               : FCL_KERNEL_BACKWARD_DQ, &plan);
     }
@@ -150,6 +161,8 @@ static int run_check(fcl_context *ctx, const check_spec *s, uint64_t seed, doubl
         v.sinks = 1;
         v.window_left = 40;
         v.num_splits = s->kind == CHECK_FORWARD ? 3 : 0;
+    } else if (s->extra == EXTRA_VALUE_DIM) {
+        v.head_dim_v = VALUE_DIM;
     }
     fa_case c = {s->batch, s->heads_q, s->heads_kv, s->seqlen_q, s->seqlen_k, s->head_dim,
                  s->dtype, s->causal, 0.0f, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, seed,

@@ -18,6 +18,7 @@ typedef struct options {
     int no_probe;
     const char *device;        /* "P:D" or NULL for all devices */
     const char *profile;       /* a name, "all", or NULL */
+    size_t head_dim_v;         /* V's and O's columns; 0: head_dim */
 } options;
 
 static void usage(FILE *f)
@@ -27,11 +28,13 @@ static void usage(FILE *f)
             "                    [--seqlen-k N] [--causal] [--sinks] [--device P:D]\n"
             "                    [--profile NAME|all] [--list-profiles] [--no-probe] [--json]\n"
             "                    [--batch B] [--heads-q H] [--heads-kv H] [--decode-rows R]\n"
+            "                    [--head-dim-v DV]\n"
             "Lists every OpenCL device (or the one given) with its local memory and the\n"
             "tile plans for a head_dim x dtype x seqlen problem (default 64, fp32, 4096),\n"
             "and the decode plan of a KV-cache call: B sequences of seqlen-k cached keys,\n"
             "R query rows, H query heads on H K/V heads (default 1, 32, 8, 1), with its\n"
-            "GQA packing and split-KV chunks.\n"
+            "GQA packing and split-KV chunks.  --head-dim-v: V and O narrower than Q and K\n"
+            "(fcl_attention_desc.head_dim_v, default head_dim), in every plan.\n"
             "--profile plans for an emulated device, running on the chosen (or default) one.\n"
             "FP8 (e4m3, e5m2) has the forward only: its other plans are not listed.\n"
             "--sinks plans calls with attention sinks (one logit per query head, every\n"
@@ -179,6 +182,7 @@ static int show(const options *o, int platform, int device, const char *profile,
                             FCL_LAYOUT_BSHD);
     desc.causal = o->causal;
     desc.sinks = o->sinks;
+    desc.head_dim_v = o->head_dim_v;
     char where[96];
     if (profile)
         snprintf(where, sizeof where, "Profile %s (running on device %d:%d)", profile, platform,
@@ -191,9 +195,10 @@ static int show(const options *o, int platform, int device, const char *profile,
         printf("}, \"plans\": [");
     } else {
         print_device_text(&info, where);
-        printf("  plans for head_dim %zu, %s, seqlen %zu x %zu%s%s:\n", o->head_dim,
-               fcl_dtype_name(o->dtype), o->seqlen_q, o->seqlen_k, o->causal ? ", causal" : "",
-               o->sinks ? ", attention sinks" : "");
+        printf("  plans for head_dim %zu", o->head_dim);
+        if (o->head_dim_v) printf(" (V and O: head_dim_v %zu)", o->head_dim_v);
+        printf(", %s, seqlen %zu x %zu%s%s:\n", fcl_dtype_name(o->dtype), o->seqlen_q,
+               o->seqlen_k, o->causal ? ", causal" : "", o->sinks ? ", attention sinks" : "");
     }
     *first = 0;
     int rc = 0;
@@ -208,6 +213,7 @@ static int show(const options *o, int platform, int device, const char *profile,
             fcl_kvcache_desc kv;
             fcl_kvcache_desc_init(&kv, o->batch, o->heads_q, o->heads_kv, o->head_dim,
                                   o->decode_rows, 0, o->dtype);
+            kv.head_dim_v = o->head_dim_v; /* before the cache's layouts, which use it */
             fcl_kvcache_desc_set_contiguous(&kv, o->seqlen_k);
             kv.causal = 1;
             kv.sinks = o->sinks;
@@ -242,7 +248,7 @@ static int show(const options *o, int platform, int device, const char *profile,
 
 int main(int argc, char **argv)
 {
-    options o = {64, 4096, 0, 1, 32, 8, 1, FCL_DTYPE_FP32, 0, 0, 0, 0, NULL, NULL};
+    options o = {64, 4096, 0, 1, 32, 8, 1, FCL_DTYPE_FP32, 0, 0, 0, 0, NULL, NULL, 0};
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -256,6 +262,7 @@ int main(int argc, char **argv)
                 printf("%-12s %s\n", fcl_profile_name(p), fcl_profile_description(p));
             return 0;
         } else if (v != NULL && strcmp(a, "--head-dim") == 0 && parse_size(v, &o.head_dim)) ++i;
+        else if (v != NULL && strcmp(a, "--head-dim-v") == 0 && parse_size(v, &o.head_dim_v)) ++i;
         else if (v != NULL && strcmp(a, "--seqlen") == 0 && parse_size(v, &o.seqlen_q)) ++i;
         else if (v != NULL && strcmp(a, "--seqlen-k") == 0 && parse_size(v, &o.seqlen_k)) ++i;
         else if (v != NULL && strcmp(a, "--dtype") == 0 && parse_dtype(v, &o.dtype)) ++i;

@@ -64,15 +64,17 @@ def alibi_mode(slopes, n_batch, heads_q):
 
 
 def shapes(ops, packed):
-    """(batch-or-None, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim) of
-    q, k, v, checked against each other."""
+    """(batch-or-None, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim,
+    head_dim_v) of q, k, v, checked against each other: v is k's shape but
+    for its last axis, head_dim_v (the library checks 1 <= head_dim_v <=
+    head_dim)."""
     what = "(tokens, heads, head_dim)" if packed else "(batch, seqlen, heads, head_dim)"
     ndim = 3 if packed else 4
     for n in ("q", "k", "v"):
         ops[n].expect(ndim, what)
     q, k, v = ops["q"].shape, ops["k"].shape, ops["v"].shape
-    if tuple(k) != tuple(v):
-        raise ArgumentError("k and v must have the same shape, got %s and %s"
+    if tuple(k[:-1]) != tuple(v[:-1]):
+        raise ArgumentError("k and v must have the same shape but for head_dim, got %s and %s"
                             % (tuple(k), tuple(v)))
     if not packed and q[0] != k[0]:
         raise ArgumentError("q and k must have the same batch, got %s and %s"
@@ -83,14 +85,19 @@ def shapes(ops, packed):
     if q[-2] % max(k[-2], 1):
         raise ArgumentError("q's heads (%d) must be a multiple of k's (%d)" % (q[-2], k[-2]))
     if packed:
-        return None, q[0], k[0], q[1], k[1], q[2]
-    return q[0], q[1], k[1], q[2], k[2], q[3]
+        return None, q[0], k[0], q[1], k[1], q[2], v[2]
+    return q[0], q[1], k[1], q[2], k[2], q[3], v[3]
+
+
+def out_shape(ops):
+    """O's (and dO's) shape: q's, with v's head_dim_v as the last axis."""
+    return tuple(ops["q"].shape[:-1]) + (ops["v"].shape[-1],)
 
 
 def make_desc(ops, packed, cu_q, cu_k, max_seqlen_q, max_seqlen_k, opts):
     """A filled fcl_attention_desc for q, k, v (and the varlen sizes)."""
     code = same_dtype(ops, ["q", "k", "v", "out", "dout"])
-    batch, sq, sk, hq, hkv, d = shapes(ops, packed)
+    batch, sq, sk, hq, hkv, d, dv = shapes(ops, packed)
     desc = _lib.AttentionDesc()
     if packed:
         for name in ("cu_seqlens_q", "cu_seqlens_k"):
@@ -112,6 +119,7 @@ def make_desc(ops, packed, cu_q, cu_k, max_seqlen_q, max_seqlen_k, opts):
     else:
         _lib.fcl_attention_desc_init(byref(desc), batch, hq, hkv, sq, sk, d, code,
                                      _lib.LAYOUT_BSHD)
+    desc.head_dim_v = dv
     set_variants(desc, batch, hq, ops, opts)
     for name in ("q", "k", "v"):
         ops[name].layout(getattr(desc, name))
@@ -141,12 +149,12 @@ def run_forward(ctx, q, k, v, opts, *, packed=False, cu_seqlens_q=None, cu_seqle
                          cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, sinks=sinks)
     desc = make_desc(ops, packed, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, opts)
     if out is None:
-        out = empty(kind, ctx, ops["q"].shape, ops["q"].dtype)
+        out = empty(kind, ctx, out_shape(ops), ops["q"].dtype)
     out_op = Operand(out, "out")
-    if (out_op.kind != kind or tuple(out_op.shape) != tuple(ops["q"].shape)
+    if (out_op.kind != kind or tuple(out_op.shape) != out_shape(ops)
             or out_op.dtype != ops["q"].dtype):
         raise ArgumentError("out must be an array of q's kind (%s), shape %s and dtype %s, "
-                            "got %s %s of %s" % (type(q).__name__, tuple(ops["q"].shape),
+                            "got %s %s of %s" % (type(q).__name__, out_shape(ops),
                                                  ops["q"].dtype, type(out).__name__,
                                                  tuple(out_op.shape), out_op.dtype))
     out_op.expect(len(ops["q"].shape), "like q")
@@ -171,9 +179,9 @@ def run_backward(ctx, dout, q, k, v, out, lse, opts, *, packed=False, cu_seqlens
                          cu_seqlens_k=cu_seqlens_k, sinks=sinks)
     desc = make_desc(ops, packed, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, opts)
     for name in ("out", "dout"):
-        if tuple(ops[name].shape) != tuple(ops["q"].shape):
-            raise ArgumentError("%s must have q's shape %s, got %s"
-                                % (name, tuple(ops["q"].shape), tuple(ops[name].shape)))
+        if tuple(ops[name].shape) != out_shape(ops):
+            raise ArgumentError("%s must have O's shape %s (q's, head_dim_v wide), got %s"
+                                % (name, out_shape(ops), tuple(ops[name].shape)))
         ops[name].expect(len(ops["q"].shape), "like q")
     ops["out"].layout(desc.o)
     ops["dout"].layout(desc.dout)
@@ -239,12 +247,14 @@ def attention(q, k, v, *, causal=False, softmax_scale=None, window=(-1, -1), sof
 
 attention.__doc__ = """O = softmax(scale * Q K^T + mask) V  (fcl_attention_forward).
 
-    q: (batch, seqlen_q, heads_q, head_dim); k, v: (batch, seqlen_k, heads_kv,
-    head_dim), heads_q a multiple of heads_kv (GQA/MQA).  Returns o like q,
-    and with return_lse=True also lse, float32 (batch, heads_q, seqlen_q)
-    (+inf for a row that sees no key; with sinks, see below).  PyTorch
-    tensors are differentiable, sinks included.
-    out: None (a new array), or an array of q's kind, shape and dtype (any
+    q: (batch, seqlen_q, heads_q, head_dim); k: (batch, seqlen_k, heads_kv,
+    head_dim), heads_q a multiple of heads_kv (GQA/MQA); v: (batch, seqlen_k,
+    heads_kv, head_dim_v), 1 <= head_dim_v <= head_dim (DeepSeek's 192/128;
+    fcl_attention_desc.head_dim_v).  Returns o (batch, seqlen_q, heads_q,
+    head_dim_v) of q's dtype, and with return_lse=True also lse, float32
+    (batch, heads_q, seqlen_q) (+inf for a row that sees no key; with sinks,
+    see below).  PyTorch tensors are differentiable, sinks included.
+    out: None (a new array), or an array of q's kind, o's shape and dtype (any
     strides with a contiguous last axis) that receives O and is returned;
     it saves an allocation per call (PyOpenCL's costs about 13 us).  Not
     for PyTorch tensors.  On an error it is left as it was.
@@ -268,9 +278,10 @@ def attention_backward(dout, q, k, v, out, lse, *, causal=False, softmax_scale=N
 attention_backward.__doc__ = """(dq, dk, dv) of attention (fcl_attention_backward);
     (dq, dk, dv, dsinks) with sinks.
 
-    dout = dL/dO like q; out and lse are the forward's (return_lse=True),
-    with the same options.  dk and dv are summed over the query heads that
-    share a K/V head.  Deterministic.
+    dout = dL/dO like out; out and lse are the forward's (return_lse=True),
+    with the same options.  dq, dk, dv have q's, k's and v's shapes (dv is
+    head_dim_v wide); dk and dv are summed over the query heads that share a
+    K/V head.  Deterministic.
 """ + _DOC_OPTIONS
 
 
@@ -292,7 +303,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max
 attention_varlen.__doc__ = """Attention over packed sequences of different lengths
     (FlashAttention's varlen layout; fcl_attention_desc.varlen).
 
-    q: (total_q, heads_q, head_dim), k, v: (total_k, heads_kv, head_dim);
+    q: (total_q, heads_q, head_dim), k: (total_k, heads_kv, head_dim), v:
+    (total_k, heads_kv, head_dim_v) (as in attention(); o is head_dim_v wide);
     sequence b is rows cu_seqlens_q[b] .. cu_seqlens_q[b+1]-1 of q and
     cu_seqlens_k[b] .. cu_seqlens_k[b+1]-1 of k and v (int32, batch + 1
     entries, starting at 0).  max_seqlen_q/k: the longest lengths (computed

@@ -25,24 +25,26 @@ def _run(ctx, q, k_cache, v_cache, k, v, cache_seqlens, block_table, alibi_slope
         if n in ops:
             ops[n].expect(4, "(batch-or-pages, seqlen, heads, head_dim)")
     b, sq, hq, d = ops["q"].shape
-    kc = ops["k_cache"].shape
-    if tuple(kc) != tuple(ops["v_cache"].shape):
-        raise ArgumentError("k_cache and v_cache must have the same shape, got %s and %s"
-                            % (tuple(kc), tuple(ops["v_cache"].shape)))
-    hkv = kc[2]
+    kc, vcs = ops["k_cache"].shape, ops["v_cache"].shape
+    if tuple(kc[:3]) != tuple(vcs[:3]):
+        raise ArgumentError("k_cache and v_cache must have the same shape but for head_dim, "
+                            "got %s and %s" % (tuple(kc), tuple(vcs)))
+    hkv, dv = kc[2], vcs[3]
     if kc[3] != d or hq % max(hkv, 1):
         raise ArgumentError("the cache's heads and head_dim %s do not fit q's %s (heads_q a "
                             "multiple of heads_kv, same head_dim)" % (tuple(kc), tuple(q.shape)))
     snew = 0
     if "k_new" in ops:
         snew = ops["k_new"].shape[1]
-        for n in ("k_new", "v_new"):
-            if tuple(ops[n].shape) != (b, snew, hkv, d):
-                raise ArgumentError("%s must be (batch, seqlen_new, heads_kv, head_dim) = %s, "
-                                    "got %s" % (n[0], (b, snew, hkv, d), tuple(ops[n].shape)))
+        for n, width in (("k_new", d), ("v_new", dv)):
+            if tuple(ops[n].shape) != (b, snew, hkv, width):
+                raise ArgumentError("%s must be (batch, seqlen_new, heads_kv, its cache's "
+                                    "head_dim) = %s, got %s"
+                                    % (n[0], (b, snew, hkv, width), tuple(ops[n].shape)))
     ops["cache_seqlens"].dense((b,), np.int32, "cache lengths")
     desc = _lib.KvcacheDesc()
     _lib.fcl_kvcache_desc_init(byref(desc), b, hq, hkv, d, sq, snew, code)
+    desc.head_dim_v = dv
     if "page_table" in ops:
         pt = ops["page_table"]
         if pt.dtype != np.int32 or len(pt.shape) != 2 or pt.shape[0] != b or \
@@ -66,7 +68,7 @@ def _run(ctx, q, k_cache, v_cache, k, v, cache_seqlens, block_table, alibi_slope
     for n in ("q", "k_cache", "v_cache", "k_new", "v_new"):
         if n in ops:
             ops[n].layout(getattr(desc, n))
-    out = empty(kind, ctx, (b, sq, hq, d), ops["q"].dtype)
+    out = empty(kind, ctx, (b, sq, hq, dv), ops["q"].dtype)
     lse = empty(kind, ctx, (b, hq, sq), np.float32) if return_lse else None
     outs, _ = operands(ctx, o=out, lse=lse)
     outs["o"].layout(desc.o)
@@ -89,14 +91,17 @@ def attention_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens, blo
     q: (batch, seqlen_q, heads_q, head_dim).  The cache: contiguous
     (batch, cache_seqlen, heads_kv, head_dim), or with block_table (int32,
     (batch, max_pages_per_seq)) paged (num_pages, page_size, heads_kv,
-    head_dim).  cache_seqlens: int32 (batch,), keys each sequence holds
-    before the call (not advanced: the caller does that).  k, v: optional
-    (batch, seqlen_new, heads_kv, head_dim) rows written into the cache at
+    head_dim).  v_cache (and v) may be narrower than k_cache (and k):
+    head_dim_v columns, 1 <= head_dim_v <= head_dim, and o is then
+    head_dim_v wide (fcl_kvcache_desc.head_dim_v).  cache_seqlens: int32
+    (batch,), keys each sequence holds before the call (not advanced: the
+    caller does that).  k, v: optional (batch, seqlen_new, heads_kv,
+    head_dim / head_dim_v) rows written into the cache at
     cache_seqlens[b] .. (in place: the caches are updated), then query row i
     of sequence b attends to its first T_b = cache_seqlens[b] + seqlen_new
     keys, masks aligned at position T_b - seqlen_q + i.  causal, softmax_scale,
     window, softcap, alibi_slopes, sinks as in attention(); num_splits: split-KV
-    chunks, 0 automatic.  Returns o like q (and lse, float32
+    chunks, 0 automatic.  Returns o, q's shape with head_dim_v columns (and lse, float32
     (batch, heads_q, seqlen_q), with return_lse=True).  Host arrays have
     their lengths and page indices checked first
     (FCL_ERROR_INVALID_CACHE_SEQLENS, FCL_ERROR_INVALID_PAGE_TABLE)."""

@@ -71,9 +71,10 @@ def _mask(sq, sk, causal, window):
 
 def forward(q, k, v, ft=np.float64, causal=False, scale=None, window=(-1, -1), softcap=0.0,
             alibi=None, dropout_p=0.0, keep=None, dout=None, sinks=None):
-    """O (B, Sq, Hq, d), LSE (B, Hq, Sq) and, given dout, (dq, dk, dv) and the
+    """O (B, Sq, Hq, dv), LSE (B, Hq, Sq) and, given dout, (dq, dk, dv) and the
     magnitudes M of the gradients' terms, computed in float type ft from the
-    stored q, k, v.  keep: the dropout mask (B, Hq, Sq, Sk) of 0/1.  sinks:
+    stored q, k, v (v, O, dout and dv head_dim_v = v.shape[-1] wide, the scale
+    from q's head_dim).  keep: the dropout mask (B, Hq, Sq, Sk) of 0/1.  sinks:
     (Hq,) logits in every row's denominator (flashcl.h, "Sinks"); then the
     gradients and magnitudes end with dsinks and its M."""
     q, k, v = (load(x).astype(ft) for x in (q, k, v))
@@ -118,8 +119,8 @@ def forward(q, k, v, ft=np.float64, causal=False, scale=None, window=(-1, -1), s
     dkh = scale * np.einsum("bhij,bhid->bhjd", ds, qh)
     g = hq // k.shape[2]
 
-    def fold(x):  # (B, Hq, Sk, d) -> (B, Sk, Hkv, d), summed over each group
-        x = x.reshape(b, hq // g, g, sk, d).sum(2)
+    def fold(x):  # (B, Hq, Sk, w) -> (B, Sk, Hkv, w), summed over each group
+        x = x.reshape(b, hq // g, g, sk, x.shape[-1]).sum(2)
         return np.transpose(x, (0, 2, 1, 3))
 
     mags = (np.max(np.abs(scale) * np.einsum("bhij,bhjd->bhid", np.abs(ds), np.abs(kh))),

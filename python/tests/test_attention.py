@@ -12,20 +12,21 @@ from reference import U, assert_close, forward, load, rand, store
 DTYPES = ["fp32", "fp16", "bf16"]
 
 
-def check(rng, dt, b=2, sq=37, sk=45, hq=4, hkv=2, d=32, backward=True, softmax_scale=None,
-          alibi=None, arrays=None, sinks=None, **opts):
-    """Runs attention (and its backward) and compares every output."""
+def check(rng, dt, b=2, sq=37, sk=45, hq=4, hkv=2, d=32, dv=None, backward=True,
+          softmax_scale=None, alibi=None, arrays=None, sinks=None, **opts):
+    """Runs attention (and its backward) and compares every output; dv: V's
+    head_dim_v (None: d)."""
     q, k, v = arrays or (rand(rng, (b, sq, hq, d), dt), rand(rng, (b, sk, hkv, d), dt),
-                         rand(rng, (b, sk, hkv, d), dt))
+                         rand(rng, (b, sk, hkv, dv or d), dt))
     b, sq, hq, d = q.shape
-    sk = k.shape[1]
-    dout = rand(rng, (b, sq, hq, d), dt)
+    sk, dv = k.shape[1], v.shape[3]
+    dout = rand(rng, (b, sq, hq, dv), dt)
     keep = None
     if opts.get("dropout_p", 0) > 0:
         keep = flashcl.dropout_mask(b, hq, sq, sk, opts["dropout_p"], opts.get("seed", 0))
     call = dict(softmax_scale=softmax_scale, alibi_slopes=alibi, sinks=sinks, **opts)
     o, lse = flashcl.attention(q, k, v, return_lse=True, **call)
-    assert o.dtype == q.dtype and o.shape == q.shape and lse.shape == (b, hq, sq)
+    assert o.dtype == q.dtype and o.shape == (b, sq, hq, dv) and lse.shape == (b, hq, sq)
     ref_opts = dict(causal=opts.get("causal", False), scale=softmax_scale,
                     window=opts.get("window", (-1, -1)), softcap=opts.get("softcap", 0.0),
                     alibi=alibi, dropout_p=opts.get("dropout_p", 0.0), keep=keep, dout=dout,
@@ -37,8 +38,9 @@ def check(rng, dt, b=2, sq=37, sk=45, hq=4, hkv=2, d=32, backward=True, softmax_
     if backward:
         grads = flashcl.attention_backward(dout, q, k, v, o, lse, **call)
         assert len(grads) == (3 if sinks is None else 4)
-        for name, ours, lowp, ref, mag in zip(("dQ", "dK", "dV"), grads, g32, g64, mags):
-            assert ours.dtype == q.dtype
+        for name, ours, lowp, ref, mag, like in zip(("dQ", "dK", "dV"), grads, g32, g64,
+                                                    mags, (q, k, v)):
+            assert ours.dtype == q.dtype and ours.shape == like.shape
             assert_close(name, ours, lowp, ref, dt, d + max(sq, sk), 3, mag)
         if sinks is not None:  # fp32, made of O: the storage type's rounding
             assert grads[3].dtype == np.float32 and grads[3].shape == (hq,)
@@ -74,6 +76,32 @@ def test_sinks(rng, dt):
                                rand(rng, (1, 4, 2, 16), dt), causal=True, sinks=sinks,
                                return_lse=True)
     assert np.all(load(o)[:, :5] == 0) and np.all(lse[0, :, :5] == sinks[:, None])
+
+
+def test_value_head_dim_deepseek_192_128(rng, dt):
+    # V, O, dO and dV narrower than Q and K (head_dim_v), with GQA and causal
+    check(rng, dt, sq=33, sk=40, d=192, dv=128, causal=True)
+
+
+def test_value_head_dim_with_variants_and_out(rng):
+    o = check(rng, "fp32", d=48, dv=24, window=(7, 2), softcap=3.0, softmax_scale=0.2)
+    b, sq, hq, _ = o.shape
+    q = rand(rng, (b, sq, hq, 48), "fp32")
+    k, v = rand(rng, (b, 45, 2, 48), "fp32"), rand(rng, (b, 45, 2, 24), "fp32")
+    out = np.full((b, sq, hq, 24), 5.0, np.float32)
+    assert flashcl.attention(q, k, v, out=out) is out
+    assert np.array_equal(out, flashcl.attention(q, k, v))
+    with pytest.raises(flashcl.ArgumentError):  # O is head_dim_v wide, not head_dim
+        flashcl.attention(q, k, v, out=np.zeros(q.shape, np.float32))
+
+
+def test_value_head_dim_refused(rng):
+    q, k = rand(rng, (1, 8, 2, 16), "fp32"), rand(rng, (1, 8, 2, 16), "fp32")
+    with pytest.raises(flashcl.Error) as e:   # head_dim_v > head_dim: the library's check
+        flashcl.attention(q, k, rand(rng, (1, 8, 2, 32), "fp32"))
+    assert e.value.name == "FCL_ERROR_HEAD_DIM_UNSUPPORTED"
+    with pytest.raises(flashcl.ArgumentError):  # v's keys or heads unlike k's
+        flashcl.attention(q, k, rand(rng, (1, 9, 2, 8), "fp32"))
 
 
 def test_dropout_mask_is_random_and_reproducible():
@@ -139,19 +167,19 @@ def test_bf16_conversion_rounds_to_nearest_even():
     assert np.array_equal(flashcl.bf16_to_float32(bits)[:2], x[:2])
 
 
-def _varlen_case(rng, dt, lens_q, lens_k, hq=4, hkv=2, d=32):
+def _varlen_case(rng, dt, lens_q, lens_k, hq=4, hkv=2, d=32, dv=32):
     cu_q = np.concatenate([[0], np.cumsum(lens_q)]).astype(np.int32)
     cu_k = np.concatenate([[0], np.cumsum(lens_k)]).astype(np.int32)
     q = rand(rng, (cu_q[-1], hq, d), dt)
-    k, v = (rand(rng, (cu_k[-1], hkv, d), dt) for _ in range(2))
+    k, v = rand(rng, (cu_k[-1], hkv, d), dt), rand(rng, (cu_k[-1], hkv, dv), dt)
     return q, k, v, cu_q, cu_k
 
 
-@pytest.mark.parametrize("dt", ["fp32", "fp16"])
-def test_varlen_forward_backward(rng, dt):
+@pytest.mark.parametrize("dt,dv", [("fp32", 32), ("fp16", 32), ("fp16", 16)])
+def test_varlen_forward_backward(rng, dt, dv):
     lens_q, lens_k = [5, 0, 17, 9], [9, 3, 20, 4]
-    q, k, v, cu_q, cu_k = _varlen_case(rng, dt, lens_q, lens_k)
-    dout = rand(rng, q.shape, dt)
+    q, k, v, cu_q, cu_k = _varlen_case(rng, dt, lens_q, lens_k, dv=dv)
+    dout = rand(rng, q.shape[:2] + (dv,), dt)
     o, lse = flashcl.attention_varlen(q, k, v, cu_q, cu_k, causal=True, return_lse=True)
     assert lse.shape == (q.shape[1], q.shape[0])
     dq, dk, dv = flashcl.attention_varlen_backward(dout, q, k, v, o, lse, cu_q, cu_k,

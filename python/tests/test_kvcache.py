@@ -72,6 +72,28 @@ def test_paged_cache_gqa_decoding(rng):
            causal=False, window=(20, -1))
 
 
+@pytest.mark.parametrize("num_splits", [1, 3])
+def test_value_head_dim_paged_appends(rng, num_splits):
+    # v_cache, v and O head_dim_v = 128 wide, K and Q 192: appends, shuffled pages, splits
+    dt, b, hq, hkv, d, dv, page, pages, maxp, snew = "fp16", 2, 4, 1, 192, 128, 8, 10, 4, 2
+    lens = np.array([19, 3], np.int32)
+    kc, vc = rand(rng, (pages, page, hkv, d), dt), rand(rng, (pages, page, hkv, dv), dt)
+    knew, vnew = rand(rng, (b, snew, hkv, d), dt), rand(rng, (b, snew, hkv, dv), dt)
+    table = rng.permutation(pages)[:b * maxp].reshape(b, maxp).astype(np.int32)
+    q = rand(rng, (b, 1, hq, d), dt)
+    o = flashcl.attention_kvcache(q, kc, vc, knew, vnew, cache_seqlens=lens,
+                                  block_table=table, num_splits=num_splits)
+    assert o.shape == (b, 1, hq, dv)
+
+    def seq(cache, i):
+        return np.concatenate([cache[p] for p in table[i]])[:lens[i] + snew]
+
+    for i in range(b):
+        assert np.array_equal(seq(vc, i)[lens[i]:], vnew[i])     # appended, 128 wide
+    _check(o, q, [seq(kc, i) for i in range(b)], [seq(vc, i) for i in range(b)], dt,
+           causal=False)
+
+
 def test_bad_cache_contents_raise_and_write_nothing(rng):
     q = rand(rng, (2, 1, 2, 32), "fp32")
     kc, vc = (rand(rng, (2, 8, 2, 32), "fp32") for _ in range(2))

@@ -32,12 +32,13 @@ def sdpa64(q, k, v, causal, scale):
     return (torch.softmax(s, -1) @ vh).transpose(1, 2)
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_autograd_gradients(rng, causal):
+@pytest.mark.parametrize("causal,dv", [(False, 32), (True, 32), (True, 24)])
+def test_autograd_gradients(rng, causal, dv):
+    # dv: V's head_dim_v (24: narrower than Q and K's 32, O and dV follow it)
     b, sq, sk, hq, hkv, d = 2, 29, 29, 4, 2, 32
     q, k, v = (torch.from_numpy(rand(rng, s, "fp32")).requires_grad_()
-               for s in ((b, sq, hq, d), (b, sk, hkv, d), (b, sk, hkv, d)))
-    w = torch.from_numpy(rand(rng, (b, sq, hq, d), "fp32"))
+               for s in ((b, sq, hq, d), (b, sk, hkv, d), (b, sk, hkv, dv)))
+    w = torch.from_numpy(rand(rng, (b, sq, hq, dv), "fp32"))
     o = flashcl.attention(q, k, v, causal=causal)
     assert isinstance(o, torch.Tensor) and o.requires_grad
     (o * w).sum().backward()
