@@ -98,6 +98,8 @@ int main(void)
     FIELD(fcl_kvcache_desc, v_cache); FIELD(fcl_kvcache_desc, k_new);
     FIELD(fcl_kvcache_desc, v_new); FIELD(fcl_kvcache_desc, lse_offset);
     FIELD(fcl_kvcache_desc, num_splits); FIELD(fcl_kvcache_desc, out_dtype);
+    FIELD(fcl_kvcache_desc, rotary_dim); FIELD(fcl_kvcache_desc, rotary_interleaved);
+    FIELD(fcl_kvcache_desc, rotary_rows);
 
     SIZE(fcl_kvcache_buffers);
     FIELD(fcl_kvcache_buffers, q); FIELD(fcl_kvcache_buffers, k_cache);
@@ -107,6 +109,7 @@ int main(void)
     FIELD(fcl_kvcache_buffers, o); FIELD(fcl_kvcache_buffers, lse);
     FIELD(fcl_kvcache_buffers, descale_q); FIELD(fcl_kvcache_buffers, descale_k);
     FIELD(fcl_kvcache_buffers, descale_v);
+    FIELD(fcl_kvcache_buffers, rotary_cos); FIELD(fcl_kvcache_buffers, rotary_sin);
     SIZE(fcl_kvcache_host);
     FIELD(fcl_kvcache_host, q); FIELD(fcl_kvcache_host, k_cache);
     FIELD(fcl_kvcache_host, v_cache); FIELD(fcl_kvcache_host, cache_seqlens);
@@ -115,6 +118,7 @@ int main(void)
     FIELD(fcl_kvcache_host, o); FIELD(fcl_kvcache_host, lse);
     FIELD(fcl_kvcache_host, descale_q); FIELD(fcl_kvcache_host, descale_k);
     FIELD(fcl_kvcache_host, descale_v);
+    FIELD(fcl_kvcache_host, rotary_cos); FIELD(fcl_kvcache_host, rotary_sin);
 
     SIZE(fcl_memory_stats);
     FIELD(fcl_memory_stats, allocations); FIELD(fcl_memory_stats, current_bytes);

@@ -157,13 +157,15 @@ class KvcacheDesc(ctypes.Structure):
         ("q", Layout), ("o", Layout), ("k_cache", Layout), ("v_cache", Layout),
         ("k_new", Layout), ("v_new", Layout),
         ("lse_offset", c_size), ("num_splits", ctypes.c_int), ("out_dtype", c_enum),
+        ("rotary_dim", c_size), ("rotary_interleaved", ctypes.c_int), ("rotary_rows", c_size),
     ]
 
 
 _KV_ARRAYS = [("q", None), ("k_cache", None), ("v_cache", None), ("cache_seqlens", None),
               ("page_table", None), ("k_new", None), ("v_new", None), ("alibi_slopes", None),
               ("o", None), ("lse", None),
-              ("descale_q", None), ("descale_k", None), ("descale_v", None)]
+              ("descale_q", None), ("descale_k", None), ("descale_v", None),
+              ("rotary_cos", None), ("rotary_sin", None)]
 
 
 class KvcacheBuffers(ctypes.Structure):

@@ -609,7 +609,8 @@ static void call_kvcache(reader *r, int entry)
         fcl_kvcache_host a = {g_host[H_Q], g_host[H_K], g_host[H_V], (const int32_t *)g_host[H_AUX1],
                               (const int32_t *)g_host[H_AUX2], g_host[H_DQ], g_host[H_DK],
                               f, g_host[H_O], (float *)g_host[H_LSE],
-                              scales & 1 ? f : NULL, scales & 2 ? f : NULL, scales & 4 ? f : NULL};
+                              scales & 1 ? f : NULL, scales & 2 ? f : NULL, scales & 4 ? f : NULL,
+                              NULL, NULL};
         const uint8_t nulls = u8(r) < 16 ? u8(r) : 0;
         const void **p[10] = {&a.q, (const void **)&a.k_cache, (const void **)&a.v_cache,
                               (const void **)&a.cache_seqlens, (const void **)&a.page_table,
