@@ -152,6 +152,8 @@ static void test_profiles(void **state)
         fcl_context *ctx = test_context(fcl_profile_name(i));
         assert_non_null(ctx);
         failures += !kv_run(ctx, &c);
+        const kv_rotary rot = {24, (int)(i % 2)};
+        failures += !kv_run_rotary(ctx, &c, &rot);
         fcl_context_destroy(ctx);
     }
     assert_int_equal(failures, 0);

@@ -27,6 +27,8 @@ enum check_extra {
     EXTRA_NONE,
     EXTRA_VARIANTS, /* window, ALiBi, softcap, dropout, packed sequences, block mask */
     EXTRA_FP8,      /* FP8 inputs with per-head descales; O in out_dtype */
+    EXTRA_ROTARY,   /* KV-cache rotary ("rope"): GPT-NeoX pairs on all of head_dim
+                       for fp16, GPT-J (interleaved) pairs on half of it otherwise */
 };
 
 typedef struct check_spec {
@@ -74,6 +76,10 @@ static const check_spec checks[] = {
      "all variants"},
     {CHECK_KVCACHE, BF16, BF16, 2, 16, 2, 16, 16, 64, 1, EXTRA_NONE, 0, 0,
      "paged 48"},
+    {CHECK_KVCACHE, FP16, FP16, 3, 8, 2, 1, 1, 128, 1, EXTRA_ROTARY, 1, 0,
+     "rope, paged 16"},
+    {CHECK_KVCACHE, BF16, BF16, 3, 8, 2, 4, 2, 64, 0, EXTRA_ROTARY, 0, 0,
+     "rope GPT-J 32"},
 };
 
 /* ---- one check ------------------------------------------------------------------ */
@@ -112,6 +118,10 @@ static int run_kvcache(fcl_context *ctx, const check_spec *s, uint64_t seed)
     kv_case c = {s->batch, s->heads_q, s->heads_kv, s->head_dim, s->seqlen_q, s->seqlen_k,
                  s->dtype, page, 144, kv_lens, s->causal, variants ? 20 : -1,
                  variants ? 5.0f : 0.0f, variants, 0, seed};
+    if (s->extra == EXTRA_ROTARY) {
+        const kv_rotary rot = {s->dtype == FP16 ? s->head_dim : s->head_dim / 2, s->dtype != FP16};
+        return kv_run_rotary(ctx, &c, &rot);
+    }
     return kv_run(ctx, &c);
 }
 
