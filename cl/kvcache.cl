@@ -2,8 +2,8 @@
  * rows written into its cache before the forward attends, and with rotary
  * position embedding the rotation of those K rows and of Q.
  *
- * Work-groups (part, b): sequence b's elements are shared by the `parts`
- * groups of dimension 0.  Its keys are the first
+ * Work-groups (part, b): sequence b's rows are shared by the `parts` groups
+ * of dimension 0, a row's columns by a group's work-items.  Its keys are the first
  * total = cache_lens[b] + seqlen_new rows of its cache: rows at a fixed
  * stride in a contiguous cache, or, with pages (FCL_PAGE_SIZE > 0), row j
  * in page page_table[b][j / FCL_PAGE_SIZE].  A sequence that fails the
@@ -56,7 +56,7 @@ __kernel void fcl_kvcache_append(__global const int *cache_lens, __global const 
 {
     __local int check;
     const int b = (int)get_group_id(1), lid = (int)get_local_id(0), wg = (int)get_local_size(0);
-    const long first = (long)get_group_id(0) * wg + lid, step = (long)get_num_groups(0) * wg;
+    const long part = (long)get_group_id(0), parts = (long)get_num_groups(0);
     const int len = cache_lens[b];
     __global const int *pages = page_table + (long)b * pt_stride;
     if (!fcl_kvcache_sequence_ok(len, seqlen_new, capacity, pages, 0, capacity, num_pages,
@@ -73,37 +73,39 @@ __kernel void fcl_kvcache_append(__global const int *cache_lens, __global const 
     vc.base += (long)b * vc_sb;
 #endif
     const long pairs = rotary_dim / 2;
-    const long per_row = (long)heads_kv * head_dim; /* heads_kv up to 2^24: past 2^31 */
-    for (long e = first; e < (long)seqlen_new * per_row; e += step) {
-        const int t = (int)(e / per_row);
-        const long rem = e - (long)t * per_row;
-        const int hk = (int)(rem / head_dim), c = (int)(rem - (long)hk * head_dim);
+    /* rows (t, hk) of the new K/V, then (i, h) of Q, `parts` groups apart;
+     * the columns of a row over the work-items */
+    for (long r = part; r < (long)seqlen_new * heads_kv; r += parts) {
+        const int t = (int)(r / heads_kv), hk = (int)(r - (long)t * heads_kv);
         const long kn_row = kn_off + b * kn_sb + hk * kn_sh + t * kn_ss;
-        const long vn_at = vn_off + b * vn_sb + hk * vn_sh + t * vn_ss + c;
-        const long kc_at = fcl_row_offset(kc, true, len + t) + hk * kc_sh + c;
+        const long vn_row = vn_off + b * vn_sb + hk * vn_sh + t * vn_ss;
+        const long kc_row = fcl_row_offset(kc, true, len + t) + hk * kc_sh;
+        const long vc_row = fcl_row_offset(vc, true, len + t) + hk * vc_sh;
+        const long p = (long)(len + t) * pairs;
+        for (int c = lid; c < head_dim; c += wg) {
 #if !FCL_IS_FP8
-        if (rotary_dim > 0) {
-            const long p = (long)(len + t) * pairs;
-            fcl_store(Kc, kc_at, fcl_rotary_element(Kn, kn_row, c, rotary_dim,
-                                                    rotary_interleaved, rot_cos + p, rot_sin + p));
-        } else
+            if (rotary_dim > 0)
+                fcl_store(Kc, kc_row + c, fcl_rotary_element(Kn, kn_row, c, rotary_dim,
+                                                             rotary_interleaved, rot_cos + p,
+                                                             rot_sin + p));
+            else
 #endif
-            fcl_copy(Kc, kc_at, Kn, kn_row + c);
-        fcl_copy(Vc, fcl_row_offset(vc, true, len + t) + hk * vc_sh + c, Vn, vn_at);
+                fcl_copy(Kc, kc_row + c, Kn, kn_row + c);
+            fcl_copy(Vc, vc_row + c, Vn, vn_row + c);
+        }
     }
 #if !FCL_IS_FP8
     if (rotary_dim == 0)
         return;
-    const long per_q = (long)heads_q * head_dim;
-    for (long e = first; e < (long)seqlen_q * per_q; e += step) {
-        const int i = (int)(e / per_q);
-        const long rem = e - (long)i * per_q;
-        const int h = (int)(rem / head_dim), c = (int)(rem - (long)h * head_dim);
-        const long p = (long)max(len + seqlen_new - seqlen_q + i, 0) * pairs;
+    for (long r = part; r < (long)seqlen_q * heads_q; r += parts) {
+        const int i = (int)(r / heads_q), h = (int)(r - (long)i * heads_q);
         const long q_row = q_off + b * q_sb + h * q_sh + i * q_ss;
-        fcl_store(Qr, ((long)b * seqlen_q + i) * per_q + rem,
-                  fcl_rotary_element(Q, q_row, c, rotary_dim, rotary_interleaved, rot_cos + p,
-                                     rot_sin + p));
+        const long qr_row = ((long)b * seqlen_q + i) * heads_q * head_dim + (long)h * head_dim;
+        const long p = (long)max(len + seqlen_new - seqlen_q + i, 0) * pairs;
+        for (int c = lid; c < head_dim; c += wg)
+            fcl_store(Qr, qr_row + c, fcl_rotary_element(Q, q_row, c, rotary_dim,
+                                                         rotary_interleaved, rot_cos + p,
+                                                         rot_sin + p));
     }
 #endif
 }

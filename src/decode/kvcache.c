@@ -164,14 +164,15 @@ uint64_t fcl_kvcache_page_table_entries(const fcl_kvcache_desc *d)
     return (uint64_t)(d->batch - 1) * d->page_table_stride + d->max_pages_per_seq;
 }
 
-/* Work-groups per sequence of the append step: about 8 elements per
- * work-item, at most 64 groups. */
+/* Work-groups per sequence of the append step (they share its rows): about
+ * 8 elements per work-item, at most one group per row and 64 groups. */
 static size_t append_parts(const fcl_kvcache_desc *d, size_t local)
 {
-    size_t elems = d->seqlen_new * d->heads_kv * d->head_dim;
+    size_t rows = d->seqlen_new * d->heads_kv;
     if (d->rotary_dim > 0)
-        elems += d->seqlen_q * d->heads_q * d->head_dim;
-    const size_t parts = (elems + local * 8 - 1) / (local * 8);
+        rows = rows > d->seqlen_q * d->heads_q ? rows : d->seqlen_q * d->heads_q;
+    size_t parts = (rows * d->head_dim + local * 8 - 1) / (local * 8);
+    parts = parts < rows ? parts : rows;
     return parts < 1 ? 1 : parts > 64 ? 64 : parts;
 }
 
