@@ -829,7 +829,10 @@ FCL_API fcl_status fcl_philox_host(fcl_context *ctx, size_t n, const uint32_t *c
  * type too, before the scores use it (as FlashAttention, which rotates Q
  * into its fp16/bf16 tile; no rounding for fp32).  So the scores are those
  * of the forward above with Q and the new K rows replaced by their rounded
- * rotations.  Where this differs from FlashAttention's flash_attn_with_kvcache:
+ * rotations (a non-finite element of a row, or of the table row it is
+ * rotated with, can reach only that row's rotated elements, and from there
+ * what "Non-finite inputs" says).  Where this differs from FlashAttention's
+ * flash_attn_with_kvcache:
  * a non-causal, non-windowed FlashAttention call rotates every query row at
  * position L_b, and a causal or windowed one row i at L_b + i; here row i is
  * always at T_b - seqlen_q + i (the same for one-token decoding, and for any

@@ -7,7 +7,9 @@
  * every storage type, causal masks, windows, softcap and ALiBi, the
  * tensor-core pieces on emulated warp operations, and every emulated device
  * profile; a caller's out-of-order queue; the plan query; split-KV in the
- * forward call.  Then every bad
+ * forward call; rotary position embedding (both pair forms, checked against
+ * a float64 rotation, in both calls and on the same range of shapes) and its
+ * bad inputs.  Then every bad
  * input: a status from the host call with nothing changed, and from the
  * cl_mem call NaN for the bad sequence alone (the device checks what it
  * cannot read back), the other sequences still right.
