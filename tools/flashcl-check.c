@@ -77,7 +77,7 @@ static const check_spec checks[] = {
     {CHECK_KVCACHE, BF16, BF16, 2, 16, 2, 16, 16, 64, 1, EXTRA_NONE, 0, 0,
      "paged 48"},
     {CHECK_KVCACHE, FP16, FP16, 3, 8, 2, 1, 1, 128, 1, EXTRA_ROTARY, 1, 0,
-     "rope, paged 16"},
+     "rope paged 16"},
     {CHECK_KVCACHE, BF16, BF16, 3, 8, 2, 4, 2, 64, 0, EXTRA_ROTARY, 0, 0,
      "rope GPT-J 32"},
 };
