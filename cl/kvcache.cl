@@ -2,8 +2,9 @@
  * rows written into its cache before the forward attends, and with rotary
  * position embedding the rotation of those K rows and of Q.
  *
- * Work-groups (part, b): sequence b's rows are shared by the `parts` groups
- * of dimension 0, a row's columns by a group's work-items.  Its keys are the first
+ * Work-group b * parts + part: sequence b's rows are shared by its `parts`
+ * groups, a row's columns by a group's work-items (one dimension: some
+ * devices cap the groups of the others at 65535).  Its keys are the first
  * total = cache_lens[b] + seqlen_new rows of its cache: rows at a fixed
  * stride in a contiguous cache, or, with pages (FCL_PAGE_SIZE > 0), row j
  * in page page_table[b][j / FCL_PAGE_SIZE].  A sequence that fails the
@@ -52,11 +53,11 @@ __kernel void fcl_kvcache_append(__global const int *cache_lens, __global const 
                                  __global const fcl_storage *Q, long q_off, long q_sb, long q_sh,
                                  long q_ss, __global fcl_storage *Qr, int heads_q, int seqlen_q,
                                  __global const float *rot_cos, __global const float *rot_sin,
-                                 int rotary_dim, int rotary_interleaved)
+                                 int rotary_dim, int rotary_interleaved, int parts)
 {
     __local int check;
-    const int b = (int)get_group_id(1), lid = (int)get_local_id(0), wg = (int)get_local_size(0);
-    const long part = (long)get_group_id(0), parts = (long)get_num_groups(0);
+    const int b = (int)(get_group_id(0) / parts), lid = (int)get_local_id(0);
+    const int wg = (int)get_local_size(0), part = (int)(get_group_id(0) % parts);
     const int len = cache_lens[b];
     __global const int *pages = page_table + (long)b * pt_stride;
     if (!fcl_kvcache_sequence_ok(len, seqlen_new, capacity, pages, 0, capacity, num_pages,

@@ -165,14 +165,17 @@ uint64_t fcl_kvcache_page_table_entries(const fcl_kvcache_desc *d)
 }
 
 /* Work-groups per sequence of the append step (they share its rows): about
- * 8 elements per work-item, at most one group per row and 64 groups. */
+ * 8 elements per work-item, at most one group per row, 64 groups, and
+ * 2^31 work-items in all. */
 static size_t append_parts(const fcl_kvcache_desc *d, size_t local)
 {
     size_t rows = d->seqlen_new * d->heads_kv;
     if (d->rotary_dim > 0)
         rows = rows > d->seqlen_q * d->heads_q ? rows : d->seqlen_q * d->heads_q;
+    const size_t most = ((size_t)1 << 31) / (d->batch * local);
     size_t parts = (rows * d->head_dim + local * 8 - 1) / (local * 8);
     parts = parts < rows ? parts : rows;
+    parts = parts < most ? parts : most;
     return parts < 1 ? 1 : parts > 64 ? 64 : parts;
 }
 
@@ -211,11 +214,12 @@ static fcl_status enqueue_append(fcl_context *ctx, fcl_resolved *r, const fcl_kv
     fcl_arg_mem(&a, d->rotary_dim > 0 ? b->rotary_sin : NULL);
     fcl_arg_int(&a, (int)d->rotary_dim);
     fcl_arg_int(&a, d->rotary_interleaved);
-    err = a.err;
     const size_t wg = ctx->info.max_work_group_size < 64 ? ctx->info.max_work_group_size : 64;
-    const size_t local[2] = {wg, 1}, global[2] = {append_parts(d, wg) * wg, d->batch};
+    const size_t parts = append_parts(d, wg), global = d->batch * parts * wg;
+    fcl_arg_int(&a, (int)parts);
+    err = a.err;
     if (err == CL_SUCCESS)
-        err = clEnqueueNDRangeKernel(ctx->queue, kernel, 2, NULL, global, local, wait->count,
+        err = clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &global, &wg, wait->count,
                                      wait->list, done);
     return err;
 }
