@@ -19,9 +19,7 @@ def _set_rotary(desc, ops, interleaved):
     if ("rotary_cos" in ops) != ("rotary_sin" in ops):
         raise ArgumentError("give both rotary_cos and rotary_sin, or neither")
     if "rotary_cos" not in ops:
-        if interleaved:
-            raise ArgumentError("rotary_interleaved needs rotary_cos and rotary_sin")
-        return
+        return  # rotary_interleaved alone does nothing, as in flash_attn_with_kvcache
     shape = tuple(ops["rotary_cos"].shape)
     if len(shape) != 2:
         raise ArgumentError("rotary_cos must be (rotary_rows, rotary_dim / 2), got %s" % (shape,))
@@ -101,7 +99,7 @@ def _run(ctx, q, k_cache, v_cache, k, v, cache_seqlens, block_table, alibi_slope
 def attention_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens, block_table=None,
                       causal=False, softmax_scale=None, window=(-1, -1), softcap=0.0,
                       alibi_slopes=None, rotary_cos=None, rotary_sin=None,
-                      rotary_interleaved=False, num_splits=0, return_lse=False, context=None):
+                      rotary_interleaved=True, num_splits=0, return_lse=False, context=None):
     """Attention of new query rows against a KV cache, appending k, v first
     (fcl_attention_kvcache; FlashAttention's flash_attn_with_kvcache).
 
@@ -120,7 +118,8 @@ def attention_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens, blo
     k rows (not v) are rotated in their first rotary_dim columns before k
     enters the cache, k row t at cache_seqlens[b] + t and query row i at
     max(T_b - seqlen_q + i, 0), pairs (2i, 2i+1) with rotary_interleaved
-    (GPT-J), else (i, i + rotary_dim / 2) (GPT-NeoX); x_a' = x_a cos - x_b
+    (GPT-J; the default, as in flash_attn_with_kvcache), else
+    (i, i + rotary_dim / 2) (GPT-NeoX); x_a' = x_a cos - x_b
     sin, x_b' = x_b cos + x_a sin (flashcl.h, fcl_kvcache_desc, says it
     exactly; unlike flash_attn_with_kvcache, every query row is at its own
     position, also without causal, and k may be absent).  num_splits: split-KV
