@@ -12,6 +12,14 @@
  * automatic split-KV and with splits forced to 1 (the launch before
  * split-KV existed); TFLOP/s counted as 4 B H N^2 d (halved when causal).
  *
+ * --append N appends N new rows per sequence in each call (the cache then
+ * holds sk - N keys before it; bytes moved count the new rows read and
+ * written).  --rotary R times each decode row twice more: with rotary
+ * position embedding on R columns (--rotary-interleaved: GPT-J pairs; fp32
+ * tables of sk rows) and again without, alternated; the row "decode-rotary"
+ * has the rotary call's time and, in its note, the ratio to the faster of
+ * the two without (issue 26: target <= 1.05).
+ *
  * Each timing: --inner calls enqueued back to back, then clFinish, per call;
  * the median of --reps after one warm-up.  Inputs are random (never zeros).
  * Writes a CSV with # metadata lines to --out. */
@@ -58,6 +66,9 @@ typedef struct config {
     int splits;                    /* --splits: forced split-KV chunks (0: the plan's) */
     int profile;                   /* --profile: a call's span and its last kernel, from
                                       OpenCL's profiling, after each decode row */
+    size_t append;                 /* --append: new rows per sequence and call */
+    size_t rotary;                 /* --rotary: rotary_dim of the rotary rows (0: none) */
+    int rotary_interleaved;
     const char *out;
 } config;
 
@@ -222,6 +233,31 @@ static fcl_status run_forward(const void *arg)
     return fcl_attention_forward(g_ctx, &c->desc, c->q, c->k, c->v, c->o, NULL, 0, NULL, NULL);
 }
 
+/* --rotary: the call with rotary position embedding (tables of sk rows of
+ * random values) and without, alternated twice; returns the faster median
+ * with rotary, and lowers *plain to the faster one without. */
+static double time_rotary(kv_call *call, const config *c, size_t sk, double *plain)
+{
+    kv_call rot = *call;
+    rot.desc.rotary_dim = c->rotary;
+    rot.desc.rotary_interleaved = c->rotary_interleaved;
+    rot.desc.rotary_rows = sk;
+    rot.buf.rotary_cos = random_buffer(sk * c->rotary / 2, FCL_DTYPE_FP32, 12);
+    rot.buf.rotary_sin = random_buffer(sk * c->rotary / 2, FCL_DTYPE_FP32, 13);
+    double best = INFINITY;
+    for (int round = 0; round < 2; ++round) {
+        const double t = time_calls(run_kvcache, &rot, c->reps, c->inner);
+        best = t < best ? t : best;
+        if (round == 0) {
+            const double p = time_calls(run_kvcache, call, c->reps, c->inner);
+            *plain = p < *plain ? p : *plain;
+        }
+    }
+    clReleaseMemObject(rot.buf.rotary_cos);
+    clReleaseMemObject(rot.buf.rotary_sin);
+    return best;
+}
+
 static void usage(void)
 {
     fprintf(stderr,
@@ -230,7 +266,8 @@ static void usage(void)
             "       [--prefill-seqlens 128,256,512,1024] [--heads-q 32] [--heads-kv 8]\n"
             "       [--head-dim 128] [--max-cache-mib 40000] [--copy-mib 1024] [--reps 20]\n"
             "       [--inner 10] [--portable-only] [--decode-tile ROWS,COLS,TY,TX]\n"
-            "       [--sequential-pages] [--splits N] [--profile]\n"
+            "       [--sequential-pages] [--splits N] [--profile] [--append N]\n"
+            "       [--rotary R [--rotary-interleaved]]\n"
             "       [--out results.csv]\n");
 }
 
@@ -243,7 +280,7 @@ int main(int argc, char **argv)
 {
     config c = {{FCL_DTYPE_FP16, FCL_DTYPE_BF16}, 2, {1, 8, 32}, 3, {1024, 8192, 32768, 131072}, 4,
                 {1, 4}, 2, {0, 16, 256}, 3, {128, 256, 512, 1024}, 4, 32, 8, 128, 40000, 1024,
-                20, 10, 0, {0, 0, 0, 0}, 0, 0, 0, NULL};
+                20, 10, 0, {0, 0, 0, 0}, 0, 0, 0, 0, 0, 0, NULL};
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(a, "--dtypes")) {
@@ -269,6 +306,9 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--sequential-pages")) c.sequential_pages = 1;
         else if (!strcmp(a, "--splits")) c.splits = atoi(v), ++i;
         else if (!strcmp(a, "--profile")) c.profile = 1;
+        else if (!strcmp(a, "--append")) c.append = strtoull(v, NULL, 10), ++i;
+        else if (!strcmp(a, "--rotary")) c.rotary = strtoull(v, NULL, 10), ++i;
+        else if (!strcmp(a, "--rotary-interleaved")) c.rotary_interleaved = 1;
         else if (!strcmp(a, "--decode-tile")) {
             if (sscanf(v, "%d,%d,%d,%d", &c.tile[0], &c.tile[1], &c.tile[2], &c.tile[3]) != 4) {
                 usage();
@@ -315,6 +355,12 @@ int main(int argc, char **argv)
         fprintf(out, "# page_table: %s\n", c.sequential_pages ? "sequential" : "shuffled");
         if (c.splits > 0)
             fprintf(out, "# forced splits: %d\n", c.splits);
+        if (c.append > 0)
+            fprintf(out, "# appended rows per call: %zu\n", c.append);
+        if (c.rotary > 0)
+            fprintf(out, "# rotary: %zu columns, %s pairs; decode-rotary against the faster of two "
+                         "alternated medians without\n",
+                    c.rotary, c.rotary_interleaved ? "interleaved" : "half-split");
         fprintf(out, "# copy_bandwidth_gbs: %.1f\n# reps: %d x %d calls (median)\n", bw / 1e9,
                 c.reps, c.inner);
         fprintf(out, "kind,dtype,B,Hq,Hkv,d,sk,rows,page,causal,variant,pack,splits,us,gbs,"
@@ -340,12 +386,14 @@ int main(int argc, char **argv)
                             continue;
                         kv_call call;
                         fcl_kvcache_desc *d = &call.desc;
-                        fcl_kvcache_desc_init(d, B, Hq, Hk, D, rows, 0, dt);
+                        if (c.append >= sk)
+                            continue;
+                        fcl_kvcache_desc_init(d, B, Hq, Hk, D, rows, c.append, dt);
                         d->causal = 1;
                         d->num_splits = c.splits;
                         int32_t *lens = malloc(B * sizeof *lens), *table = NULL;
                         for (size_t b = 0; b < B; ++b)
-                            lens[b] = (int32_t)sk;
+                            lens[b] = (int32_t)(sk - c.append);
                         if (page == 0) {
                             fcl_kvcache_desc_set_contiguous(d, sk);
                         } else { /* the same cache as pages, handed out shuffled (or in
@@ -371,10 +419,17 @@ int main(int argc, char **argv)
                         call.buf.v_cache = vc;
                         call.buf.cache_seqlens = int_buffer(lens, B);
                         call.buf.page_table = table ? int_buffer(table, B * (sk / page)) : NULL;
+                        if (c.append > 0) {
+                            call.buf.k_new = random_buffer(B * c.append * Hk * D, dt, 10);
+                            call.buf.v_new = random_buffer(B * c.append * Hk * D, dt, 11);
+                        }
                         fcl_plan plan;
                         CHECK(fcl_kvcache_plan_query(g_ctx, d, &plan));
-                        const double s = time_calls(run_kvcache, &call, c.reps, c.inner);
-                        const double bytes = (double)(2 * cache_elems + 2 * B * rows * Hq * D) * (double)es;
+                        double s = time_calls(run_kvcache, &call, c.reps, c.inner), s_rot = 0;
+                        if (c.rotary > 0)
+                            s_rot = time_rotary(&call, &c, sk, &s);
+                        const double bytes = (double)(2 * cache_elems + 2 * B * rows * Hq * D +
+                                                      4 * B * c.append * Hk * D) * (double)es;
                         const double gbs = bytes / s / 1e9;
                         const double fl = 4.0 * B * Hq * rows * (double)sk * D;
                         printf("%-7s %-4s %3zu %7zu %4zu %5zu %-17s %4zu %6zu | %9.1f %8.0f %5.1f%% %8.2f\n",
@@ -388,11 +443,27 @@ int main(int argc, char **argv)
                                     fcl_dtype_name(dt), B, Hq, Hk, D, sk, rows, page, plan.variant,
                                     plan.pack, plan.num_splits, s * 1e6, gbs, 100.0 * bytes / s / bw,
                                     fl / s / 1e12);
+                        if (c.rotary > 0) {
+                            printf("%-7s %-4s %3zu %7zu %4zu %5zu %-17s %4zu %6zu | %9.1f   rotary %zu: "
+                                   "x%.3f\n", "+rotary", fcl_dtype_name(dt), B, sk, rows, page,
+                                   plan.variant, plan.pack, plan.num_splits, s_rot * 1e6, c.rotary,
+                                   s_rot / s);
+                            if (out)
+                                fprintf(out, "decode-rotary,%s,%zu,%zu,%zu,%zu,%zu,%zu,%zu,1,%s,%zu,%zu,"
+                                             "%.2f,%.1f,%.2f,%.3f,ratio=%.4f\n",
+                                        fcl_dtype_name(dt), B, Hq, Hk, D, sk, rows, page, plan.variant,
+                                        plan.pack, plan.num_splits, s_rot * 1e6, bytes / s_rot / 1e9,
+                                        100.0 * bytes / s_rot / bw, fl / s_rot / 1e12, s_rot / s);
+                        }
                         clReleaseMemObject(call.buf.q);
                         clReleaseMemObject(call.buf.o);
                         clReleaseMemObject(call.buf.cache_seqlens);
                         if (call.buf.page_table)
                             clReleaseMemObject(call.buf.page_table);
+                        if (call.buf.k_new) {
+                            clReleaseMemObject(call.buf.k_new);
+                            clReleaseMemObject(call.buf.v_new);
+                        }
                         free(lens);
                         free(table);
                     }

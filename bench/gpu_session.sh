@@ -164,6 +164,20 @@ for step in $steps; do
           --rows 1 --pages 0,16 --prefill-seqlens "" --reps 20 --inner 10 $order \
           --out "$OUT/decode_pages${order:+_sequential}.csv" 2>&1 | tee -a "$OUT/decode_pages.txt"
       done ;;
+    decode-rotary)
+      # issue 26: the KV-cache call with rotary position embedding (half-split
+      # on all 128 columns, then interleaved on 64) against the same call
+      # without, one appended row per call as in a decode step; the decode
+      # shapes of 'decode' (Hq 32, Hkv 8, d 128), contiguous and 64-key pages
+      rm -f "$OUT/decode_rotary.txt"
+      for tag in 128 64i; do   # rotary_dim, 'i': interleaved pairs
+        opts="--rotary ${tag%i}"; [ "$tag" != "${tag%i}" ] && opts="$opts --rotary-interleaved"
+        timeout 280 "$B/bench/flashcl-bench-decode" --dtypes fp16,bf16 --batches 1,16,64 \
+          --seqlens 4096,16384,65536 --rows 1,4 --pages 0,64 --append 1 $opts \
+          --prefill-seqlens "" --reps 20 --inner 10 --out "$OUT/decode_rotary_$tag.csv" 2>&1 \
+          | tee -a "$OUT/decode_rotary.txt"
+        python3 bench/compare_rotary.py "$OUT/decode_rotary_$tag.csv" "$OUT/decode-rotary-$tag"
+      done ;;
     mpi)
       # ring attention (flashcl_mpi) on 1, 2 and 4 GPUs of one host (kind nvidia-h200-x4),
       # causal fp16 d 128, B 1, H 8: Open MPI's run-time carried in .carry/mpi (made here

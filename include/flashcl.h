@@ -891,7 +891,48 @@ FCL_API fcl_status fcl_philox_host(fcl_context *ctx, size_t n, const uint32_t *c
  * and head_dim_v of each new V row.
  * Q and O are (batch, seqlen_q, heads_q, head_dim / head_dim_v) as their layouts say;
  * LSE (optional, fp32) is contiguous (batch, heads_q, seqlen_q) from
- * lse_offset, as for fcl_attention_forward. */
+ * lse_offset, as for fcl_attention_forward.
+ *
+ * Rotary position embedding (rotary_dim > 0; FlashAttention's rotary_cos,
+ * rotary_sin, rotary_interleaved): the buffers' rotary_cos and rotary_sin
+ * are contiguous fp32 tables of rotary_rows rows of rotary_dim / 2 values,
+ * row p (at p * rotary_dim / 2) for position p.  Q and the appended K rows
+ * (never V, never keys already in the cache) are rotated before anything
+ * else: a row x at position p becomes x' where, for i < rotary_dim / 2,
+ * with c = cos[p][i], s = sin[p][i] and the pair
+ *     (a, b) = (2i, 2i + 1)                 rotary_interleaved = 1 (GPT-J),
+ *     (a, b) = (i, i + rotary_dim / 2)      rotary_interleaved = 0 (GPT-NeoX),
+ *     x'_a = x_a c - x_b s,   x'_b = x_b c + x_a s,
+ * and x'_d = x_d for d >= rotary_dim.  Appended row t of sequence b is at
+ * position L_b + t; query row i at max(T_b - seqlen_q + i, 0), the position
+ * the mask gives it (a row before position 0 sees no key under a causal
+ * mask), whether or not the call is causal or windowed, and also when
+ * seqlen_new = 0 (Q alone is rotated then).  The rotation is computed in
+ * fp32 on the stored values (x_a, x_b as the storage type holds them); a
+ * rotated K element is rounded once to the storage type (nearest even) as
+ * it enters the cache, and a rotated Q element is rounded to the storage
+ * type too, before the scores use it (as FlashAttention, which rotates Q
+ * into its fp16/bf16 tile; no rounding for fp32).  So the scores are those
+ * of the forward above with Q and the new K rows replaced by their rounded
+ * rotations (a non-finite element of a row, or of the table row it is
+ * rotated with, can reach only that row's rotated elements, and from there
+ * what "Non-finite inputs" says).  Where this differs from FlashAttention's
+ * flash_attn_with_kvcache:
+ * a non-causal, non-windowed FlashAttention call rotates every query row at
+ * position L_b, and a causal or windowed one row i at L_b + i; here row i is
+ * always at T_b - seqlen_q + i (the same for one-token decoding, and for any
+ * causal or windowed call with seqlen_q == seqlen_new), so that every score
+ * depends on the distance the mask uses; FlashAttention refuses rotary
+ * without new rows and asks rotary_dim % 16 == 0, here any even rotary_dim
+ * and seqlen_new = 0 are accepted.  Checks on the descriptor (both forms
+ * and the plan query alike, FCL_ERROR_INVALID_VALUE): rotary_dim even and
+ * <= head_dim, rotary_interleaved 0 or 1 (also when rotary_dim is 0), and
+ * capacity <= rotary_rows <= 2^30, where capacity is the keys a sequence's
+ * cache holds (cache_seqlen, or max_pages_per_seq * page_size: every
+ * position the call can use is below it; the cl_mem form cannot read the
+ * lengths, so the host form asks the same).  Rows at or past the capacity
+ * are never read.  FP8 dtypes refuse rotary (FCL_ERROR_DTYPE_UNSUPPORTED):
+ * their append copies bytes, and a rotated value would need re-encoding. */
 typedef struct fcl_kvcache_desc {
     size_t batch;
     size_t heads_q;
@@ -926,6 +967,10 @@ typedef struct fcl_kvcache_desc {
                                      fcl_kvcache_desc_init sets */
     int sinks;                    /* 0 or 1 (else FCL_ERROR_INVALID_VALUE): sinks in the
                                      buffers' sinks, as fcl_attention_desc.sinks */
+    /* ---- rotary position embedding (see above; fcl_kvcache_desc_init: off) ---- */
+    size_t rotary_dim;            /* 0: off; else even, <= head_dim: columns rotated */
+    int rotary_interleaved;       /* 1: pairs (2i, 2i+1); 0: pairs (i, i + rotary_dim/2) */
+    size_t rotary_rows;           /* rows (positions) of the cos/sin tables, >= capacity */
 } fcl_kvcache_desc;
 
 /*! fcl_kvcache_desc_init() :
@@ -969,6 +1014,11 @@ typedef struct fcl_kvcache_buffers {
     /* fp32, heads_q values, when desc->sinks = 1 (else non-NULL is
      * FCL_ERROR_INVALID_VALUE); checked as fcl_attention_aux.sinks */
     cl_mem sinks;
+    /* Rotary (rotary_dim > 0 only, else non-NULL is FCL_ERROR_INVALID_VALUE):
+     * fp32 (rotary_rows, rotary_dim / 2) tables, each at least rotary_rows *
+     * rotary_dim / 2 floats (FCL_ERROR_BUFFER_TOO_SMALL); no output may share
+     * a byte with them (FCL_ERROR_BUFFER_ALIASING). */
+    cl_mem rotary_cos, rotary_sin;
 } fcl_kvcache_buffers;
 
 /* The same as host arrays (k_cache and v_cache are updated in place when
@@ -984,6 +1034,7 @@ typedef struct fcl_kvcache_host {
     float *lse;
     const float *descale_q, *descale_k, *descale_v;
     const float *sinks;
+    const float *rotary_cos, *rotary_sin;
 } fcl_kvcache_host;
 
 /*! fcl_attention_kvcache() :
@@ -1006,7 +1057,9 @@ typedef struct fcl_kvcache_host {
  * entry outside [0, num_pages), gets NaN in all its O and LSE rows and no
  * append.  fcl_attention_kvcache_host() checks them on the host instead.
  * Split-KV uses a workspace the context keeps and grows (fp32 partial O and
- * LSE, counted by fcl_context_memory_stats); calls are bitwise repeatable
+ * LSE, counted by fcl_context_memory_stats), and so does rotary (the
+ * rotated Q, written by the append step, which then runs even when
+ * seqlen_new is 0; Q itself is never written); calls are bitwise repeatable
  * for a given plan.
  * @return FCL_OK, or an error; on error nothing was enqueued. */
 FCL_API fcl_status fcl_attention_kvcache(fcl_context *ctx, const fcl_kvcache_desc *desc,

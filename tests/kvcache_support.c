@@ -1,6 +1,7 @@
 /* kvcache_support.c - see kvcache_support.h. */
 #include "kvcache_support.h"
 
+#include "internal.h"
 #include "reference.h"
 #include "test_support.h"
 
@@ -47,19 +48,73 @@ static size_t v_cache_at(const kv_state *st, size_t b, size_t j, size_t hk)
 }
 
 static void kv_init_full(const kv_case *c, const kv_fp8 *fp8, int interleaved, size_t dv,
-                         int sinks, kv_state *st);
+                         int sinks, const kv_rotary *rot, kv_state *st);
 
-void kv_init(const kv_case *c, kv_state *st) { kv_init_full(c, NULL, 0, 0, 0, st); }
-void kv_init_interleaved(const kv_case *c, kv_state *st) { kv_init_full(c, NULL, 1, 0, 0, st); }
-void kv_init_sinks(const kv_case *c, kv_state *st) { kv_init_full(c, NULL, 0, 0, 1, st); }
+void kv_init(const kv_case *c, kv_state *st) { kv_init_full(c, NULL, 0, 0, 0, NULL, st); }
+void kv_init_interleaved(const kv_case *c, kv_state *st) { kv_init_full(c, NULL, 1, 0, 0, NULL, st); }
+void kv_init_sinks(const kv_case *c, kv_state *st) { kv_init_full(c, NULL, 0, 0, 1, NULL, st); }
 void kv_init_fp8(const kv_case *c, const kv_fp8 *fp8, kv_state *st)
 {
-    kv_init_full(c, fp8, 0, 0, 0, st);
+    kv_init_full(c, fp8, 0, 0, 0, NULL, st);
+}
+void kv_init_rotary(const kv_case *c, const kv_rotary *rot, kv_state *st)
+{
+    kv_init_full(c, NULL, 0, 0, 0, rot, st);
+}
+
+/* Rotary tables of random angles (kv_rotary). */
+static void init_rotary_tables(rng *r, const kv_case *c, const kv_rotary *rot, kv_state *st)
+{
+    fcl_kvcache_desc *d = &st->desc;
+    d->rotary_dim = rot->rotary_dim;
+    d->rotary_interleaved = rot->interleaved;
+    d->rotary_rows = c->capacity + 5;
+    const size_t n = d->rotary_rows * (rot->rotary_dim / 2);
+    st->rot_floats = n;
+    st->rot_cos = malloc(n * sizeof *st->rot_cos);
+    st->rot_sin = malloc(n * sizeof *st->rot_sin);
+    for (size_t i = 0; i < n; ++i) {
+        const double angle = 6.283185307179586 * rng_uniform(r); /* [0, 2 pi) */
+        st->rot_cos[i] = (float)cos(angle);
+        st->rot_sin[i] = (float)sin(angle);
+    }
+}
+
+/* Row x[0 .. head_dim) of the storage type, rotated in float64 at position
+ * pos into out (doubles). */
+static void rotate_row(const kv_state *st, const unsigned char *x, long pos, double *out)
+{
+    const fcl_kvcache_desc *d = &st->desc;
+    const size_t half = d->rotary_dim / 2, p = pos < 0 ? 0 : (size_t)pos;
+    for (size_t c = 0; c < d->head_dim; ++c)
+        out[c] = kv_get(x + c * st->es, d->dtype);
+    ref_rotary(out, d->rotary_dim, d->rotary_interleaved, st->rot_cos + p * half,
+               st->rot_sin + p * half);
+}
+
+/* Q as the scores use it: each row rotated at its position
+ * max(T_b - seqlen_q + i, 0) and rounded to the storage type. */
+static void init_rotated_q(const kv_case *c, kv_state *st)
+{
+    const fcl_kvcache_desc *d = &st->desc;
+    double *row = malloc(c->head_dim * sizeof *row);
+    st->q_ref = malloc(st->nq * st->es);
+    memcpy(st->q_ref, st->q, st->nq * st->es);
+    for (size_t b = 0; b < c->batch; ++b)
+        for (size_t i = 0; i < c->seqlen_q; ++i)
+            for (size_t h = 0; h < c->heads_q; ++h) {
+                const long pos = (long)c->lens[b] + (long)c->seqlen_new - (long)c->seqlen_q + (long)i;
+                const size_t e = at(&d->q, b, i, h, 0) * st->es;
+                rotate_row(st, st->q + e, pos, row);
+                for (size_t x = 0; x < c->head_dim; ++x)
+                    fa_put_value(st->q_ref + e + x * st->es, c->dtype, row[x]);
+            }
+    free(row);
 }
 
 /* dv: head_dim_v, 0 for head_dim (interleaved caches only with that) */
 static void kv_init_full(const kv_case *c, const kv_fp8 *fp8, int interleaved, size_t dv, int sinks,
-                         kv_state *st)
+                         const kv_rotary *rot, kv_state *st)
 {
     memset(st, 0, sizeof *st);
     rng r = {c->seed * 7919 + 13};
@@ -144,13 +199,25 @@ static void kv_init_full(const kv_case *c, const kv_fp8 *fp8, int interleaved, s
     st->vc_expect = interleaved ? st->kc_expect : malloc(st->nvcache * st->es);
     memcpy(st->kc_expect, st->kc, st->ncache * st->es);
     memcpy(st->vc_expect, st->vc, st->nvcache * st->es);
+    if (rot != NULL && rot->rotary_dim > 0) {
+        init_rotary_tables(&r, c, rot, st);
+        init_rotated_q(c, st);
+        st->k_rot = malloc((st->nnew ? st->nnew : 1) * sizeof *st->k_rot);
+    }
     for (size_t b = 0; b < c->batch; ++b)
         for (size_t t = 0; t < c->seqlen_new; ++t)
             for (size_t hk = 0; hk < c->heads_kv; ++hk) {
                 const size_t dst = kv_cache_at(st, b, (size_t)c->lens[b] + t, hk);
                 const size_t vdst = v_cache_at(st, b, (size_t)c->lens[b] + t, hk);
-                memcpy(st->kc_expect + dst * st->es, st->kn + at(&d->k_new, b, t, hk, 0) * st->es,
-                       c->head_dim * st->es);
+                const size_t src = at(&d->k_new, b, t, hk, 0);
+                memcpy(st->kc_expect + dst * st->es, st->kn + src * st->es, c->head_dim * st->es);
+                if (st->k_rot != NULL) { /* rotated at L_b + t, rounded once */
+                    rotate_row(st, st->kn + src * st->es, (long)c->lens[b] + (long)t,
+                               st->k_rot + src);
+                    for (size_t x = 0; x < c->head_dim; ++x)
+                        fa_put_value(st->kc_expect + (dst + x) * st->es, c->dtype,
+                                     st->k_rot[src + x]);
+                }
                 memcpy(st->vc_expect + vdst * st->es, st->vn + at(&d->v_new, b, t, hk, 0) * st->es,
                        st->dv * st->es);
             }
@@ -195,14 +262,108 @@ void kv_free(kv_state *st)
     free(st->kc_expect);
     for (int t = 0; t < 3; ++t)
         free(st->descale[t]);
+    free(st->rot_cos);
+    free(st->rot_sin);
+    free(st->q_ref);
+    free(st->k_rot);
+}
+
+/* Whether a rotated element the call computed is its float64 rotation
+ * `exact` up to one rounding of an fp32 value (products and a sum of terms
+ * of at most row_max) to the storage type, and fp16's subnormal step. */
+static int rotated_close(const kv_state *st, const unsigned char *got, double exact,
+                         double row_max, const char *what, size_t b, size_t row, size_t h,
+                         size_t x)
+{
+    const double tol = 2.0 * unit_roundoff(st->desc.dtype) * fabs(exact) +
+                       ldexp(1.0, -21) * row_max + ldexp(1.0, -24);
+    const double v = kv_get(got, st->desc.dtype);
+    if (fabs(v - exact) <= tol)
+        return 1;
+    printf("kvcache rotary: %s of sequence %zu row %zu head %zu column %zu is %g, float64 "
+           "rotation %g\n", what, b, row, h, x, v, exact);
+    return 0;
+}
+
+/* The largest magnitude of a row of head_dim stored values. */
+static double row_max_of(const kv_state *st, const unsigned char *x)
+{
+    double m = 0;
+    for (size_t c = 0; c < st->desc.head_dim; ++c)
+        m = fmax(m, fabs(kv_get(x + c * st->es, st->desc.dtype)));
+    return m;
+}
+
+/* The appended K rows (kv_adopt_rotation). */
+static int adopt_rotated_keys(kv_state *st)
+{
+    const fcl_kvcache_desc *d = &st->desc;
+    int ok = 1;
+    for (size_t b = 0; b < d->batch; ++b)
+        for (size_t t = 0; t < d->seqlen_new; ++t)
+            for (size_t hk = 0; hk < d->heads_kv; ++hk) {
+                const size_t dst = kv_cache_at(st, b, (size_t)st->lens[b] + t, hk);
+                const size_t src = at(&d->k_new, b, t, hk, 0);
+                const double row_max = row_max_of(st, st->kn + src * st->es);
+                for (size_t x = 0; x < d->head_dim && ok; ++x)
+                    ok = rotated_close(st, st->kc + (dst + x) * st->es, st->k_rot[src + x],
+                                       row_max, "K", b, t, hk, x);
+                memcpy(st->kc_expect + dst * st->es, st->kc + dst * st->es, d->head_dim * st->es);
+            }
+    return ok;
+}
+
+/* Q as the call rotated it (kv_adopt_rotation). */
+static int adopt_rotated_q(fcl_context *ctx, kv_state *st)
+{
+    const fcl_kvcache_desc *d = &st->desc;
+    const size_t D = d->head_dim;
+    unsigned char *got = malloc(st->nq * st->es);
+    double *exact = malloc(D * sizeof *exact);
+    int ok = fcl_debug_read_rotated_q(ctx, got, st->nq * st->es) == FCL_OK;
+    for (size_t b = 0; b < d->batch && ok; ++b)
+        for (size_t i = 0; i < d->seqlen_q; ++i)
+            for (size_t h = 0; h < d->heads_q; ++h) {
+                const long pos = (long)st->lens[b] + (long)d->seqlen_new - (long)d->seqlen_q + (long)i;
+                const unsigned char *row = got + ((b * d->seqlen_q + i) * d->heads_q + h) * D * st->es;
+                const size_t e = at(&d->q, b, i, h, 0) * st->es;
+                rotate_row(st, st->q + e, pos, exact);
+                const double row_max = row_max_of(st, st->q + e);
+                for (size_t x = 0; x < D && ok; ++x)
+                    ok = rotated_close(st, row + x * st->es, exact[x], row_max, "Q", b, i, h, x);
+                memcpy(st->q_ref + e, row, D * st->es);
+            }
+    free(got);
+    free(exact);
+    return ok;
+}
+
+int kv_adopt_rotation(fcl_context *ctx, kv_state *st)
+{
+    if (st->k_rot == NULL)
+        return 1;
+    const int keys_ok = adopt_rotated_keys(st);
+    return adopt_rotated_q(ctx, st) && keys_ok;
 }
 
 fcl_kvcache_host kv_host_arrays(kv_state *st)
 {
-    fcl_kvcache_host a = {st->q,     st->kc,          st->vc,          st->lens,
-                          st->pages, st->kn,          st->vn,          st->alibi,
-                          st->o,     st->lse,         st->descale[0], st->descale[1],
-                          st->descale[2], st->sinks};
+    fcl_kvcache_host a = {.q = st->q,
+                          .k_cache = st->kc,
+                          .v_cache = st->vc,
+                          .cache_seqlens = st->lens,
+                          .page_table = st->pages,
+                          .k_new = st->kn,
+                          .v_new = st->vn,
+                          .alibi_slopes = st->alibi,
+                          .o = st->o,
+                          .lse = st->lse,
+                          .descale_q = st->descale[0],
+                          .descale_k = st->descale[1],
+                          .descale_v = st->descale[2],
+                          .sinks = st->sinks,
+                          .rotary_cos = st->rot_cos,
+                          .rotary_sin = st->rot_sin};
     return a;
 }
 
@@ -230,7 +391,8 @@ int kv_check_outputs(const kv_case *c, const kv_state *st, const char *what)
             for (size_t i = 0; i < Sq; ++i)
                 for (size_t x = 0; x < D; ++x)
                     q[((b * Hq + h) * Sq + i) * D + x] =
-                        kv_get(st->q + at(&d->q, b, i, h, x) * st->es, c->dtype) *
+                        kv_get((st->q_ref ? st->q_ref : st->q) + at(&d->q, b, i, h, x) * st->es,
+                               c->dtype) *
                         descale_of(st, 0, b, Hq, h);
     for (size_t b = 0; b < B; ++b)
         for (size_t hk = 0; hk < Hk; ++hk)
@@ -303,28 +465,35 @@ int kv_check_outputs(const kv_case *c, const kv_state *st, const char *what)
 /* Runs a case through the host call; checks caches, outputs, and that a
  * second run from the same inputs is bitwise the same. */
 static int kv_run_full(fcl_context *ctx, const kv_case *c, const kv_fp8 *fp8, int interleaved,
-                       size_t dv, int sinks);
+                       size_t dv, int sinks, const kv_rotary *rot);
 
-int kv_run(fcl_context *ctx, const kv_case *c) { return kv_run_full(ctx, c, NULL, 0, 0, 0); }
-int kv_run_sinks(fcl_context *ctx, const kv_case *c) { return kv_run_full(ctx, c, NULL, 0, 0, 1); }
+int kv_run(fcl_context *ctx, const kv_case *c) { return kv_run_full(ctx, c, NULL, 0, 0, 0, NULL); }
+int kv_run_sinks(fcl_context *ctx, const kv_case *c)
+{
+    return kv_run_full(ctx, c, NULL, 0, 0, 1, NULL);
+}
 int kv_run_fp8(fcl_context *ctx, const kv_case *c, const kv_fp8 *fp8)
 {
-    return kv_run_full(ctx, c, fp8, 0, 0, 0);
+    return kv_run_full(ctx, c, fp8, 0, 0, 0, NULL);
 }
 int kv_run_interleaved(fcl_context *ctx, const kv_case *c)
 {
-    return kv_run_full(ctx, c, NULL, 1, 0, 0);
+    return kv_run_full(ctx, c, NULL, 1, 0, 0, NULL);
 }
 int kv_run_value_dim(fcl_context *ctx, const kv_case *c, size_t head_dim_v)
 {
-    return kv_run_full(ctx, c, NULL, 0, head_dim_v, 0);
+    return kv_run_full(ctx, c, NULL, 0, head_dim_v, 0, NULL);
+}
+int kv_run_rotary(fcl_context *ctx, const kv_case *c, const kv_rotary *rot)
+{
+    return kv_run_full(ctx, c, NULL, 0, 0, 0, rot);
 }
 
 static int kv_run_full(fcl_context *ctx, const kv_case *c, const kv_fp8 *fp8, int interleaved,
-                       size_t dv, int sinks)
+                       size_t dv, int sinks, const kv_rotary *rot)
 {
     kv_state st;
-    kv_init_full(c, fp8, interleaved, dv, sinks, &st);
+    kv_init_full(c, fp8, interleaved, dv, sinks, rot, &st);
     const size_t cache_bytes = st.ncache * st.es, vcache_bytes = st.nvcache * st.es;
     unsigned char *kc0 = malloc(cache_bytes), *vc0 = malloc(vcache_bytes);
     memcpy(kc0, st.kc, cache_bytes);
@@ -334,6 +503,7 @@ static int kv_run_full(fcl_context *ctx, const kv_case *c, const kv_fp8 *fp8, in
     int ok = s == FCL_OK;
     if (!ok)
         printf("kvcache: status %s\n%s", fcl_status_string(s), fcl_context_build_log(ctx));
+    ok = ok && kv_adopt_rotation(ctx, &st);
     if (ok && (memcmp(st.kc, st.kc_expect, cache_bytes) != 0 ||
                memcmp(st.vc, st.vc_expect, vcache_bytes) != 0)) {
         printf("kvcache: the caches after the call are not as expected\n");

@@ -42,6 +42,15 @@ typedef struct kv_fp8 {
     int p_fp16;
 } kv_fp8;
 
+/* Rotary position embedding (fcl_kvcache_desc): rotary_dim 0 is off.  The
+ * tables have capacity + 5 rows of random angles (cos and sin of one angle
+ * uniform in [0, 2 pi) per position and pair), so a wrong position or pair
+ * changes the result. */
+typedef struct kv_rotary {
+    size_t rotary_dim;
+    int interleaved;
+} kv_rotary;
+
 /* Host state of one case: every array in storage bytes (O in its own type). */
 typedef struct kv_state {
     fcl_kvcache_desc desc;
@@ -56,6 +65,12 @@ typedef struct kv_state {
     int32_t *lens, *pages;
     float *alibi, *lse;
     float *sinks;                 /* attention sinks (heads_q), or NULL */
+    float *rot_cos, *rot_sin;     /* rotary tables, or NULL */
+    size_t rot_floats;            /* in each table */
+    unsigned char *q_ref;         /* rotary: Q rotated in float64 and rounded to the
+                                     storage type, as the scores use it; else NULL */
+    double *k_rot;                /* rotary: the appended K rows rotated in float64,
+                                     indexed as k_new, unrounded */
 } kv_state;
 
 void kv_init(const kv_case *c, kv_state *st);
@@ -68,7 +83,18 @@ void kv_init_interleaved(const kv_case *c, kv_state *st);
 void kv_init_sinks(const kv_case *c, kv_state *st);
 /* The same with FP8 options (fp8 may be NULL: no descales, fp16 O). */
 void kv_init_fp8(const kv_case *c, const kv_fp8 *fp8, kv_state *st);
+/* The same with rotary (rot may be NULL: none). */
+void kv_init_rotary(const kv_case *c, const kv_rotary *rot, kv_state *st);
 void kv_free(kv_state *st);
+/* Rotary, after a call on ctx: checks every appended K element the call
+ * left in st->kc, and every element of the rotated Q it left in ctx's
+ * workspace, against its float64 rotation (within the storage type's
+ * rounding plus fp32 arithmetic: rounding an fp32 value may differ from
+ * rounding the exact one by a unit), then takes the call's values into
+ * kc_expect and q_ref, so the caches' other bytes are still compared
+ * exactly and the reference attends with the Q and K the call used.
+ * 1 on pass (and without rotary), prints on failure. */
+int kv_adopt_rotation(fcl_context *ctx, kv_state *st);
 fcl_kvcache_host kv_host_arrays(kv_state *st);
 /* Element index where key j of sequence b, head hk starts in the K cache
  * (in the V cache: that plus st->v_shift). */
@@ -82,6 +108,7 @@ int kv_check_outputs(const kv_case *c, const kv_state *st, const char *what);
  * above; 1 on pass, prints on failure. */
 int kv_run(fcl_context *ctx, const kv_case *c);
 int kv_run_fp8(fcl_context *ctx, const kv_case *c, const kv_fp8 *fp8);
+int kv_run_rotary(fcl_context *ctx, const kv_case *c, const kv_rotary *rot);
 /* kv_run on the interleaved layout of kv_init_interleaved. */
 int kv_run_interleaved(fcl_context *ctx, const kv_case *c);
 /* kv_run with V, v_new and O head_dim_v columns wide (K, Q head_dim). */

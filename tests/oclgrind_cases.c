@@ -6,7 +6,7 @@
  * are exercised, and the tensor-core pieces on their emulated warp
  * operations (cl/warp_emulated.cl: there a missing barrier around the K/V
  * pipeline is a race), and the KV-cache call with paged keys, packed heads
- * and split-KV; the CPU piece (cl/tile_cpu.cl) through the cpu-avx2 profile,
+ * and split-KV, with rotary (the rotated Q in the workspace); the CPU piece (cl/tile_cpu.cl) through the cpu-avx2 profile,
  * plain, with every variant and in the KV-cache call (pages smaller than its
  * key tile); FP8 storage with descales on the device's plan, the CPU piece
  * and the emulated tensor cores (tiles decoded as they are loaded); NaN and
@@ -128,6 +128,15 @@ int main(void)
     if (ctx == NULL)
         return 1;
     failures += !kv_run_interleaved(ctx, &il);
+    /* rotary: K rows rotated as they are appended across pages, Q into the
+     * workspace (a row before position 0 too), both pair forms, part of
+     * head_dim */
+    static const int lens_rot[2] = {2, 0};
+    const kv_case rot_case = {2, 2, 1, 16, 2, 3, FCL_DTYPE_FP16, 4, 12, lens_rot, 0, -1, 0, 0, 0, 10};
+    for (int interleaved = 0; interleaved <= 1; ++interleaved) {
+        const kv_rotary rot = {10, interleaved};
+        failures += !kv_run_rotary(ctx, &rot_case, &rot);
+    }
     fcl_context_destroy(ctx);
     /* FP8 forwards: E5M2 into fp32 on the device's plan, E4M3 into bf16 on
      * the CPU piece, E4M3 into fp16 on the emulated tensor cores */

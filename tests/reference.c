@@ -381,3 +381,15 @@ void ref_backward_magnitudes(const ref_problem *p, const double *q, const double
     free(lse);
     free(o);
 }
+
+void ref_rotary(double *x, size_t rotary_dim, int interleaved, const float *cos_row,
+                const float *sin_row)
+{
+    const size_t half = rotary_dim / 2;
+    for (size_t i = 0; i < half; ++i) {
+        const size_t a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + half;
+        const double c = cos_row[i], s = sin_row[i], xa = x[a], xb = x[b];
+        x[a] = xa * c - xb * s;
+        x[b] = xb * c + xa * s;
+    }
+}

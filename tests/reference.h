@@ -89,4 +89,11 @@ void ref_backward_magnitudes(const ref_problem *p, const double *q, const double
                              const double *v, const double *dout, double *mq, double *mk,
                              double *mv);
 
+/* Rotary position embedding of one row x[0 .. rotary_dim) in place, in
+ * float64, as flashcl.h defines it (fcl_kvcache_desc): pair i is (2i, 2i+1)
+ * when interleaved, else (i, i + rotary_dim / 2); cos_row and sin_row are
+ * the tables' row of the position. */
+void ref_rotary(double *x, size_t rotary_dim, int interleaved, const float *cos_row,
+                const float *sin_row);
+
 #endif

@@ -103,6 +103,8 @@ int main(void)
     FIELD(fcl_kvcache_desc, num_splits); FIELD(fcl_kvcache_desc, out_dtype);
     FIELD(fcl_kvcache_desc, head_dim_v);
     FIELD(fcl_kvcache_desc, sinks);
+    FIELD(fcl_kvcache_desc, rotary_dim); FIELD(fcl_kvcache_desc, rotary_interleaved);
+    FIELD(fcl_kvcache_desc, rotary_rows);
 
     SIZE(fcl_kvcache_buffers);
     FIELD(fcl_kvcache_buffers, q); FIELD(fcl_kvcache_buffers, k_cache);
@@ -112,6 +114,8 @@ int main(void)
     FIELD(fcl_kvcache_buffers, o); FIELD(fcl_kvcache_buffers, lse);
     FIELD(fcl_kvcache_buffers, descale_q); FIELD(fcl_kvcache_buffers, descale_k);
     FIELD(fcl_kvcache_buffers, descale_v); FIELD(fcl_kvcache_buffers, sinks);
+    FIELD(fcl_kvcache_buffers, descale_v);
+    FIELD(fcl_kvcache_buffers, rotary_cos); FIELD(fcl_kvcache_buffers, rotary_sin);
     SIZE(fcl_kvcache_host);
     FIELD(fcl_kvcache_host, q); FIELD(fcl_kvcache_host, k_cache);
     FIELD(fcl_kvcache_host, v_cache); FIELD(fcl_kvcache_host, cache_seqlens);
@@ -120,6 +124,8 @@ int main(void)
     FIELD(fcl_kvcache_host, o); FIELD(fcl_kvcache_host, lse);
     FIELD(fcl_kvcache_host, descale_q); FIELD(fcl_kvcache_host, descale_k);
     FIELD(fcl_kvcache_host, descale_v); FIELD(fcl_kvcache_host, sinks);
+    FIELD(fcl_kvcache_host, descale_v);
+    FIELD(fcl_kvcache_host, rotary_cos); FIELD(fcl_kvcache_host, rotary_sin);
 
     SIZE(fcl_memory_stats);
     FIELD(fcl_memory_stats, allocations); FIELD(fcl_memory_stats, current_bytes);

@@ -7,7 +7,9 @@
  * every storage type, causal masks, windows, softcap and ALiBi, the
  * tensor-core pieces on emulated warp operations, and every emulated device
  * profile; a caller's out-of-order queue; the plan query; split-KV in the
- * forward call; attention sinks in all of these shapes.  Then every bad
+ * forward call; attention sinks in all of these shapes; rotary position
+ * embedding (both pair forms, checked against a float64 rotation, in both
+ * calls and on the same range of shapes) and its bad inputs.  Then every bad
  * input: a status from the host call with nothing changed, and from the
  * cl_mem call NaN for the bad sequence alone (the device checks what it
  * cannot read back), the other sequences still right.
@@ -62,15 +64,23 @@ static void test_variants(void **state)
     assert_int_equal(failures, 0);
 }
 
+/* A context of the default device planning the tensor-core pieces, with
+ * their warp operations emulated. */
+static fcl_context *emulated_tensor_core_context(void)
+{
+    fcl_context *ctx = test_context(NULL);
+    assert_non_null(ctx);
+    assert_int_equal(fcl_debug_emulate_tensor_cores(ctx, 1), FCL_OK);
+    return ctx;
+}
+
 /* The tensor-core pieces (emulated warp operations) with packing, pages
  * (a tile across pages, with the pages read a tile ahead; whole tiles in a
  * page; one key per page) and splits. */
 static void test_tensor_cores(void **state)
 {
     (void)state;
-    fcl_context *ctx = test_context(NULL);
-    assert_non_null(ctx);
-    assert_int_equal(fcl_debug_emulate_tensor_cores(ctx, 1), FCL_OK);
+    fcl_context *ctx = emulated_tensor_core_context();
     const kv_case cases[] = {
         {3, 8, 2, 16, 1, 1, FCL_DTYPE_FP16, 48, 144, lens3, 1, -1, 0, 0, 2, 10},
         {2, 4, 1, 32, 4, 1, FCL_DTYPE_BF16, 64, 128, lens2, 1, -1, 0, 1, 0, 11},
@@ -123,9 +133,12 @@ static void test_out_of_order_queue(void **state)
         {3, 8, 2, 32, 4, 0, FCL_DTYPE_FP16, 0, 128, lens3, 1, -1, 0, 0, 0, 21},
     };
     int failures = 0;
+    const kv_rotary rot = {32, 1};
     for (int round = 0; round < 2; ++round) /* the second reuses the scratch */
-        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
             failures += !kv_run(ctx, &cases[i]);
+            failures += !kv_run_rotary(ctx, &cases[i], &rot); /* rotated Q in the workspace */
+        }
     fcl_context_destroy(ctx);
     clReleaseCommandQueue(q);
     fcl_context_destroy(base);
@@ -141,6 +154,8 @@ static void test_profiles(void **state)
         fcl_context *ctx = test_context(fcl_profile_name(i));
         assert_non_null(ctx);
         failures += !kv_run(ctx, &c);
+        const kv_rotary rot = {24, (int)(i % 2)};
+        failures += !kv_run_rotary(ctx, &c, &rot);
         fcl_context_destroy(ctx);
     }
     assert_int_equal(failures, 0);
@@ -263,13 +278,24 @@ static fcl_status run_on_buffers(kv_state *st)
 #define BUF(ptr, bytes) clCreateBuffer(clx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, (bytes), (ptr), &err)
     cl_mem kc = BUF(st->kc, cache_bytes);
     cl_mem vc = st->vc == st->kc ? kc : BUF(st->vc, cache_bytes);
-    fcl_kvcache_buffers b = {BUF(st->q, st->nq * st->es), kc, vc,
-                             BUF(st->lens, d->batch * sizeof(int32_t)),
-                             d->page_size ? BUF(st->pages, table_bytes) : NULL,
-                             BUF(st->kn, st->nnew * st->es), BUF(st->vn, st->nnew * st->es),
-                             NULL, BUF(st->o, o_bytes), BUF(st->lse, lse_bytes), NULL, NULL, NULL,
-                             st->sinks ? BUF(st->sinks, (d->heads_q - sinks_missing) * sizeof(float))
-                                       : NULL};
+    const size_t rot_bytes = st->rot_floats * sizeof(float);
+    fcl_kvcache_buffers b = {.q = BUF(st->q, st->nq * st->es),
+                             .k_cache = kc,
+                             .v_cache = vc,
+                             .cache_seqlens = BUF(st->lens, d->batch * sizeof(int32_t)),
+                             .page_table = d->page_size ? BUF(st->pages, table_bytes) : NULL,
+                             .k_new = BUF(st->kn, st->nnew * st->es),
+                             .v_new = BUF(st->vn, st->nnew * st->es),
+                             .alibi_slopes = d->alibi != FCL_ALIBI_NONE
+                                                 ? BUF(st->alibi, d->heads_q * sizeof(float))
+                                                 : NULL,
+                             .o = BUF(st->o, o_bytes),
+                             .lse = BUF(st->lse, lse_bytes),
+                             .sinks = st->sinks ? BUF(st->sinks, (d->heads_q - sinks_missing) *
+                                                                     sizeof(float))
+                                                : NULL,
+                             .rotary_cos = st->rot_cos ? BUF(st->rot_cos, rot_bytes) : NULL,
+                             .rotary_sin = st->rot_sin ? BUF(st->rot_sin, rot_bytes) : NULL};
 #undef BUF
     assert_int_equal(err, CL_SUCCESS);
     const fcl_status status = fcl_attention_kvcache(fa_ctx, d, &b, 0, NULL, NULL);
@@ -287,8 +313,8 @@ static fcl_status run_on_buffers(kv_state *st)
                                                  NULL, NULL),
                              CL_SUCCESS);
     }
-    cl_mem all[] = {b.q, kc, vc != kc ? vc : NULL, b.cache_seqlens, b.page_table, b.k_new,
-                    b.v_new, b.o, b.lse, b.sinks};
+    cl_mem all[] = {b.q,     kc,  vc != kc ? vc : NULL, b.cache_seqlens, b.page_table, b.k_new,
+                    b.v_new, b.o, b.lse, b.rotary_cos, b.rotary_sin, b.alibi_slopes, b.sinks};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
         if (all[i] != NULL)
             clReleaseMemObject(all[i]);
@@ -336,6 +362,167 @@ static void test_interleaved_pages(void **state)
     assert_int_equal(fcl_attention_kvcache_host(fa_ctx, &st.desc, &a), FCL_ERROR_BUFFER_ALIASING);
     assert_int_equal(run_on_buffers(&st), FCL_ERROR_BUFFER_ALIASING);
     free(before);
+    kv_free(&st);
+}
+
+/* ---- rotary position embedding ------------------------------------------------ */
+
+static fcl_status run_on_buffers(kv_state *st);
+static void expect_host_status(kv_state *st, fcl_status want);
+
+/* Rotary on Q and the appended K rows against a float64 rotation, both
+ * forms (interleaved, half-split), in both calls: contiguous and paged
+ * caches (shuffled pages, appends across page boundaries), ragged lengths
+ * (an empty sequence whose query rows lie before position 0), GQA,
+ * split-KV, every storage type, causal and not (several non-causal query
+ * rows: each at its own position), a window, rotary_dim < head_dim, no
+ * appended rows (Q alone), the tensor-core pieces on emulated warp
+ * operations and a caller's out-of-order queue. */
+static void test_rotary(void **state)
+{
+    (void)state;
+    static const int lens_cross[] = {3, 14, 0};
+    const kv_case cases[] = {
+        /* B Hq Hk d sq new dtype page cap lens causal window softcap alibi splits seed */
+        {3, 8, 2, 32, 1, 1, FCL_DTYPE_FP16, 16, 128, lens3, 1, -1, 0, 0, 0, 60},
+        {3, 8, 2, 32, 4, 5, FCL_DTYPE_FP32, 4, 32, lens_cross, 1, -1, 0, 0, 0, 61},
+        {3, 4, 4, 24, 4, 2, FCL_DTYPE_BF16, 0, 144, lens3, 0, -1, 0, 0, 3, 62},
+        {2, 8, 1, 64, 1, 0, FCL_DTYPE_FP16, 48, 144, lens2, 1, -1, 0, 0, 2, 63},
+        {2, 4, 2, 16, 6, 6, FCL_DTYPE_FP32, 16, 192, lens2, 1, 33, 0, 1, 0, 64},
+        {1, 16, 2, 40, 16, 16, FCL_DTYPE_BF16, 0, 256, lens1, 0, -1, 0, 0, 7, 65},
+    };
+    /* rotary_dim: all of head_dim, or part of it */
+    const size_t dims[] = {32, 8, 24, 64, 10, 40};
+    int failures = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
+        for (int inter = 0; inter <= 1; ++inter) {
+            const kv_rotary rot = {dims[i], inter};
+            failures += !kv_run_rotary(fa_ctx, &cases[i], &rot);
+            kv_state st;
+            kv_init_rotary(&cases[i], &rot, &st);
+            const fcl_status s = run_on_buffers(&st);
+            if (s != FCL_OK || !kv_adopt_rotation(fa_ctx, &st) ||
+                memcmp(st.kc, st.kc_expect, st.ncache * st.es) != 0 ||
+                memcmp(st.vc, st.vc_expect, st.ncache * st.es) != 0 ||
+                !kv_check_outputs(&cases[i], &st, "cl_mem, rotary")) {
+                printf("rotary case %zu interleaved %d: cl_mem form failed (%s)\n", i, inter,
+                       fcl_status_string(s));
+                ++failures;
+            }
+            kv_free(&st);
+        }
+    fcl_context *tc = emulated_tensor_core_context();
+    const kv_case tc_cases[] = {
+        {3, 8, 2, 16, 1, 1, FCL_DTYPE_FP16, 48, 144, lens3, 1, -1, 0, 0, 2, 66},
+        {2, 8, 2, 32, 4, 2, FCL_DTYPE_BF16, 16, 128, lens2, 0, -1, 0, 0, 0, 67},
+    };
+    for (size_t i = 0; i < sizeof tc_cases / sizeof tc_cases[0]; ++i) {
+        const kv_rotary rot = {i == 0 ? 16 : 20, (int)i};
+        failures += !kv_run_rotary(tc, &tc_cases[i], &rot);
+    }
+    fcl_context_destroy(tc);
+    assert_int_equal(failures, 0);
+}
+
+/* Rotary's bad inputs: statuses from the one descriptor check (plan query,
+ * host and cl_mem forms alike) and the buffer checks, nothing read or
+ * written by a refused host call (its tables poisoned). */
+static void test_rotary_bad_inputs(void **state)
+{
+    (void)state;
+    const kv_case c = {2, 8, 2, 32, 1, 1, FCL_DTYPE_FP16, 16, 128, lens2, 1, -1, 0, 0, 0, 68};
+    const kv_rotary rot = {16, 0};
+    kv_state st;
+    kv_init_rotary(&c, &rot, &st);
+    const fcl_kvcache_desc good = st.desc;
+    static const struct {
+        size_t dim, rows;
+        int interleaved;
+        fcl_dtype dtype;
+        fcl_status want;
+    } cases[] = {
+        {15, 133, 0, FCL_DTYPE_FP16, FCL_ERROR_INVALID_VALUE},   /* odd */
+        {34, 133, 0, FCL_DTYPE_FP16, FCL_ERROR_INVALID_VALUE},   /* > head_dim */
+        {16, 127, 0, FCL_DTYPE_FP16, FCL_ERROR_INVALID_VALUE},   /* rows < capacity 128 */
+        {16, ((size_t)1 << 30) + 1, 0, FCL_DTYPE_FP16, FCL_ERROR_INVALID_VALUE},
+        {16, 133, 2, FCL_DTYPE_FP16, FCL_ERROR_INVALID_VALUE},   /* interleaved 2 */
+        {0, 0, -1, FCL_DTYPE_FP16, FCL_ERROR_INVALID_VALUE},     /* ... also when off */
+        {16, 133, 0, FCL_DTYPE_FP8_E4M3, FCL_ERROR_DTYPE_UNSUPPORTED},
+    };
+    const size_t table_floats = st.rot_floats;
+    FCL_POISON(st.rot_cos, table_floats * sizeof(float));
+    FCL_POISON(st.rot_sin, table_floats * sizeof(float));
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        st.desc = good;
+        st.desc.rotary_dim = cases[i].dim;
+        st.desc.rotary_rows = cases[i].rows;
+        st.desc.rotary_interleaved = cases[i].interleaved;
+        st.desc.dtype = cases[i].dtype;
+        fcl_plan plan;
+        assert_int_equal(fcl_kvcache_plan_query(fa_ctx, &st.desc, &plan), cases[i].want);
+        if (cases[i].dim > 0) /* tables given when rotary is off are refused too */
+            expect_host_status(&st, cases[i].want);
+    }
+    FCL_UNPOISON(st.rot_cos, table_floats * sizeof(float));
+    FCL_UNPOISON(st.rot_sin, table_floats * sizeof(float));
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        if (cases[i].dtype != FCL_DTYPE_FP16 || cases[i].dim == 0)
+            continue; /* run_on_buffers sizes its buffers for fp16 */
+        st.desc = good;
+        st.desc.rotary_dim = cases[i].dim;
+        st.desc.rotary_rows = cases[i].rows;
+        st.desc.rotary_interleaved = cases[i].interleaved;
+        assert_int_equal(run_on_buffers(&st), cases[i].want);
+    }
+    st.desc = good;
+    /* tables missing, given without rotary, or meeting an output */
+    fcl_kvcache_host a = kv_host_arrays(&st);
+    a.rotary_sin = NULL;
+    assert_int_equal(fcl_attention_kvcache_host(fa_ctx, &st.desc, &a), FCL_ERROR_NULL_ARGUMENT);
+    st.desc.rotary_dim = 0;
+    expect_host_status(&st, FCL_ERROR_INVALID_VALUE);
+    st.desc = good;
+    a = kv_host_arrays(&st);
+    a.rotary_cos = (const float *)st.o;
+    assert_int_equal(fcl_attention_kvcache_host(fa_ctx, &st.desc, &a), FCL_ERROR_BUFFER_ALIASING);
+
+    /* the cl_mem form: a table too small, or an output */
+    cl_context clx = fcl_context_cl_context(fa_ctx);
+    cl_int err = CL_SUCCESS;
+    const size_t cache_bytes = st.ncache * st.es, table_bytes = table_floats * sizeof(float);
+#define BUF(ptr, bytes) clCreateBuffer(clx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, (bytes), (ptr), &err)
+    fcl_kvcache_buffers b = {
+        .q = BUF(st.q, st.nq * st.es),
+        .k_cache = BUF(st.kc, cache_bytes),
+        .v_cache = BUF(st.vc, cache_bytes),
+        .cache_seqlens = BUF(st.lens, c.batch * sizeof(int32_t)),
+        .page_table = BUF(st.pages, c.batch * st.desc.page_table_stride * sizeof(int32_t)),
+        .k_new = BUF(st.kn, st.nnew * st.es),
+        .v_new = BUF(st.vn, st.nnew * st.es),
+        .o = BUF(st.o, st.nq * st.es),
+        .rotary_cos = BUF(st.rot_cos, table_bytes),
+        .rotary_sin = BUF(st.rot_sin, table_bytes - 4)};
+#undef BUF
+    assert_int_equal(err, CL_SUCCESS);
+    assert_int_equal(fcl_attention_kvcache(fa_ctx, &st.desc, &b, 0, NULL, NULL),
+                     FCL_ERROR_BUFFER_TOO_SMALL);
+    fcl_kvcache_buffers bad = b;
+    bad.rotary_sin = b.rotary_cos;
+    bad.o = b.rotary_cos; /* large enough for O: refused for meeting a table */
+    assert_int_equal(fcl_attention_kvcache(fa_ctx, &st.desc, &bad, 0, NULL, NULL),
+                     FCL_ERROR_BUFFER_ALIASING);
+    bad.o = b.o;
+    bad.rotary_cos = NULL;
+    assert_int_equal(fcl_attention_kvcache(fa_ctx, &st.desc, &bad, 0, NULL, NULL),
+                     FCL_ERROR_NULL_ARGUMENT);
+    st.desc.rotary_dim = 0;
+    bad.rotary_cos = b.rotary_cos;
+    assert_int_equal(fcl_attention_kvcache(fa_ctx, &st.desc, &bad, 0, NULL, NULL),
+                     FCL_ERROR_INVALID_VALUE);
+    cl_mem all[] = {b.q, b.k_cache, b.v_cache, b.cache_seqlens, b.page_table,
+                    b.k_new, b.v_new, b.o, b.rotary_cos, b.rotary_sin};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
+        clReleaseMemObject(all[i]);
     kv_free(&st);
 }
 
@@ -575,8 +762,13 @@ static void test_device_checks_no_append(void **state)
         mem[i] = clCreateBuffer(clx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes[i],
                                 (void *)src[i], &err);
     assert_int_equal(err, CL_SUCCESS);
-    const fcl_kvcache_buffers b = {mem[0], mem[1], mem[2], mem[3], mem[4], NULL, NULL, NULL,
-                                   mem[5], mem[6], NULL, NULL, NULL, NULL};
+    const fcl_kvcache_buffers b = {.q = mem[0],
+                                   .k_cache = mem[1],
+                                   .v_cache = mem[2],
+                                   .cache_seqlens = mem[3],
+                                   .page_table = mem[4],
+                                   .o = mem[5],
+                                   .lse = mem[6]};
     fcl_plan plan;
     assert_int_equal(fcl_kvcache_plan_query(fa_ctx, &st.desc, &plan), FCL_OK);
     assert_int_equal(plan.num_splits, 3);
@@ -615,12 +807,15 @@ static void test_device_checks(void **state)
     const size_t cache_bytes = st.ncache * st.es;
     const size_t table_bytes = c.batch * st.desc.page_table_stride * sizeof(int32_t);
     st.pages[2 * st.desc.page_table_stride + 3] = 1 << 20; /* sequence 2 uses a page outside */
-    fcl_kvcache_buffers b = {BUF(st.q, st.nq * st.es), BUF(st.kc, cache_bytes),
-                             BUF(st.vc, cache_bytes), BUF(st.lens, c.batch * sizeof(int32_t)),
-                             BUF(st.pages, table_bytes), BUF(st.kn, st.nnew * st.es),
-                             BUF(st.vn, st.nnew * st.es), NULL, BUF(st.o, st.nq * st.es),
-                             BUF(st.lse, c.batch * c.heads_q * sizeof(float)), NULL, NULL, NULL,
-                             NULL};
+    fcl_kvcache_buffers b = {.q = BUF(st.q, st.nq * st.es),
+                             .k_cache = BUF(st.kc, cache_bytes),
+                             .v_cache = BUF(st.vc, cache_bytes),
+                             .cache_seqlens = BUF(st.lens, c.batch * sizeof(int32_t)),
+                             .page_table = BUF(st.pages, table_bytes),
+                             .k_new = BUF(st.kn, st.nnew * st.es),
+                             .v_new = BUF(st.vn, st.nnew * st.es),
+                             .o = BUF(st.o, st.nq * st.es),
+                             .lse = BUF(st.lse, c.batch * c.heads_q * sizeof(float))};
     assert_int_equal(err, CL_SUCCESS);
     assert_int_equal(fcl_attention_kvcache(fa_ctx, &st.desc, &b, 0, NULL, NULL), FCL_OK);
     assert_int_equal(clFinish(queue), CL_SUCCESS);
@@ -697,6 +892,8 @@ int main(void)
         cmocka_unit_test(test_out_of_order_queue), cmocka_unit_test(test_interleaved_pages),
         cmocka_unit_test(test_one_validation_path),
         cmocka_unit_test(test_sinks),
+        cmocka_unit_test(test_rotary),
+        cmocka_unit_test(test_rotary_bad_inputs),
     };
     return cmocka_run_group_tests(tests, fa_group_setup, fa_group_teardown);
 }

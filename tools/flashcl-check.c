@@ -31,6 +31,8 @@ enum check_extra {
     EXTRA_SINKS,    /* attention sinks (one logit per query head), a sliding window; the
                        forward's keys split in 3; the backward checks dsinks */
     EXTRA_VALUE_DIM, /* V, O, dO and dV VALUE_DIM columns wide (head_dim_v) */
+    EXTRA_ROTARY,   /* KV-cache rotary ("rope"): GPT-NeoX pairs on all of head_dim
+                       for fp16, GPT-J (interleaved) pairs on half of it otherwise */
 };
 
 /* head_dim_v of the EXTRA_VALUE_DIM checks: DeepSeek-V3/R1's prefill, 192/128. */
@@ -89,6 +91,10 @@ static const check_spec checks[] = {
     {CHECK_KVCACHE, BF16, BF16, 2, 16, 2, 16, 16, 64, 1, EXTRA_NONE, 0, 0,
      "paged 48"},
     {CHECK_KVCACHE, FP16, FP16, 3, 8, 1, 1, 1, 64, 1, EXTRA_SINKS, 0, 0, "paged 16, sinks"},
+    {CHECK_KVCACHE, FP16, FP16, 3, 8, 2, 1, 1, 128, 1, EXTRA_ROTARY, 1, 0,
+     "rope paged 16"},
+    {CHECK_KVCACHE, BF16, BF16, 3, 8, 2, 4, 2, 64, 0, EXTRA_ROTARY, 0, 0,
+     "rope GPT-J 32"},
 };
 
 /* ---- one check ------------------------------------------------------------------ */
@@ -129,6 +135,10 @@ static int run_kvcache(fcl_context *ctx, const check_spec *s, uint64_t seed)
     kv_case c = {s->batch, s->heads_q, s->heads_kv, s->head_dim, s->seqlen_q, s->seqlen_k,
                  s->dtype, page, 144, kv_lens, s->causal, variants ? 20 : -1,
                  variants ? 5.0f : 0.0f, variants, 0, seed};
+    if (s->extra == EXTRA_ROTARY) {
+        const kv_rotary rot = {s->dtype == FP16 ? s->head_dim : s->head_dim / 2, s->dtype != FP16};
+        return kv_run_rotary(ctx, &c, &rot);
+    }
     return s->extra == EXTRA_SINKS ? kv_run_sinks(ctx, &c) : kv_run(ctx, &c);
 }
 

@@ -11,6 +11,8 @@
 typedef struct options {
     size_t head_dim, seqlen_q, seqlen_k;
     size_t batch, heads_q, heads_kv, decode_rows; /* the decode plan's KV-cache shape */
+    size_t rotary_dim;         /* the decode plan's KV-cache call with rotary, 0: without */
+    int rotary_interleaved;
     fcl_dtype dtype;
     int causal;
     int sinks;
@@ -28,13 +30,15 @@ static void usage(FILE *f)
             "                    [--seqlen-k N] [--causal] [--sinks] [--device P:D]\n"
             "                    [--profile NAME|all] [--list-profiles] [--no-probe] [--json]\n"
             "                    [--batch B] [--heads-q H] [--heads-kv H] [--decode-rows R]\n"
-            "                    [--head-dim-v DV]\n"
+            "                    [--head-dim-v DV] [--rotary-dim R [--rotary-interleaved]]\n"
             "Lists every OpenCL device (or the one given) with its local memory and the\n"
             "tile plans for a head_dim x dtype x seqlen problem (default 64, fp32, 4096),\n"
             "and the decode plan of a KV-cache call: B sequences of seqlen-k cached keys,\n"
             "R query rows, H query heads on H K/V heads (default 1, 32, 8, 1), with its\n"
-            "GQA packing and split-KV chunks.  --head-dim-v: V and O narrower than Q and K\n"
-            "(fcl_attention_desc.head_dim_v, default head_dim), in every plan.\n"
+            "GQA packing and split-KV chunks; with --rotary-dim, the call also rotates Q and\n"
+            "the appended K rows (its plan is the same; the line says what rotary adds).\n"
+            "--head-dim-v: V and O narrower than Q and K (fcl_attention_desc.head_dim_v,\n"
+            "default head_dim), in every plan.\n"
             "--profile plans for an emulated device, running on the chosen (or default) one.\n"
             "FP8 (e4m3, e5m2) has the forward only: its other plans are not listed.\n"
             "--sinks plans calls with attention sinks (one logit per query head, every\n"
@@ -217,6 +221,9 @@ static int show(const options *o, int platform, int device, const char *profile,
             fcl_kvcache_desc_set_contiguous(&kv, o->seqlen_k);
             kv.causal = 1;
             kv.sinks = o->sinks;
+            kv.rotary_dim = o->rotary_dim;
+            kv.rotary_interleaved = o->rotary_interleaved;
+            kv.rotary_rows = o->seqlen_k;
             st = fcl_kvcache_plan_query(ctx, &kv, &plan);
         } else {
             st = fcl_plan_query(ctx, &desc, kinds[i], &plan);
@@ -237,6 +244,12 @@ static int show(const options *o, int platform, int device, const char *profile,
                 printf("  decode plan: KV-cache call, %zu sequence(s) of %zu cached keys, %zu query "
                        "row(s), %zu/%zu heads:\n", o->batch, o->seqlen_k, o->decode_rows,
                        o->heads_q, o->heads_kv);
+            if (kinds[i] == FCL_KERNEL_DECODE && o->rotary_dim > 0)
+                printf("    rotary %zu of %zu columns, %s pairs: the append step rotates Q into "
+                       "a workspace of %zu bytes and the new K rows as it writes them\n",
+                       o->rotary_dim, o->head_dim, o->rotary_interleaved ? "interleaved" : "half-split",
+                       o->batch * o->decode_rows * o->heads_q * o->head_dim *
+                           fcl_dtype_size(o->dtype));
             print_plan_text(&plan);
         }
     }
@@ -248,7 +261,7 @@ static int show(const options *o, int platform, int device, const char *profile,
 
 int main(int argc, char **argv)
 {
-    options o = {64, 4096, 0, 1, 32, 8, 1, FCL_DTYPE_FP32, 0, 0, 0, 0, NULL, NULL, 0};
+    options o = {64, 4096, 0, 1, 32, 8, 1, 0, 0, FCL_DTYPE_FP32, 0, 0, 0, 0, NULL, NULL, 0};
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -257,6 +270,7 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--causal") == 0) o.causal = 1;
         else if (strcmp(a, "--sinks") == 0) o.sinks = 1;
         else if (strcmp(a, "--no-probe") == 0) o.no_probe = 1;
+        else if (strcmp(a, "--rotary-interleaved") == 0) o.rotary_interleaved = 1;
         else if (strcmp(a, "--list-profiles") == 0) {
             for (size_t p = 0; p < fcl_profile_count(); ++p)
                 printf("%-12s %s\n", fcl_profile_name(p), fcl_profile_description(p));
@@ -270,6 +284,7 @@ int main(int argc, char **argv)
         else if (v != NULL && strcmp(a, "--heads-q") == 0 && parse_size(v, &o.heads_q)) ++i;
         else if (v != NULL && strcmp(a, "--heads-kv") == 0 && parse_size(v, &o.heads_kv)) ++i;
         else if (v != NULL && strcmp(a, "--decode-rows") == 0 && parse_size(v, &o.decode_rows)) ++i;
+        else if (v != NULL && strcmp(a, "--rotary-dim") == 0 && parse_size(v, &o.rotary_dim)) ++i;
         else if (v != NULL && strcmp(a, "--device") == 0) { o.device = v; ++i; }
         else if (v != NULL && strcmp(a, "--profile") == 0) { o.profile = v; ++i; }
         else { fprintf(stderr, "flashcl-info: bad argument '%s'\n", a); usage(stderr); return 2; }

@@ -13,11 +13,29 @@ from ._tensors import CL, empty, invoke, operands, same_dtype
 byref = ctypes.byref
 
 
+def _set_rotary(desc, ops, interleaved):
+    """The rotary fields from the cos/sin tables, (rotary_rows, rotary_dim / 2)
+    float32 each, or none."""
+    if ("rotary_cos" in ops) != ("rotary_sin" in ops):
+        raise ArgumentError("give both rotary_cos and rotary_sin, or neither")
+    if "rotary_cos" not in ops:
+        return  # rotary_interleaved alone does nothing, as in flash_attn_with_kvcache
+    shape = tuple(ops["rotary_cos"].shape)
+    if len(shape) != 2:
+        raise ArgumentError("rotary_cos must be (rotary_rows, rotary_dim / 2), got %s" % (shape,))
+    for n in ("rotary_cos", "rotary_sin"):
+        ops[n].dense(shape, np.float32, "rotary table")
+    desc.rotary_rows, desc.rotary_dim = shape[0], 2 * shape[1]
+    desc.rotary_interleaved = 1 if interleaved else 0
+
+
 def _run(ctx, q, k_cache, v_cache, k, v, cache_seqlens, block_table, alibi_slopes, sinks,
-         causal, softmax_scale, window, softcap, num_splits, return_lse):
+         rotary_cos, rotary_sin, rotary_interleaved, causal, softmax_scale, window, softcap,
+         num_splits, return_lse):
     ops, kind = operands(ctx, q=q, k_cache=k_cache, v_cache=v_cache, k_new=k, v_new=v,
                          cache_seqlens=cache_seqlens, page_table=block_table,
-                         alibi_slopes=alibi_slopes, sinks=sinks)
+                         alibi_slopes=alibi_slopes, sinks=sinks, rotary_cos=rotary_cos,
+                         rotary_sin=rotary_sin)
     if (k is None) != (v is None):
         raise ArgumentError("give both k and v (the rows to append), or neither")
     code = same_dtype(ops, ["q", "k_cache", "v_cache", "k_new", "v_new"])
@@ -65,6 +83,7 @@ def _run(ctx, q, k_cache, v_cache, k, v, cache_seqlens, block_table, alibi_slope
     desc.alibi = alibi_mode(ops.get("alibi_slopes"), b, hq)
     desc.sinks = sinks_flag(ops.get("sinks"), hq)
     desc.num_splits = num_splits
+    _set_rotary(desc, ops, rotary_interleaved)
     for n in ("q", "k_cache", "v_cache", "k_new", "v_new"):
         if n in ops:
             ops[n].layout(getattr(desc, n))
@@ -83,8 +102,8 @@ def _run(ctx, q, k_cache, v_cache, k, v, cache_seqlens, block_table, alibi_slope
 
 def attention_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens, block_table=None,
                       causal=False, softmax_scale=None, window=(-1, -1), softcap=0.0,
-                      alibi_slopes=None, sinks=None, num_splits=0, return_lse=False,
-                      context=None):
+                      alibi_slopes=None, sinks=None, rotary_cos=None, rotary_sin=None,
+                      rotary_interleaved=True, num_splits=0, return_lse=False, context=None):
     """Attention of new query rows against a KV cache, appending k, v first
     (fcl_attention_kvcache; FlashAttention's flash_attn_with_kvcache).
 
@@ -100,16 +119,28 @@ def attention_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens, blo
     cache_seqlens[b] .. (in place: the caches are updated), then query row i
     of sequence b attends to its first T_b = cache_seqlens[b] + seqlen_new
     keys, masks aligned at position T_b - seqlen_q + i.  causal, softmax_scale,
-    window, softcap, alibi_slopes, sinks as in attention(); num_splits: split-KV
+    window, softcap, alibi_slopes, sinks as in attention().  rotary_cos, rotary_sin:
+    optional float32 (rotary_rows, rotary_dim / 2) tables (row p: position p;
+    rotary_rows at least the cache's keys per sequence): q and the appended
+    k rows (not v) are rotated in their first rotary_dim columns before k
+    enters the cache, k row t at cache_seqlens[b] + t and query row i at
+    max(T_b - seqlen_q + i, 0), pairs (2i, 2i+1) with rotary_interleaved
+    (GPT-J; the default, as in flash_attn_with_kvcache), else
+    (i, i + rotary_dim / 2) (GPT-NeoX); x_a' = x_a cos - x_b
+    sin, x_b' = x_b cos + x_a sin (flashcl.h, fcl_kvcache_desc, says it
+    exactly; unlike flash_attn_with_kvcache, every query row is at its own
+    position, also without causal, and k may be absent).  num_splits: split-KV
     chunks, 0 automatic.  Returns o, q's shape with head_dim_v columns (and lse, float32
     (batch, heads_q, seqlen_q), with return_lse=True).  Host arrays have
     their lengths and page indices checked first
     (FCL_ERROR_INVALID_CACHE_SEQLENS, FCL_ERROR_INVALID_PAGE_TABLE)."""
     ctx = context or default_context()
     options = dict(causal=causal, softmax_scale=softmax_scale, window=window, softcap=softcap,
-                   num_splits=num_splits, return_lse=return_lse)
+                   rotary_interleaved=rotary_interleaved, num_splits=num_splits,
+                   return_lse=return_lse)
     arrays = dict(q=q, k_cache=k_cache, v_cache=v_cache, k=k, v=v, cache_seqlens=cache_seqlens,
-                  block_table=block_table, alibi_slopes=alibi_slopes, sinks=sinks)
+                  block_table=block_table, alibi_slopes=alibi_slopes, sinks=sinks,
+                  rotary_cos=rotary_cos, rotary_sin=rotary_sin)
     if is_torch(q):
         from . import _torch
         return _torch.kvcache(lambda **a: _run(ctx, **a, **options), arrays)

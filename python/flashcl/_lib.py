@@ -163,6 +163,7 @@ class KvcacheDesc(ctypes.Structure):
         ("lse_offset", c_size), ("num_splits", ctypes.c_int), ("out_dtype", c_enum),
         ("head_dim_v", c_size),
         ("sinks", ctypes.c_int),
+        ("rotary_dim", c_size), ("rotary_interleaved", ctypes.c_int), ("rotary_rows", c_size),
     ]
 
 
@@ -170,6 +171,8 @@ _KV_ARRAYS = [("q", None), ("k_cache", None), ("v_cache", None), ("cache_seqlens
               ("page_table", None), ("k_new", None), ("v_new", None), ("alibi_slopes", None),
               ("o", None), ("lse", None),
               ("descale_q", None), ("descale_k", None), ("descale_v", None), ("sinks", None)]
+              ("descale_q", None), ("descale_k", None), ("descale_v", None),
+              ("rotary_cos", None), ("rotary_sin", None)]
 
 
 class KvcacheBuffers(ctypes.Structure):

@@ -12,8 +12,8 @@ def test_quick_check_passes_with_a_line_per_check():
     checks = [line for line in result.lines if line.startswith("[")]
     assert result and result.returncode == 0, "\n".join(result.lines)
     assert out.getvalue().splitlines() == result.lines
-    assert len(checks) == 8 and all(line.endswith(" ok") for line in checks)
-    assert result.lines[-1].startswith("PASS: all 8 checks")
+    assert len(checks) == 9 and all(line.endswith(" ok") for line in checks)
+    assert result.lines[-1].startswith("PASS: all 9 checks")
 
 
 def test_a_missing_device_is_a_failed_run_not_an_exception():

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import flashcl
-from reference import assert_close, forward, load, rand
+from reference import assert_close, forward, load, rand, store
 
 
 def _check(o, q, keys, values, dt, causal, window=(-1, -1), sinks=None):
@@ -109,3 +109,47 @@ def test_bad_cache_contents_raise_and_write_nothing(rng):
         flashcl.attention_kvcache(q, kp, vp, cache_seqlens=np.array([2, 6], np.int32),
                                   block_table=table)
     assert e.value.name == "FCL_ERROR_INVALID_PAGE_TABLE"
+
+
+def _rotate(x, pos, cos, sin, interleaved):
+    """Row x (head_dim,) rotated at position pos in float64 (flashcl.h,
+    fcl_kvcache_desc): pair i is (2i, 2i + 1) interleaved, else
+    (i, i + rotary_dim / 2)."""
+    y, half = np.array(x, np.float64), cos.shape[1]
+    i = np.arange(half)
+    a, b = (2 * i, 2 * i + 1) if interleaved else (i, i + half)
+    c, s = cos[pos].astype(np.float64), sin[pos].astype(np.float64)
+    y[a], y[b] = x[a] * c - x[b] * s, x[b] * c + x[a] * s
+    return y
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rotary(rng, interleaved):
+    """Q and the appended K rows rotated at their positions (query rows at
+    T_b - seqlen_q + i without a causal mask too, before 0 at 0), V not."""
+    dt, b, hq, hkv, d, cache, sq, snew, rd = "fp32", 2, 4, 2, 32, 40, 3, 2, 16
+    lens = np.array([9, 0], np.int32)
+    angles = rng.uniform(0, 2 * np.pi, (cache, rd // 2))
+    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    kc, vc = (rand(rng, (b, cache, hkv, d), dt) for _ in range(2))
+    knew, vnew = (rand(rng, (b, snew, hkv, d), dt) for _ in range(2))
+    q = rand(rng, (b, sq, hq, d), dt)
+    o = flashcl.attention_kvcache(q, kc, vc, knew, vnew, cache_seqlens=lens, rotary_cos=cos,
+                                  rotary_sin=sin, rotary_interleaved=interleaved)
+    qr = np.empty(q.shape)
+    for s, n in enumerate(lens):
+        for t in range(snew):
+            for h in range(hkv):
+                exact = _rotate(load(knew[s, t, h]), n + t, cos, sin, interleaved)
+                assert np.allclose(load(kc[s, n + t, h]), exact, rtol=1e-6, atol=1e-6)
+        assert np.array_equal(vc[s, n:n + snew], vnew[s])
+        for i in range(sq):
+            for h in range(hq):
+                qr[s, i, h] = _rotate(load(q[s, i, h]), max(n + snew - sq + i, 0), cos, sin,
+                                      interleaved)
+    _check(o, store(qr, dt), [kc[i, :n + snew] for i, n in enumerate(lens)],
+           [vc[i, :n + snew] for i, n in enumerate(lens)], dt, causal=False)
+    with pytest.raises(flashcl.Error) as e:  # a table shorter than the cache
+        flashcl.attention_kvcache(q, kc, vc, cache_seqlens=lens, rotary_cos=cos[:cache - 1],
+                                  rotary_sin=sin[:cache - 1])
+    assert e.value.name == "FCL_ERROR_INVALID_VALUE"

@@ -17,6 +17,10 @@ fcl_attention_desc fcl_kvcache_as_forward(const fcl_kvcache_desc *d);
 /* The call's tensors (q, o, k_cache, v_cache[, k_new, v_new][, lse]), *n of them. */
 void fcl_kvcache_tensors(const fcl_kvcache_desc *d, const fcl_kvcache_buffers *b,
                          fcl_tensor_ref t[FCL_KVCACHE_TENSORS], size_t *n);
+/* Rows a rotary table may have (flashcl.h: 2^30). */
+#define FCL_MAX_ROTARY_ROWS ((size_t)1 << 30)
+/* Bytes each rotary table must hold: rotary_rows x rotary_dim / 2 floats. */
+uint64_t fcl_kvcache_rotary_bytes(const fcl_kvcache_desc *d);
 /* int32 entries the page table must hold. */
 uint64_t fcl_kvcache_page_table_entries(const fcl_kvcache_desc *d);
 

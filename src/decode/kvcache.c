@@ -75,6 +75,26 @@ size_t fcl_kvcache_capacity(const fcl_kvcache_desc *d)
     return d->page_size == 0 ? d->cache_seqlen : d->max_pages_per_seq * d->page_size;
 }
 
+/* The rotary settings (flashcl.h, fcl_kvcache_desc): even rotary_dim up to
+ * head_dim, tables that cover every position the cache can hold, no FP8. */
+static fcl_status check_rotary_desc(const fcl_kvcache_desc *d)
+{
+    if (d->rotary_interleaved != 0 && d->rotary_interleaved != 1)
+        return FCL_ERROR_INVALID_VALUE;
+    if (d->rotary_dim == 0)
+        return FCL_OK;
+    if (d->rotary_dim % 2 != 0 || d->rotary_dim > d->head_dim)
+        return FCL_ERROR_INVALID_VALUE;
+    if (d->rotary_rows < fcl_kvcache_capacity(d) || d->rotary_rows > FCL_MAX_ROTARY_ROWS)
+        return FCL_ERROR_INVALID_VALUE;
+    return fcl_require_no_fp8(d->dtype);
+}
+
+uint64_t fcl_kvcache_rotary_bytes(const fcl_kvcache_desc *d)
+{
+    return (uint64_t)d->rotary_rows * (d->rotary_dim / 2) * sizeof(float);
+}
+
 fcl_status fcl_kvcache_check_desc(const fcl_kvcache_desc *d)
 {
     if (d == NULL)
@@ -95,7 +115,8 @@ fcl_status fcl_kvcache_check_desc(const fcl_kvcache_desc *d)
         return FCL_ERROR_INVALID_SHAPE;
     /* heads, dtype, scale, causal, splits; window, softcap, the ALiBi mode, sinks */
     const fcl_attention_desc fwd = fcl_kvcache_as_forward(d);
-    return fcl_check_forward_desc(&fwd);
+    FCL_TRY(fcl_check_forward_desc(&fwd));
+    return check_rotary_desc(d);
 }
 
 /* The forward problem of a KV-cache call: K/V are the caches, each sequence
@@ -156,10 +177,26 @@ uint64_t fcl_kvcache_page_table_entries(const fcl_kvcache_desc *d)
     return (uint64_t)(d->batch - 1) * d->page_table_stride + d->max_pages_per_seq;
 }
 
-/* The append of every sequence's new rows, one work-group each. */
+/* Work-groups per sequence of the append step (they share its rows): about
+ * 8 elements per work-item, at most one group per row, 64 groups, and
+ * 2^31 work-items in all. */
+static size_t append_parts(const fcl_kvcache_desc *d, size_t local)
+{
+    size_t rows = d->seqlen_new * d->heads_kv;
+    if (d->rotary_dim > 0)
+        rows = rows > d->seqlen_q * d->heads_q ? rows : d->seqlen_q * d->heads_q;
+    const size_t most = ((size_t)1 << 31) / (d->batch * local);
+    size_t parts = (rows * d->head_dim + local * 8 - 1) / (local * 8);
+    parts = parts < rows ? parts : rows;
+    parts = parts < most ? parts : most;
+    return parts < 1 ? 1 : parts > 64 ? 64 : parts;
+}
+
+/* The append step (cl/kvcache.cl): every sequence's new rows into its
+ * cache and, with rotary, the rotation of those K rows and of Q into q_rot. */
 static fcl_status enqueue_append(fcl_context *ctx, fcl_resolved *r, const fcl_kvcache_desc *d,
-                                 const fcl_kvcache_buffers *b, const fcl_wait *wait,
-                                 cl_event *done)
+                                 const fcl_kvcache_buffers *b, cl_mem q_rot,
+                                 const fcl_wait *wait, cl_event *done)
 {
     cl_kernel kernel = NULL;
     FCL_TRY(fcl_resolved_kernel(r, FCL_HELPER_KVCACHE_APPEND, &kernel));
@@ -175,18 +212,28 @@ static fcl_status enqueue_append(fcl_context *ctx, fcl_resolved *r, const fcl_kv
     fcl_arg_mem(&a, b->v_cache);
     fcl_arg_layout(&a, &d->k_cache);
     fcl_arg_layout(&a, &d->v_cache);
-    fcl_arg_mem(&a, b->k_new);
-    fcl_arg_mem(&a, b->v_new);
+    fcl_arg_mem(&a, d->seqlen_new > 0 ? b->k_new : NULL);
+    fcl_arg_mem(&a, d->seqlen_new > 0 ? b->v_new : NULL);
     fcl_arg_layout(&a, &d->k_new);
     fcl_arg_layout(&a, &d->v_new);
     fcl_arg_int(&a, (int)d->heads_kv);
     fcl_arg_int(&a, (int)d->head_dim);
     fcl_arg_int(&a, (int)kvcache_head_dim_v(d));
+    fcl_arg_mem(&a, b->q);
+    fcl_arg_layout(&a, &d->q);
+    fcl_arg_mem(&a, q_rot);
+    fcl_arg_int(&a, (int)d->heads_q);
+    fcl_arg_int(&a, (int)d->seqlen_q);
+    fcl_arg_mem(&a, d->rotary_dim > 0 ? b->rotary_cos : NULL);
+    fcl_arg_mem(&a, d->rotary_dim > 0 ? b->rotary_sin : NULL);
+    fcl_arg_int(&a, (int)d->rotary_dim);
+    fcl_arg_int(&a, d->rotary_interleaved);
+    const size_t wg = ctx->info.max_work_group_size < 64 ? ctx->info.max_work_group_size : 64;
+    const size_t parts = append_parts(d, wg), global = d->batch * parts * wg;
+    fcl_arg_int(&a, (int)parts);
     err = a.err;
-    const size_t local = ctx->info.max_work_group_size < 64 ? ctx->info.max_work_group_size : 64;
-    const size_t global = d->batch * local;
     if (err == CL_SUCCESS)
-        err = clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &global, &local, wait->count,
+        err = clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &global, &wg, wait->count,
                                      wait->list, done);
     return err;
 }
@@ -227,6 +274,80 @@ static fcl_status kvcache_job(fcl_context *ctx, const fcl_kvcache_desc *desc,
     return FCL_OK;
 }
 
+/* The rotary tables of a call: given exactly when rotary is on, large
+ * enough, and in the context. */
+static fcl_status check_rotary_buffers(const fcl_context *ctx, const fcl_kvcache_desc *d,
+                                       const fcl_kvcache_buffers *b)
+{
+    if (d->rotary_dim == 0)
+        return b->rotary_cos != NULL || b->rotary_sin != NULL ? FCL_ERROR_INVALID_VALUE : FCL_OK;
+    FCL_TRY(fcl_check_aux_buffer(ctx, b->rotary_cos, fcl_kvcache_rotary_bytes(d)));
+    return fcl_check_aux_buffer(ctx, b->rotary_sin, fcl_kvcache_rotary_bytes(d));
+}
+
+/* The buffers the device reads besides the tensors (lengths, pages, the
+ * variants' aux buffers, the rotary tables), which no output may meet;
+ * *n of them. */
+static void read_only_refs(const fcl_kvcache_desc *d, const fcl_kvcache_buffers *b,
+                           const fcl_variants *var, fcl_tensor_ref *read, size_t *n)
+{
+    *n = 0;
+    read[(*n)++] = fcl_aux_ref(b->cache_seqlens, d->batch * sizeof(int32_t));
+    if (d->page_size > 0)
+        read[(*n)++] =
+            fcl_aux_ref(b->page_table, fcl_kvcache_page_table_entries(d) * sizeof(int32_t));
+    for (size_t i = 0; i < var->num_aux; ++i)
+        read[(*n)++] = var->aux[i];
+    if (d->rotary_dim > 0) {
+        read[(*n)++] = fcl_aux_ref(b->rotary_cos, fcl_kvcache_rotary_bytes(d));
+        read[(*n)++] = fcl_aux_ref(b->rotary_sin, fcl_kvcache_rotary_bytes(d));
+    }
+}
+
+/* With rotary, the forward reads the rotated Q the append step writes into
+ * the context's workspace: contiguous (batch, seqlen_q, heads_q, head_dim). */
+static fcl_status use_rotated_q(fcl_context *ctx, const fcl_kvcache_desc *d,
+                                fcl_attention_desc *fwd, fcl_forward_job *job)
+{
+    const size_t bytes = d->batch * d->seqlen_q * d->heads_q * d->head_dim * fcl_dtype_size(d->dtype);
+    FCL_TRY(fcl_scratch_get(ctx, FCL_SCRATCH_ROTARY_Q, bytes, &job->q));
+    fwd->q = fcl_layout_contiguous(FCL_LAYOUT_BSHD, d->heads_q, d->seqlen_q, d->head_dim);
+    return FCL_OK;
+}
+
+/* Enqueues the checked call: the append step when there are new rows or
+ * rotary, then the forward; the workspace's rotated Q is in use until the
+ * forward ends. */
+static fcl_status enqueue_kvcache(fcl_context *ctx, const fcl_kvcache_desc *desc,
+                                  const fcl_kvcache_buffers *b, fcl_forward_job *job,
+                                  fcl_resolved *r, const fcl_wait *wait, cl_event *event)
+{
+    const bool rotary = desc->rotary_dim > 0, track = rotary && !ctx->queue_in_order;
+    fcl_status st = FCL_OK;
+    cl_event appended = NULL, done = NULL;
+    fcl_wait before_forward = *wait;
+    /* the forward waits for the append (an in-order queue runs it after it
+     * by itself) */
+    if (desc->seqlen_new > 0 || rotary) {
+        st = enqueue_append(ctx, r, desc, b, rotary ? job->q : NULL, wait,
+                            ctx->queue_in_order ? NULL : &appended);
+        before_forward = (fcl_wait){appended != NULL ? 1 : 0, appended != NULL ? &appended : NULL,
+                                    NULL};
+    }
+    if (st == FCL_OK)
+        st = fcl_forward_enqueue(ctx, job, r, &before_forward,
+                                 track || event != NULL ? &done : NULL);
+    if (st == FCL_OK && track)
+        fcl_scratch_used_until(ctx, done);
+    if (st == FCL_OK && event != NULL)
+        *event = done;
+    else if (done != NULL)
+        clReleaseEvent(done);
+    if (appended != NULL)
+        clReleaseEvent(appended);
+    return st;
+}
+
 fcl_status fcl_attention_kvcache(fcl_context *ctx, const fcl_kvcache_desc *desc,
                                  const fcl_kvcache_buffers *b, cl_uint num_wait,
                                  const cl_event *wait_list, cl_event *event)
@@ -235,10 +356,11 @@ fcl_status fcl_attention_kvcache(fcl_context *ctx, const fcl_kvcache_desc *desc,
         b->v_cache == NULL || b->o == NULL || b->cache_seqlens == NULL ||
         (desc->page_size > 0 && b->page_table == NULL) ||
         (desc->seqlen_new > 0 && (b->k_new == NULL || b->v_new == NULL)) ||
+        (desc->rotary_dim > 0 && (b->rotary_cos == NULL || b->rotary_sin == NULL)) ||
         (num_wait > 0 && wait_list == NULL))
         return FCL_ERROR_NULL_ARGUMENT;
     FCL_TRY(fcl_kvcache_check_desc(desc));
-    const fcl_attention_desc fwd = fcl_kvcache_as_forward(desc);
+    fcl_attention_desc fwd = fcl_kvcache_as_forward(desc);
     fcl_tensor_ref t[FCL_KVCACHE_TENSORS];
     size_t n = 0;
     fcl_kvcache_tensors(desc, b, t, &n);
@@ -247,42 +369,27 @@ fcl_status fcl_attention_kvcache(fcl_context *ctx, const fcl_kvcache_desc *desc,
     if (desc->page_size > 0)
         FCL_TRY(fcl_check_aux_buffer(ctx, b->page_table,
                                      fcl_kvcache_page_table_entries(desc) * sizeof(int32_t)));
+    FCL_TRY(check_rotary_buffers(ctx, desc, b));
     fcl_variants var;
     fcl_forward_job job;
     FCL_TRY(kvcache_job(ctx, desc, b, &fwd, &var, &job));
     /* the device reads lengths and pages again after checking them: no
-     * output (O, LSE, an appended cache) may overlap them, nor the slopes
-     * and descales */
-    fcl_tensor_ref read[2 + sizeof var.aux / sizeof var.aux[0]];
+     * output (O, LSE, an appended cache) may overlap them, nor the slopes,
+     * descales and rotary tables */
+    fcl_tensor_ref read[4 + sizeof var.aux / sizeof var.aux[0]];
     size_t num_read = 0;
-    read[num_read++] = fcl_aux_ref(b->cache_seqlens, desc->batch * sizeof(int32_t));
-    if (desc->page_size > 0)
-        read[num_read++] =
-            fcl_aux_ref(b->page_table, fcl_kvcache_page_table_entries(desc) * sizeof(int32_t));
-    for (size_t i = 0; i < var.num_aux; ++i)
-        read[num_read++] = var.aux[i];
+    read_only_refs(desc, b, &var, read, &num_read);
     FCL_TRY(fcl_validate_apart(ctx, t, n, read, num_read));
     fcl_resolved *r = NULL;
     FCL_TRY(fcl_forward_resolve(ctx, &job, &r));
     FCL_TRY(fcl_forward_check_launch(ctx, &job, r)); /* before the append changes the cache */
+    if (desc->rotary_dim > 0)
+        FCL_TRY(use_rotated_q(ctx, desc, &fwd, &job));
 
     fcl_wait wait;
     FCL_TRY(fcl_scratch_wait_list(ctx, num_wait, wait_list, &wait));
-    /* appended rows first, when there are any; the forward then waits for
-     * them (an in-order queue runs it after them by itself) */
-    fcl_status st = FCL_OK;
-    cl_event appended = NULL;
-    fcl_wait before_forward = wait;
-    if (desc->seqlen_new > 0) {
-        st = enqueue_append(ctx, r, desc, b, &wait, ctx->queue_in_order ? NULL : &appended);
-        before_forward = (fcl_wait){appended != NULL ? 1 : 0, appended != NULL ? &appended : NULL,
-                                    NULL};
-    }
-    if (st == FCL_OK)
-        st = fcl_forward_enqueue(ctx, &job, r, &before_forward, event);
+    const fcl_status st = enqueue_kvcache(ctx, desc, b, &job, r, &wait, event);
     free(wait.owned);
-    if (appended != NULL)
-        clReleaseEvent(appended);
     return st;
 }
 

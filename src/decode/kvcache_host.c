@@ -30,8 +30,10 @@ static fcl_status check_cache_entries(const fcl_kvcache_desc *d, const int32_t *
     return FCL_OK;
 }
 
-enum { AUX_LENS, AUX_PAGES, AUX_ALIBI, AUX_DESCALE_Q, AUX_DESCALE_K, AUX_DESCALE_V, AUX_SINKS,
-       AUX_COUNT };
+enum {
+    AUX_LENS, AUX_PAGES, AUX_ALIBI, AUX_DESCALE_Q, AUX_DESCALE_K, AUX_DESCALE_V, AUX_SINKS,
+    AUX_ROTARY_COS, AUX_ROTARY_SIN, AUX_COUNT
+};
 
 /* The aux arrays the call reads, as one-byte tensors of their host arrays
  * (absent ones have no array), in the order of fcl_kvcache_buffers. */
@@ -39,8 +41,8 @@ static void aux_refs(const fcl_kvcache_desc *d, const fcl_kvcache_host *a,
                      fcl_tensor_ref aux[AUX_COUNT])
 {
     uint64_t bytes[AUX_COUNT] = {0};
-    const void *arrays[AUX_COUNT] = {a->cache_seqlens, NULL,         NULL,    a->descale_q,
-                                     a->descale_k,     a->descale_v, a->sinks};
+    const void *arrays[AUX_COUNT] = {a->cache_seqlens, NULL, NULL, a->descale_q, a->descale_k,
+                                     a->descale_v, a->sinks, a->rotary_cos, a->rotary_sin};
     bytes[AUX_LENS] = d->batch * sizeof(int32_t);
     if (d->page_size > 0) {
         arrays[AUX_PAGES] = a->page_table;
@@ -54,6 +56,7 @@ static void aux_refs(const fcl_kvcache_desc *d, const fcl_kvcache_host *a,
     for (int i = 0; i < 3; ++i)
         bytes[AUX_DESCALE_Q + i] = d->batch * (i == 0 ? d->heads_q : d->heads_kv) * sizeof(float);
     bytes[AUX_SINKS] = d->heads_q * sizeof(float);
+    bytes[AUX_ROTARY_COS] = bytes[AUX_ROTARY_SIN] = fcl_kvcache_rotary_bytes(d);
     for (int i = 0; i < AUX_COUNT; ++i) {
         aux[i] = fcl_aux_ref(NULL, arrays[i] != NULL ? bytes[i] : 0);
         aux[i].host = arrays[i];
@@ -66,7 +69,8 @@ fcl_status fcl_attention_kvcache_host(fcl_context *ctx, const fcl_kvcache_desc *
     if (ctx == NULL || desc == NULL || a == NULL || a->q == NULL || a->k_cache == NULL ||
         a->v_cache == NULL || a->o == NULL || a->cache_seqlens == NULL ||
         (desc->page_size > 0 && a->page_table == NULL) ||
-        (desc->seqlen_new > 0 && (a->k_new == NULL || a->v_new == NULL)))
+        (desc->seqlen_new > 0 && (a->k_new == NULL || a->v_new == NULL)) ||
+        (desc->rotary_dim > 0 && (a->rotary_cos == NULL || a->rotary_sin == NULL)))
         return FCL_ERROR_NULL_ARGUMENT;
     FCL_TRY(fcl_kvcache_check_desc(desc));
 
@@ -106,6 +110,8 @@ fcl_status fcl_attention_kvcache_host(fcl_context *ctx, const fcl_kvcache_desc *
         return FCL_ERROR_INVALID_VALUE;
     if (desc->sinks ? a->sinks == NULL : a->sinks != NULL)
         return desc->sinks ? FCL_ERROR_NULL_ARGUMENT : FCL_ERROR_INVALID_VALUE;
+    if (desc->rotary_dim == 0 && (a->rotary_cos != NULL || a->rotary_sin != NULL))
+        return FCL_ERROR_INVALID_VALUE;
     FCL_TRY(fcl_validate_apart(ctx, t, n, aux, AUX_COUNT));
     fcl_plan plan; /* built now: a failed build or plan is a refusal too */
     FCL_TRY(fcl_kvcache_plan_query(ctx, desc, &plan));
@@ -123,14 +129,22 @@ fcl_status fcl_attention_kvcache_host(fcl_context *ctx, const fcl_kvcache_desc *
     }
     fcl_status st = fcl_host_upload(ctx, h, n + AUX_COUNT);
     if (st == FCL_OK) {
-        const fcl_kvcache_buffers b = {h[0].mem, h[2].mem, h[3].mem, h[n + AUX_LENS].mem,
-                                       h[n + AUX_PAGES].mem,
-                                       desc->seqlen_new > 0 ? h[4].mem : NULL,
-                                       desc->seqlen_new > 0 ? h[5].mem : NULL,
-                                       h[n + AUX_ALIBI].mem, h[1].mem,
-                                       a->lse != NULL ? h[n - 1].mem : NULL,
-                                       h[n + AUX_DESCALE_Q].mem, h[n + AUX_DESCALE_K].mem,
-                                       h[n + AUX_DESCALE_V].mem, h[n + AUX_SINKS].mem};
+        const fcl_kvcache_buffers b = {.q = h[0].mem,
+                                       .k_cache = h[2].mem,
+                                       .v_cache = h[3].mem,
+                                       .cache_seqlens = h[n + AUX_LENS].mem,
+                                       .page_table = h[n + AUX_PAGES].mem,
+                                       .k_new = desc->seqlen_new > 0 ? h[4].mem : NULL,
+                                       .v_new = desc->seqlen_new > 0 ? h[5].mem : NULL,
+                                       .alibi_slopes = h[n + AUX_ALIBI].mem,
+                                       .o = h[1].mem,
+                                       .lse = a->lse != NULL ? h[n - 1].mem : NULL,
+                                       .descale_q = h[n + AUX_DESCALE_Q].mem,
+                                       .descale_k = h[n + AUX_DESCALE_K].mem,
+                                       .descale_v = h[n + AUX_DESCALE_V].mem,
+                                       .sinks = h[n + AUX_SINKS].mem,
+                                       .rotary_cos = h[n + AUX_ROTARY_COS].mem,
+                                       .rotary_sin = h[n + AUX_ROTARY_SIN].mem};
         st = fcl_attention_kvcache(ctx, &local, &b, 0, NULL, NULL);
     }
     if (st == FCL_OK)

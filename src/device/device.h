@@ -54,6 +54,7 @@ void fcl_buffer_release(fcl_context *ctx, cl_mem mem, size_t bytes);
 typedef enum fcl_scratch_slot {
     FCL_SCRATCH_PART_O,           /* split-KV partial outputs, fp32 */
     FCL_SCRATCH_PART_LSE,         /* split-KV partial LSE, fp32 */
+    FCL_SCRATCH_ROTARY_Q,         /* KV-cache rotary: the rotated Q, storage type */
     FCL_SCRATCH_COUNT
 } fcl_scratch_slot;
 

@@ -88,3 +88,15 @@ fcl_status fcl_debug_limit_local_mem(fcl_context *ctx, uint64_t bytes)
     fcl_forget_resolved(ctx); /* the next call plans again */
     return FCL_OK;
 }
+
+fcl_status fcl_debug_read_rotated_q(fcl_context *ctx, void *out, size_t bytes)
+{
+    if (ctx == NULL || out == NULL)
+        return FCL_ERROR_NULL_ARGUMENT;
+    const fcl_scratch *s = &ctx->scratch[FCL_SCRATCH_ROTARY_Q];
+    if (s->mem == NULL || s->bytes < bytes)
+        return FCL_ERROR_INVALID_VALUE;
+    cl_event *after = ctx->scratch_busy != NULL ? &ctx->scratch_busy : NULL;
+    return clEnqueueReadBuffer(ctx->queue, s->mem, CL_TRUE, 0, bytes, out, after ? 1 : 0, after,
+                               NULL);
+}

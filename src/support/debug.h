@@ -26,5 +26,10 @@ fcl_status fcl_debug_set_build_options(fcl_context *ctx, const char *options);
  * `desc` (without variants). */
 fcl_status fcl_debug_kernel_log(fcl_context *ctx, const fcl_attention_desc *desc,
                                 fcl_kernel_kind kind, char *log, size_t size);
+/* Tests: the rotated Q the last KV-cache call with rotary left in the
+ * context's workspace, its first `bytes` bytes (batch, seqlen_q, heads_q,
+ * head_dim in the storage type); waits for the queue.  FCL_ERROR_INVALID_VALUE
+ * when the workspace holds fewer bytes. */
+fcl_status fcl_debug_read_rotated_q(fcl_context *ctx, void *out, size_t bytes);
 
 #endif /* FCL_DEBUG_H */

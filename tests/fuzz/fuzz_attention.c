@@ -5,7 +5,7 @@
  * backward and KV-cache, on cl_mem buffers and on host arrays, and the plan
  * queries), an fcl_attention_desc or fcl_kvcache_desc with any sizes (0,
  * small, the limits and around them, any 64-bit value), strides, offsets,
- * dtypes, flags, windows, softcap, ALiBi, dropout, packed sequences
+ * dtypes, flags, windows, softcap, ALiBi, rotary, dropout, packed sequences
  * (totals and cu_seqlens contents), block masks, page tables and cache
  * lengths, and which buffers go where (the same buffer twice, a buffer
  * too small, NULL).  It checks:
@@ -352,6 +352,10 @@ static int kv_host_fits(const fcl_kvcache_desc *d)
     }
     if (d->alibi != FCL_ALIBI_NONE && d->batch * d->heads_q * 4 > POOL_BYTES)
         return 0;
+    uint64_t rot = 0; /* the rotary tables, read from the slopes' floats */
+    if (d->rotary_dim > 0 && (__builtin_mul_overflow(d->rotary_rows, d->rotary_dim / 2, &rot) ||
+                              rot > POOL_BYTES / 4))
+        return 0;
     return 1;
 }
 
@@ -484,6 +488,11 @@ static void decode_kvcache(reader *r, fcl_kvcache_desc *d)
         static const float scales[] = {0.0f, 0.125f, -1.0f, NAN, INFINITY};
         d->softmax_scale = value_of(r, scales, 5);
     }
+    if (flags & 32) {
+        d->rotary_dim = size_of(r);
+        d->rotary_interleaved = int_of(r, small, 4);
+        d->rotary_rows = size_of(r);
+    }
 }
 
 static void call_attention(reader *r, int entry)
@@ -532,7 +541,7 @@ static void call_attention(reader *r, int entry)
     case 3: {
         if (!attn_host_fits(&d))
             return;
-        /* descales, when chosen, read the slopes' floats */
+        /* descales and rotary tables, when chosen, read the slopes' floats */
         const float *f = (const float *)g_host[H_AUX0];
         const fcl_attention_aux_host ah = {f,
                                            (const int32_t *)g_host[H_AUX1],
@@ -586,11 +595,11 @@ static void call_kvcache(reader *r, int entry)
     int_array(r, pages, H_AUX2, 64);
     if (entry == 0) {
         fcl_kvcache_buffers b;
-        cl_mem *m[13] = {&b.q, &b.k_cache, &b.v_cache, &b.cache_seqlens, &b.page_table,
+        cl_mem *m[15] = {&b.q, &b.k_cache, &b.v_cache, &b.cache_seqlens, &b.page_table,
                          &b.k_new, &b.v_new, &b.alibi_slopes, &b.o, &b.lse,
-                         &b.descale_q, &b.descale_k, &b.descale_v};
-        for (int i = 0; i < 13; ++i)
-            *m[i] = i < 10 || u8(r) < 64 ? pick(r) : NULL; /* FP8 descales: often none */
+                         &b.descale_q, &b.descale_k, &b.descale_v, &b.rotary_cos, &b.rotary_sin};
+        for (int i = 0; i < 15; ++i) /* FP8 descales and rotary tables: often none */
+            *m[i] = i < 10 || u8(r) < 64 ? pick(r) : NULL;
         b.cache_seqlens = g_pool[lens];
         b.page_table = g_pool[pages];
         const cl_uint num_wait = u8(r) < 8;
@@ -603,13 +612,14 @@ static void call_kvcache(reader *r, int entry)
     } else if (entry == 1) {
         if (!kv_host_fits(&d))
             return;
-        /* descales, when chosen, read the slopes' floats */
+        /* descales and rotary tables, when chosen, read the slopes' floats */
         const float *f = (const float *)g_host[H_AUX0];
         const uint8_t scales = u8(r);
         fcl_kvcache_host a = {g_host[H_Q], g_host[H_K], g_host[H_V], (const int32_t *)g_host[H_AUX1],
                               (const int32_t *)g_host[H_AUX2], g_host[H_DQ], g_host[H_DK],
                               f, g_host[H_O], (float *)g_host[H_LSE],
-                              scales & 1 ? f : NULL, scales & 2 ? f : NULL, scales & 4 ? f : NULL};
+                              scales & 1 ? f : NULL, scales & 2 ? f : NULL, scales & 4 ? f : NULL,
+                              scales & 8 ? f : NULL, scales & 16 ? f : NULL};
         const uint8_t nulls = u8(r) < 16 ? u8(r) : 0;
         const void **p[10] = {&a.q, (const void **)&a.k_cache, (const void **)&a.v_cache,
                               (const void **)&a.cache_seqlens, (const void **)&a.page_table,
