@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "internal.h"
+#include "kvcache_support.h"
 #include "test_support.h"
 
 #include <stdio.h>
@@ -380,6 +381,28 @@ static void test_tensor_core_local_bytes(void **state)
  * chunks it can walk and comes out right, and a backward whose loops are
  * too long is refused with FCL_ERROR_DEVICE_LOOP_LIMIT, outputs untouched.
  * Elsewhere the probe finds no limit. */
+/* A KV-cache append whose copy loop outruns the limit (4200 new rows x 8
+ * heads x 128 over 64 work-items: 67200 iterations each) is refused as its
+ * plan query predicts, the caches untouched (it ran, cut short, before). */
+static void test_kvcache_append_limit(fcl_context *ctx)
+{
+    static const int lens[1] = {10};
+    const kv_case c = {1, 8, 8, 128, 1, 4200, FCL_DTYPE_FP32, 0, 4210, lens, 1, -1, 0, 0, 0, 31};
+    kv_state st;
+    kv_init(&c, &st);
+    fcl_plan p;
+    assert_int_equal(fcl_kvcache_plan_query(ctx, &st.desc, &p), FCL_ERROR_DEVICE_LOOP_LIMIT);
+    const size_t bytes = st.ncache * st.es;
+    unsigned char *kc0 = malloc(bytes);
+    assert_non_null(kc0);
+    memcpy(kc0, st.kc, bytes);
+    fcl_kvcache_host a = kv_host_arrays(&st);
+    assert_int_equal(fcl_attention_kvcache_host(ctx, &st.desc, &a), FCL_ERROR_DEVICE_LOOP_LIMIT);
+    assert_memory_equal(st.kc, kc0, bytes);
+    free(kc0);
+    kv_free(&st);
+}
+
 static void test_loop_limit(void **state)
 {
     (void)state;
@@ -414,6 +437,7 @@ static void test_loop_limit(void **state)
                   NULL};
     assert_true(fa_check_backward(ctx, &bc, &res));
     assert_int_equal(fa_loop_refusals, refused + 1);
+    test_kvcache_append_limit(ctx);
     fcl_context_destroy(ctx);
 
     /* An emulated CPU's key tile (32 x 64 at head_dim 48, one work-item)

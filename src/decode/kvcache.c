@@ -143,6 +143,12 @@ uint64_t fcl_kvcache_page_table_entries(const fcl_kvcache_desc *d)
     return (uint64_t)(d->batch - 1) * d->page_table_stride + d->max_pages_per_seq;
 }
 
+/* Work-items a sequence's append takes. */
+static size_t append_group(const fcl_context *ctx)
+{
+    return ctx->info.max_work_group_size < 64 ? ctx->info.max_work_group_size : 64;
+}
+
 /* The append of every sequence's new rows, one work-group each. */
 static fcl_status enqueue_append(fcl_context *ctx, fcl_resolved *r, const fcl_kvcache_desc *d,
                                  const fcl_kvcache_buffers *b, const fcl_wait *wait,
@@ -169,7 +175,7 @@ static fcl_status enqueue_append(fcl_context *ctx, fcl_resolved *r, const fcl_kv
     fcl_arg_int(&a, (int)d->heads_kv);
     fcl_arg_int(&a, (int)d->head_dim);
     err = a.err;
-    const size_t local = ctx->info.max_work_group_size < 64 ? ctx->info.max_work_group_size : 64;
+    const size_t local = append_group(ctx);
     const size_t global = d->batch * local;
     if (err == CL_SUCCESS)
         err = clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &global, &local, wait->count,
@@ -249,7 +255,9 @@ fcl_status fcl_attention_kvcache(fcl_context *ctx, const fcl_kvcache_desc *desc,
     FCL_TRY(fcl_validate_apart(ctx, t, n, read, num_read));
     fcl_resolved *r = NULL;
     FCL_TRY(fcl_forward_resolve(ctx, &job, &r));
-    FCL_TRY(fcl_forward_check_launch(ctx, &job, r)); /* before the append changes the cache */
+    /* before the append changes the cache */
+    FCL_TRY(fcl_forward_check_launch(ctx, &job, r));
+    FCL_TRY(fcl_loop_check_kvcache(ctx, desc, &r->plan.pub, append_group(ctx)));
 
     fcl_wait wait;
     FCL_TRY(fcl_scratch_wait_list(ctx, num_wait, wait_list, &wait));
@@ -282,5 +290,6 @@ fcl_status fcl_kvcache_plan_query(fcl_context *ctx, const fcl_kvcache_desc *desc
                         .longest_k = fwd.seqlen_k};
     fcl_forward_job job;
     kvcache_job_shape(desc, &fwd, &var, &job);
-    return fcl_forward_plan_of(ctx, &job, plan);
+    FCL_TRY(fcl_forward_plan_of(ctx, &job, plan));
+    return fcl_loop_check_kvcache(ctx, desc, plan, append_group(ctx));
 }

@@ -116,3 +116,27 @@ fcl_status fcl_loop_check(const fcl_context *ctx, const fcl_plan *p, size_t oute
 {
     return outer > fcl_loop_max_outer(ctx, p) ? FCL_ERROR_DEVICE_LOOP_LIMIT : FCL_OK;
 }
+
+static uint64_t div_up64(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+/* The KV-cache call's plain loops (kvcache.cl, common.cl's
+ * fcl_kvcache_sequence_ok): each work-group checks the pages its sequence
+ * uses, a work-item's share of them, before the forward's key loop (out of
+ * the quarter fcl_loop_max_outer keeps for such work: half of it at most)
+ * and before the append, whose work-items then copy their share of the new
+ * rows' elements (three quarters of the limit, as a tile walk). */
+fcl_status fcl_loop_check_kvcache(const fcl_context *ctx, const fcl_kvcache_desc *d,
+                                  const fcl_plan *p, size_t append_wg)
+{
+    if (ctx->loop_limit == 0)
+        return FCL_OK;
+    const uint64_t pages = d->page_size > 0 ? d->max_pages_per_seq : 0;
+    const uint64_t wg = p->work_group_size ? p->work_group_size : 1;
+    if (div_up64(pages, wg) > (uint64_t)ctx->loop_limit / 8)
+        return FCL_ERROR_DEVICE_LOOP_LIMIT;
+    const uint64_t elements = (uint64_t)d->seqlen_new * d->heads_kv * d->head_dim;
+    if (d->seqlen_new > 0 && div_up64(pages, append_wg) + div_up64(elements, append_wg) >
+                                 (uint64_t)ctx->loop_limit * 3 / 4)
+        return FCL_ERROR_DEVICE_LOOP_LIMIT;
+    return FCL_OK;
+}
