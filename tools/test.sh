@@ -15,8 +15,9 @@ ctest --output-on-failure -j "$(nproc)" --timeout 1500
 # on one device (not Oclgrind or packaging), and of those the ones that
 # pass there in CI's time (NOTES.md, "rusticl", says what each costs: the
 # first six 2 min 23 s together on 2 cores, ctest -j2; test_api,
-# test_tensor_cores, test_cache and test_threads 12, 26, 6 and 6 s of CPU
-# more, and why the others stay out).  Calls whose loops
+# test_tensor_cores, test_cache, test_threads and test_kvcache 12, 26, 6, 6
+# and 89 s of CPU more with Mesa's shader cache cold, and why test_profiles
+# stays out).  Calls whose loops
 # llvmpipe would end early are refused there, each as its plan query says;
 # the tests check that and print each refusal.
 rusticl=$(RUSTICL_ENABLE=llvmpipe clinfo -l 2>/dev/null |
@@ -24,7 +25,7 @@ rusticl=$(RUSTICL_ENABLE=llvmpipe clinfo -l 2>/dev/null |
 if [ -n "$rusticl" ]; then
   echo "flashcl: the device tests on rusticl (FLASHCL_DEVICE=$rusticl)"
   RUSTICL_ENABLE=llvmpipe FLASHCL_DEVICE=$rusticl ctest --output-on-failure -j "$(nproc)" \
-    --timeout 1500 -R '^(test_plan|test_errors|test_api|test_forward|test_fp8|test_backward|test_variants|test_tensor_cores|test_cache|test_threads)$'
+    --timeout 1500 -R '^(test_plan|test_errors|test_api|test_forward|test_fp8|test_backward|test_variants|test_tensor_cores|test_cache|test_threads|test_kvcache)$'
   # the user's check (flashcl-check) on the same device
   RUSTICL_ENABLE=llvmpipe FLASHCL_CACHE_DIR=off ./tools/flashcl-check --quick --device "$rusticl"
 fi
