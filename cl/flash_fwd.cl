@@ -151,12 +151,6 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
         FCL_UNROLL
         for (int n = 0; n < DN; ++n) acc[iv][n] = 0.0f;
     }
-#if FCL_HAS(FCL_FEAT_ALIBI) && FCL_PACK > 1
-    float slope[RM]; /* packed rows belong to different heads */
-    FCL_UNROLL
-    for (int i = 0; i < RM; ++i)
-        slope[i] = alibi[(long)b * alibi_sb + h + (r0 + FCL_ROW(i)) % FCL_PACK];
-#endif
 
     /* The key tiles this Q block visits, in order: the next one is known a
      * tile ahead, so a piece can fetch it in the background.  K of the first
@@ -194,7 +188,11 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
         for (int i = 0; i < RM; ++i) {
             fcl_score_mods mods_i = mods;
 #if FCL_HAS(FCL_FEAT_ALIBI) && FCL_PACK > 1
-            mods_i.slope = slope[i];
+            /* packed rows belong to different heads.  Read in the loop, not
+             * kept in a private array from before it: Intel's CPU runtime
+             * (2026.2) gives such an array, read in a loop with barriers,
+             * other work-items' values (NOTES.md, "Intel") */
+            mods_i.slope = alibi[(long)b * alibi_sb + h + (r0 + FCL_ROW(i)) % FCL_PACK];
 #endif
             FCL_UNROLL
             for (int j = 0; j < RN; ++j) {

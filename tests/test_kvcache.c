@@ -193,10 +193,17 @@ static void test_plan(void **state)
     assert_int_equal(p.pack, 4);
     assert_true(p.br >= 4 && p.br <= 16);
     d.num_splits = 7;
-    assert_int_equal(fcl_kvcache_plan_query(fa_ctx, &d, &p), FCL_OK);
-    assert_int_equal(p.num_splits, 7);
-    assert_int_equal(p.split_keys % p.bc, 0);
-    assert_true(p.split_keys * 7 >= 16384 && p.split_keys * 6 < 16384); /* the 7th is not empty */
+    const fcl_status forced = fcl_kvcache_plan_query(fa_ctx, &d, &p);
+    if (fa_ctx->loop_limit != 0 && forced == FCL_ERROR_DEVICE_LOOP_LIMIT) {
+        /* llvmpipe: 2341 keys a chunk outrun its loop limit, and forced
+         * chunks are not split further */
+        print_message("7 forced splits: %s\n", fcl_status_string(forced));
+    } else {
+        assert_int_equal(forced, FCL_OK);
+        assert_int_equal(p.num_splits, 7);
+        assert_int_equal(p.split_keys % p.bc, 0);
+        assert_true(p.split_keys * 7 >= 16384 && p.split_keys * 6 < 16384); /* the 7th is not empty */
+    }
     /* many query rows: the forward's plan, no packing */
     fcl_kvcache_desc_init(&d, 1, 32, 8, 128, 512, 0, FCL_DTYPE_FP32);
     fcl_kvcache_desc_set_contiguous(&d, 4096);

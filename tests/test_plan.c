@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "internal.h"
+#include "kvcache_support.h"
 #include "test_support.h"
 
 #include <stdio.h>
@@ -380,6 +381,25 @@ static void test_tensor_core_local_bytes(void **state)
  * chunks it can walk and comes out right, and a backward whose loops are
  * too long is refused with FCL_ERROR_DEVICE_LOOP_LIMIT, outputs untouched.
  * Elsewhere the probe finds no limit. */
+/* A long KV-cache append (4200 new rows x 8 heads x 128): it once ran cut
+ * short with FCL_OK (one work-group a sequence walked 67200 elements a
+ * work-item); now the append step shares a sequence's rows over up to 64
+ * work-groups (about 1600 iterations a work-item), so the query plans it
+ * and the call appends every row (kv_run checks the caches and O against
+ * the reference).  A refusal is what fcl_loop_check_kvcache gives past
+ * that, and the query and the call share it. */
+static void test_kvcache_append_limit(fcl_context *ctx)
+{
+    static const int lens[1] = {10};
+    const kv_case c = {1, 8, 8, 128, 1, 4200, FCL_DTYPE_FP32, 0, 4210, lens, 1, -1, 0, 0, 0, 31};
+    kv_state st;
+    kv_init(&c, &st);
+    fcl_plan p;
+    assert_int_equal(fcl_kvcache_plan_query(ctx, &st.desc, &p), FCL_OK);
+    kv_free(&st);
+    assert_true(kv_run(ctx, &c));
+}
+
 static void test_loop_limit(void **state)
 {
     (void)state;
@@ -414,6 +434,7 @@ static void test_loop_limit(void **state)
                   NULL};
     assert_true(fa_check_backward(ctx, &bc, &res));
     assert_int_equal(fa_loop_refusals, refused + 1);
+    test_kvcache_append_limit(ctx);
     fcl_context_destroy(ctx);
 
     /* An emulated CPU's key tile (32 x 64 at head_dim 48, one work-item)

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "internal.h"
 #include "test_support.h"
 
 static void run_profile(const char *name, uint64_t seed)
@@ -68,7 +69,9 @@ static void test_amd_rdna(void **state) { (void)state; run_profile("amd-rdna", 3
 static void test_intel_xe(void **state) { (void)state; run_profile("intel-xe", 3400); }
 static void test_small_32k(void **state) { (void)state; run_profile("small-32k", 3500); }
 
-/* The plans of every kernel for one problem use `variant`. */
+/* The plans of every kernel for one problem use `variant`; on a device
+ * that ends long loops (llvmpipe) a plan whose one tile outruns the limit
+ * is refused instead (the emulated AVX2 CPU's), as the query says. */
 static void assert_variant(fcl_context *ctx, const char *variant)
 {
     fcl_attention_desc d;
@@ -77,7 +80,12 @@ static void assert_variant(fcl_context *ctx, const char *variant)
                                      FCL_KERNEL_BACKWARD_DQ};
     for (size_t i = 0; i < 3; ++i) {
         fcl_plan p;
-        assert_int_equal(fcl_plan_query(ctx, &d, kinds[i], &p), FCL_OK);
+        const fcl_status st = fcl_plan_query(ctx, &d, kinds[i], &p);
+        if (ctx->loop_limit != 0 && st == FCL_ERROR_DEVICE_LOOP_LIMIT) {
+            print_message("kernel kind %d: %s\n", (int)kinds[i], fcl_status_string(st));
+            continue;
+        }
+        assert_int_equal(st, FCL_OK);
         assert_string_equal(p.variant, variant);
     }
 }

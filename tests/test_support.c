@@ -194,6 +194,9 @@ int fa_group_teardown(void **state)
     if (fa_loop_refusals > 0)
         fprintf(stderr, "%d calls refused for the device's loop limit (each as predicted)\n",
                 fa_loop_refusals);
+    if (fa_no_plan_refusals > 0)
+        fprintf(stderr, "%d calls refused for want of a plan (each as predicted)\n",
+                fa_no_plan_refusals);
     return 0;
 }
 
@@ -492,8 +495,8 @@ static int report(const char *what, const fa_case *c, int ran, int ok, const fa_
     char buf[512];
     fa_describe(c, buf, sizeof buf);
     if (ran == 2) { /* said on every run: a device's refusals are part of its results */
-        fprintf(stderr, "refused %s [%s]: the device's loop limit, as its plan query predicted\n",
-                what, buf);
+        fprintf(stderr, "refused %s [%s]: %s, as its plan query predicted\n", what, buf,
+                fa_accept_no_plan ? "no plan fits (or the loop limit)" : "the device's loop limit");
         return 1;
     }
     if (ok && getenv("FCL_TEST_VERBOSE") != NULL)
@@ -774,18 +777,25 @@ static void free_forward_buffers(fwd_buffers *fb)
 /* ---- devices that end long loops (src/programs/loop_limit.c) ------------------ */
 
 int fa_loop_refusals;
+int fa_accept_no_plan;
+int fa_no_plan_refusals;
 
-/* FCL_ERROR_DEVICE_LOOP_LIMIT if fcl_plan_query says a call of d would be
- * refused for the device's loop limit (any of the backward's two kernels). */
-static fcl_status loop_prediction(fcl_context *ctx, const fcl_attention_desc *d, int backward)
+/* Whether a call may be refused with s: the loop limit always (a device
+ * without one never refuses so), no plan where the test has said so. */
+static int refusal(fcl_status s)
+{
+    return s == FCL_ERROR_DEVICE_LOOP_LIMIT || (fa_accept_no_plan && s == FCL_ERROR_NO_PLAN);
+}
+
+/* The refusal fcl_plan_query predicts for a call of d (the first of the
+ * backward's two kernels that has one), or FCL_OK. */
+static fcl_status refusal_prediction(fcl_context *ctx, const fcl_attention_desc *d, int backward)
 {
     fcl_plan p;
     const fcl_status a =
         fcl_plan_query(ctx, d, backward ? FCL_KERNEL_BACKWARD_DQ : FCL_KERNEL_FORWARD, &p);
     const fcl_status b = backward ? fcl_plan_query(ctx, d, FCL_KERNEL_BACKWARD_DKDV, &p) : FCL_OK;
-    return a == FCL_ERROR_DEVICE_LOOP_LIMIT || b == FCL_ERROR_DEVICE_LOOP_LIMIT
-               ? FCL_ERROR_DEVICE_LOOP_LIMIT
-               : FCL_OK;
+    return refusal(a) ? a : refusal(b) ? b : FCL_OK;
 }
 
 /* 1 if every byte of t (its guards included) is still the fill. */
@@ -805,26 +815,27 @@ static int untouched(fcl_context *ctx, const dev_tensor *t)
 }
 
 /* The status of a forward (backward) call that returned s: 1 when it ran,
- * 2 when it was refused for the device's loop limit as its plan query
- * predicted, with its outputs untouched (the library's contract on such a
- * device: refused, never truncated); 0 otherwise, after printing why. */
+ * 2 when it was refused (refusal()) exactly as its plan query predicted,
+ * with its outputs untouched (the library's contract: refused, never
+ * truncated); 0 otherwise, after printing why. */
 static int call_outcome(fcl_context *ctx, const fcl_attention_desc *d, int backward, fcl_status s,
                         const dev_tensor *const *outs, int num_outs)
 {
     const char *what = backward ? "backward" : "forward";
-    const fcl_status predicted = loop_prediction(ctx, d, backward);
-    if ((s == FCL_ERROR_DEVICE_LOOP_LIMIT) != (predicted == FCL_ERROR_DEVICE_LOOP_LIMIT)) {
+    const fcl_status predicted = refusal_prediction(ctx, d, backward);
+    if ((refusal(s) || refusal(predicted)) && s != predicted) {
         fprintf(stderr, "%s: %s, where its plan query says %s\n", what, fcl_status_string(s),
                 fcl_status_string(predicted));
         return 0;
     }
-    if (s == FCL_ERROR_DEVICE_LOOP_LIMIT) {
+    if (refusal(s)) {
         for (int i = 0; i < num_outs; ++i)
             if (!untouched(ctx, outs[i])) {
-                fprintf(stderr, "%s: refused for the loop limit, but an output was written\n", what);
+                fprintf(stderr, "%s: refused (%s), but an output was written\n", what,
+                        fcl_status_string(s));
                 return 0;
             }
-        ++fa_loop_refusals;
+        ++*(s == FCL_ERROR_NO_PLAN ? &fa_no_plan_refusals : &fa_loop_refusals);
         return 2;
     }
     if (s == FCL_OK)

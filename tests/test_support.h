@@ -161,6 +161,14 @@ int fa_check_forward(fcl_context *ctx, const fa_case *c, fa_result *res);
 int fa_check_backward(fcl_context *ctx, const fa_case *c, fa_result *res);
 /* Calls refused for the device's loop limit so far (see fa_check_forward). */
 extern int fa_loop_refusals;
+/* Set by a test that has shown, from the device's own count of local memory,
+ * that no plan of its case can fit (test_tensor_cores: the emulated pieces
+ * on rusticl): a call refused with FCL_ERROR_NO_PLAN then passes as above,
+ * when its plan query predicts exactly that and its outputs are untouched
+ * (printed, and counted in fa_no_plan_refusals).  0 everywhere else: there
+ * FCL_ERROR_NO_PLAN fails. */
+extern int fa_accept_no_plan;
+extern int fa_no_plan_refusals;
 /* Runs the forward twice (and the backward if `backward`), 1 if bitwise equal. */
 int fa_check_deterministic(fcl_context *ctx, const fa_case *c, int backward);
 

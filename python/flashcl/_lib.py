@@ -170,8 +170,7 @@ class KvcacheDesc(ctypes.Structure):
 _KV_ARRAYS = [("q", None), ("k_cache", None), ("v_cache", None), ("cache_seqlens", None),
               ("page_table", None), ("k_new", None), ("v_new", None), ("alibi_slopes", None),
               ("o", None), ("lse", None),
-              ("descale_q", None), ("descale_k", None), ("descale_v", None), ("sinks", None)]
-              ("descale_q", None), ("descale_k", None), ("descale_v", None),
+              ("descale_q", None), ("descale_k", None), ("descale_v", None), ("sinks", None),
               ("rotary_cos", None), ("rotary_sin", None)]
 
 

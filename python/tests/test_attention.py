@@ -78,6 +78,7 @@ def test_sinks(rng, dt):
     assert np.all(load(o)[:, :5] == 0) and np.all(lse[0, :, :5] == sinks[:, None])
 
 
+@pytest.mark.parametrize("dt", DTYPES)
 def test_value_head_dim_deepseek_192_128(rng, dt):
     # V, O, dO and dV narrower than Q and K (head_dim_v), with GQA and causal
     check(rng, dt, sq=33, sk=40, d=192, dv=128, causal=True)

@@ -177,6 +177,12 @@ uint64_t fcl_kvcache_page_table_entries(const fcl_kvcache_desc *d)
     return (uint64_t)(d->batch - 1) * d->page_table_stride + d->max_pages_per_seq;
 }
 
+/* Work-items a work-group of the append step takes. */
+static size_t append_group(const fcl_context *ctx)
+{
+    return ctx->info.max_work_group_size < 64 ? ctx->info.max_work_group_size : 64;
+}
+
 /* Work-groups per sequence of the append step (they share its rows): about
  * 8 elements per work-item, at most one group per row, 64 groups, and
  * 2^31 work-items in all. */
@@ -228,7 +234,7 @@ static fcl_status enqueue_append(fcl_context *ctx, fcl_resolved *r, const fcl_kv
     fcl_arg_mem(&a, d->rotary_dim > 0 ? b->rotary_sin : NULL);
     fcl_arg_int(&a, (int)d->rotary_dim);
     fcl_arg_int(&a, d->rotary_interleaved);
-    const size_t wg = ctx->info.max_work_group_size < 64 ? ctx->info.max_work_group_size : 64;
+    const size_t wg = append_group(ctx);
     const size_t parts = append_parts(d, wg), global = d->batch * parts * wg;
     fcl_arg_int(&a, (int)parts);
     err = a.err;
@@ -382,7 +388,10 @@ fcl_status fcl_attention_kvcache(fcl_context *ctx, const fcl_kvcache_desc *desc,
     FCL_TRY(fcl_validate_apart(ctx, t, n, read, num_read));
     fcl_resolved *r = NULL;
     FCL_TRY(fcl_forward_resolve(ctx, &job, &r));
-    FCL_TRY(fcl_forward_check_launch(ctx, &job, r)); /* before the append changes the cache */
+    /* before the append changes the cache */
+    FCL_TRY(fcl_forward_check_launch(ctx, &job, r));
+    FCL_TRY(fcl_loop_check_kvcache(ctx, desc, &r->plan.pub, append_group(ctx),
+                                   append_parts(desc, append_group(ctx))));
     if (desc->rotary_dim > 0)
         FCL_TRY(use_rotated_q(ctx, desc, &fwd, &job));
 
@@ -404,5 +413,7 @@ fcl_status fcl_kvcache_plan_query(fcl_context *ctx, const fcl_kvcache_desc *desc
                         .longest_k = fwd.seqlen_k};
     fcl_forward_job job;
     kvcache_job_shape(desc, &fwd, &var, &job);
-    return fcl_forward_plan_of(ctx, &job, plan);
+    FCL_TRY(fcl_forward_plan_of(ctx, &job, plan));
+    return fcl_loop_check_kvcache(ctx, desc, plan, append_group(ctx),
+                                  append_parts(desc, append_group(ctx)));
 }

@@ -116,3 +116,33 @@ fcl_status fcl_loop_check(const fcl_context *ctx, const fcl_plan *p, size_t oute
 {
     return outer > fcl_loop_max_outer(ctx, p) ? FCL_ERROR_DEVICE_LOOP_LIMIT : FCL_OK;
 }
+
+static uint64_t div_up64(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+/* The KV-cache call's plain loops (kvcache.cl, common.cl's
+ * fcl_kvcache_sequence_ok): each work-group checks the pages its sequence
+ * uses, a work-item's share of them, before the forward's key loop (out of
+ * the quarter fcl_loop_max_outer keeps for such work: half of it at most)
+ * and before the append step, whose work-items then walk their group's
+ * share of the rows (new K/V rows, and with rotary Q's), one iteration per
+ * row and one per column they copy (three quarters of the limit, as a tile
+ * walk). */
+fcl_status fcl_loop_check_kvcache(const fcl_context *ctx, const fcl_kvcache_desc *d,
+                                  const fcl_plan *p, size_t append_wg, size_t append_parts)
+{
+    if (ctx->loop_limit == 0)
+        return FCL_OK;
+    const uint64_t pages = d->page_size > 0 ? d->max_pages_per_seq : 0;
+    const uint64_t wg = p->work_group_size ? p->work_group_size : 1;
+    if (div_up64(pages, wg) > (uint64_t)ctx->loop_limit / 8)
+        return FCL_ERROR_DEVICE_LOOP_LIMIT;
+    const uint64_t per_row = 1 + div_up64(d->head_dim, append_wg);
+    const uint64_t rows_new = (uint64_t)d->seqlen_new * d->heads_kv;
+    const uint64_t rows_q = d->rotary_dim > 0 ? (uint64_t)d->seqlen_q * d->heads_q : 0;
+    const uint64_t walk = (div_up64(rows_new, append_parts) + div_up64(rows_q, append_parts)) *
+                          per_row;
+    if ((rows_new > 0 || rows_q > 0) &&
+        div_up64(pages, append_wg) + walk > (uint64_t)ctx->loop_limit * 3 / 4)
+        return FCL_ERROR_DEVICE_LOOP_LIMIT;
+    return FCL_OK;
+}

@@ -150,5 +150,11 @@ uint64_t fcl_loop_max_outer(const fcl_context *ctx, const fcl_plan *p);
 /* FCL_ERROR_DEVICE_LOOP_LIMIT if a work-group of plan p walking `outer`
  * keys (query rows for dK/dV) would outrun the device's loop limit. */
 fcl_status fcl_loop_check(const fcl_context *ctx, const fcl_plan *p, size_t outer);
+/* FCL_ERROR_DEVICE_LOOP_LIMIT if the KV-cache call's loops beside the key
+ * tiles would: the page check (every work-group of the forward, plan p,
+ * and the append's) and the append step's rows (kvcache.cl: `append_parts`
+ * work-groups of `append_wg` work-items a sequence). */
+fcl_status fcl_loop_check_kvcache(const fcl_context *ctx, const fcl_kvcache_desc *d,
+                                  const fcl_plan *p, size_t append_wg, size_t append_parts);
 
 #endif /* FCL_PROGRAMS_H */
