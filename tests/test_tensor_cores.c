@@ -140,18 +140,21 @@ static fa_case base_case(uint64_t seed)
 /* Forward and backward against the reference; where the smallest tile of
  * a kind is refused (smallest_tile), its calls must be refused with
  * FCL_ERROR_NO_PLAN as their plan query predicts, outputs untouched. */
-static void check_both(const fa_case *c)
+static void check_passes(const fa_case *c, int forward_too)
 {
     fa_result r;
     int refused = 0;
     for (int i = 0; i < 3; ++i)
         refused = refused || smallest_tile(kinds[i], c->head_dim) == REFUSED;
     fa_accept_no_plan = refused;
-    const int forward = fa_check_forward(ctx, c, &r), backward = fa_check_backward(ctx, c, &r);
+    const int forward = !forward_too || fa_check_forward(ctx, c, &r);
+    const int backward = fa_check_backward(ctx, c, &r);
     fa_accept_no_plan = 0;
     assert_true(forward);
     assert_true(backward);
 }
+
+static void check_both(const fa_case *c) { check_passes(c, 1); }
 
 /* fp32 and head dims the pieces cannot take stay portable; 256 is taken
  * by all three kernels. */
@@ -177,8 +180,12 @@ static void test_value_head_dim(void **state)
     fcl_plan plan;
     fcl_attention_desc_init(&d, 1, 2, 2, 64, 64, 192, FCL_DTYPE_FP16, FCL_LAYOUT_BSHD);
     d.head_dim_v = 128;
-    assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &plan), FCL_OK);
-    assert_non_null(strstr(plan.variant, "mma"));
+    /* as smallest_tile says (rusticl's doubled count: the portable piece) */
+    const enum tile_outcome want = smallest_tile(FCL_KERNEL_BACKWARD_DKDV, 192);
+    assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &plan),
+                     want == REFUSED ? FCL_ERROR_NO_PLAN : FCL_OK);
+    if (want == PLANS)
+        assert_non_null(strstr(plan.variant, "mma"));
     d.head_dim_v = 40;
     assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan), FCL_OK);
     assert_null(strstr(plan.variant, "mma"));
@@ -415,12 +422,15 @@ static bool fused_for(fcl_attention_desc *d, size_t head_dim, size_t block)
 static void test_fused_dq(void **state)
 {
     (void)state;
+    /* a device that ends long loops (llvmpipe) keeps the dQ kernel: the
+     * waits are loops */
+    const bool fusable = ctx->loop_limit == 0;
     fcl_attention_desc d;
     fcl_attention_desc_init(&d, 1, 2, 2, 64, 64, 64, FCL_DTYPE_FP16, FCL_LAYOUT_BSHD);
     assert_int_equal(unsetenv("FLASHCL_BACKWARD_DQ"), 0);
     assert_false(fused_for(&d, 64, 0));
     assert_int_equal(setenv("FLASHCL_BACKWARD_DQ", "ordered", 1), 0);
-    assert_true(fused_for(&d, 64, 0));
+    assert_int_equal(fused_for(&d, 64, 0), fusable);
     assert_false(fused_for(&d, 256, 0)); /* two dK/dV launches */
     assert_false(fused_for(&d, 64, 16));
 
@@ -428,7 +438,7 @@ static void test_fused_dq(void **state)
     const int lq[2] = {77, 150}, lk[2] = {203, 90};
     for (int m = 0; m < 3; ++m) {
         assert_int_equal(setenv("FLASHCL_BACKWARD_DQ", modes[m], 1), 0);
-        assert_int_equal(fused_for(&d, 128, 0), m > 0);
+        assert_int_equal(fused_for(&d, 128, 0), m > 0 && fusable);
         for (int t = 0; t < 2; ++t) {
             fa_variants v = fa_no_variants();
             if (t == 0) {
@@ -442,8 +452,7 @@ static void test_fused_dq(void **state)
                          {0, 0, 0}, 7500 + (uint64_t)(10 * m + t), &v};
             c.dtype = m == 1 ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
             c.head_dim = t ? 128 : 64;
-            fa_result r;
-            assert_true(fa_check_backward(ctx, &c, &r));
+            check_passes(&c, 0);
         }
     }
     assert_true(fa_check_deterministic(ctx, &(fa_case){2, 4, 2, 150, 203, 64, FCL_DTYPE_FP16, 1,
