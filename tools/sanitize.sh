@@ -25,7 +25,11 @@ for f in /etc/OpenCL/vendors/pocl*.icd; do [ -e "$f" ] && cp "$f" "$icd/"; done
 export OCL_ICD_VENDORS=$icd
 export ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1
 export UBSAN_OPTIONS=print_stacktrace=1
-export LSAN_OPTIONS=suppressions=$root/tools/lsan.supp:print_suppressions=0
+# use_tls=0: LeakSanitizer's tracer crashed (signal 11) walking a dynamic-TLS
+# entry with a bogus range ("DTLS 7 at 0x749-0x80000184b") after test_errors
+# had passed all its tests; without TLS as roots it can only report more
+# leaks (a pointer kept only in TLS), never fewer.
+export LSAN_OPTIONS=suppressions=$root/tools/lsan.supp:print_suppressions=0:use_tls=0
 # The programs whose time goes to host code, test_sinks (its refused host
 # calls must not read their poisoned arrays), and test_faults (every OpenCL
 # call and host allocation of a context, a forward, a backward and a
