@@ -514,7 +514,7 @@ static void call_attention(reader *r, int entry)
         int_array(r, aux_buf[2], H_AUX2, d.batch + 1 < 64 ? d.batch + 1 : 64);
     const fcl_attention_aux aux = {g_pool[aux_buf[0]], g_pool[aux_buf[1]], g_pool[aux_buf[2]],
                                    g_pool[aux_buf[3]], g_pool[aux_buf[4]], g_pool[aux_buf[5]],
-                                   g_pool[aux_buf[6]]};
+                                   g_pool[aux_buf[6]], NULL, NULL};
     const int no_aux = u8(r) < 16;
     const cl_uint num_wait = u8(r) < 8; /* with a NULL list */
     cl_event ev = NULL;
@@ -549,7 +549,7 @@ static void call_attention(reader *r, int entry)
                                            g_host[H_AUX3],
                                            aux_buf[4] < POOL ? f : NULL,
                                            aux_buf[5] < POOL ? f : NULL,
-                                           aux_buf[6] < POOL ? f : NULL};
+                                           aux_buf[6] < POOL ? f : NULL, NULL, NULL};
         const uint8_t nulls = u8(r) < 16 ? u8(r) : 0;
         unsigned char *p[HOST];
         for (int i = 0; i < HOST; ++i)
@@ -619,7 +619,7 @@ static void call_kvcache(reader *r, int entry)
                               (const int32_t *)g_host[H_AUX2], g_host[H_DQ], g_host[H_DK],
                               f, g_host[H_O], (float *)g_host[H_LSE],
                               scales & 1 ? f : NULL, scales & 2 ? f : NULL, scales & 4 ? f : NULL,
-                              scales & 8 ? f : NULL, scales & 16 ? f : NULL};
+                              scales & 32 ? f : NULL, scales & 8 ? f : NULL, scales & 16 ? f : NULL};
         const uint8_t nulls = u8(r) < 16 ? u8(r) : 0;
         const void **p[10] = {&a.q, (const void **)&a.k_cache, (const void **)&a.v_cache,
                               (const void **)&a.cache_seqlens, (const void **)&a.page_table,
