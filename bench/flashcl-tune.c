@@ -18,21 +18,22 @@
 
 typedef struct tile {
     int rows, cols, ty, tx;
+    int wd; /* tensor-core dK/dV: warps over head_dim (0: none) */
 } tile;
 
 /* S-tile rows x cols and the work-item grid; for dK/dV rows are keys. */
 static const tile forward_tiles[] = {
-    {64, 64, 16, 16},  {64, 64, 16, 8},  {128, 64, 16, 16}, {128, 64, 16, 8}, {64, 64, 8, 8},
-    {128, 128, 16, 16}, {64, 128, 8, 16}, {128, 32, 16, 8},  {128, 64, 32, 8}, {128, 128, 16, 8},
-    {64, 32, 8, 8},    {32, 64, 8, 8},   {128, 64, 32, 16},
+    {64, 64, 16, 16, 0},  {64, 64, 16, 8, 0},  {128, 64, 16, 16, 0}, {128, 64, 16, 8, 0}, {64, 64, 8, 8, 0},
+    {128, 128, 16, 16, 0}, {64, 128, 8, 16, 0}, {128, 32, 16, 8, 0},  {128, 64, 32, 8, 0}, {128, 128, 16, 8, 0},
+    {64, 32, 8, 8, 0},    {32, 64, 8, 8, 0},   {128, 64, 32, 16, 0},
 };
 static const tile dq_tiles[] = {
-    {64, 64, 16, 16}, {64, 64, 16, 8}, {128, 64, 16, 16}, {128, 32, 16, 8}, {64, 32, 16, 8},
-    {64, 32, 8, 8},   {128, 64, 16, 8}, {64, 64, 8, 16},  {64, 32, 16, 16},
+    {64, 64, 16, 16, 0}, {64, 64, 16, 8, 0}, {128, 64, 16, 16, 0}, {128, 32, 16, 8, 0}, {64, 32, 16, 8, 0},
+    {64, 32, 8, 8, 0},   {128, 64, 16, 8, 0}, {64, 64, 8, 16, 0},  {64, 32, 16, 16, 0},
 };
 static const tile dkdv_tiles[] = {
-    {64, 64, 16, 16}, {64, 64, 16, 8}, {128, 64, 16, 16}, {128, 32, 16, 8}, {64, 32, 16, 8},
-    {64, 32, 8, 8},   {128, 64, 16, 8}, {64, 64, 8, 16},  {128, 32, 32, 8},
+    {64, 64, 16, 16, 0}, {64, 64, 16, 8, 0}, {128, 64, 16, 16, 0}, {128, 32, 16, 8, 0}, {64, 32, 16, 8, 0},
+    {64, 32, 8, 8, 0},   {128, 64, 16, 8, 0}, {64, 64, 8, 16, 0},  {128, 32, 32, 8, 0},
 };
 
 /* The tensor-core pieces (fp16/bf16 on NVIDIA sm_80+): rows x cols of the S
@@ -40,16 +41,16 @@ static const tile dkdv_tiles[] = {
  * rows (cols / ty keys for dK/dV), so 64x64 on 4 warps is one 16-row block
  * per warp and 128x64 on 4 warps two. */
 static const tile mma_forward_tiles[] = {
-    {64, 64, 4, 32},  {128, 64, 8, 32}, {128, 64, 4, 32}, {64, 128, 4, 32}, {128, 128, 8, 32},
-    {128, 32, 4, 32}, {256, 64, 8, 32}, {128, 128, 4, 32}, {64, 32, 4, 32},
+    {64, 64, 4, 32, 0},  {128, 64, 8, 32, 0}, {128, 64, 4, 32, 0}, {64, 128, 4, 32, 0}, {128, 128, 8, 32, 0},
+    {128, 32, 4, 32, 0}, {256, 64, 8, 32, 0}, {128, 128, 4, 32, 0}, {64, 32, 4, 32, 0},
 };
 static const tile mma_dq_tiles[] = {
-    {64, 64, 4, 32},  {128, 64, 8, 32}, {128, 64, 4, 32}, {64, 128, 4, 32},
-    {128, 32, 4, 32}, {64, 32, 4, 32},  {128, 128, 8, 32},
+    {64, 64, 4, 32, 0},  {128, 64, 8, 32, 0}, {128, 64, 4, 32, 0}, {64, 128, 4, 32, 0},
+    {128, 32, 4, 32, 0}, {64, 32, 4, 32, 0},  {128, 128, 8, 32, 0},
 };
 static const tile mma_dkdv_tiles[] = {
-    {64, 64, 4, 32},  {32, 64, 4, 32},  {64, 128, 8, 32}, {32, 128, 8, 32},
-    {32, 128, 4, 32}, {64, 128, 4, 32}, {128, 64, 4, 32}, {16, 64, 4, 32},
+    {64, 64, 4, 32, 0},  {32, 64, 4, 32, 0},  {64, 128, 8, 32, 0}, {32, 128, 8, 32, 0},
+    {32, 128, 4, 32, 0}, {64, 128, 4, 32, 0}, {128, 64, 4, 32, 0}, {16, 64, 4, 32, 0},
 };
 
 typedef struct problem {
@@ -134,19 +135,20 @@ static void sweep(fcl_context *ctx, problem *p, fcl_kernel_kind kind, const tile
            d->seqlen_q, d->batch, d->heads_q, d->causal);
     for (size_t i = 0; i < n; ++i) {
         const tile *t = &tiles[i];
-        if (fcl_debug_set_tile(ctx, kind, t->rows, t->cols, t->ty, t->tx) != FCL_OK)
+        if (fcl_debug_set_tile(ctx, kind, t->rows, t->cols, t->ty, t->tx) != FCL_OK ||
+            (t->wd > 0 && fcl_debug_set_tile_split(ctx, kind, t->wd) != FCL_OK))
             continue;
         fcl_plan plan;
         fcl_status st = fcl_plan_query(ctx, d, kind, &plan);
         if (st != FCL_OK) {
-            printf("    target %3dx%-3d %2dx%-2d: %s\n", t->rows, t->cols, t->ty, t->tx,
-                   fcl_status_string(st));
+            printf("    target %3dx%-3d %2dx%-2d w%d: %s\n", t->rows, t->cols, t->ty, t->tx,
+                   t->wd, fcl_status_string(st));
             continue;
         }
         double s = time_pass(ctx, p, kind != FCL_KERNEL_FORWARD, reps);
-        printf("    target %3dx%-3d %2dx%-2d -> Br %3zu Bc %3zu wg %4zu local %6.1f KiB: %7.3f ms "
+        printf("    target %3dx%-3d %2dx%-2d w%d -> Br %3zu Bc %3zu wg %4zu local %6.1f KiB: %7.3f ms "
                "%6.2f TFLOP/s\n",
-               t->rows, t->cols, t->ty, t->tx, plan.br, plan.bc, plan.work_group_size,
+               t->rows, t->cols, t->ty, t->tx, t->wd, plan.br, plan.bc, plan.work_group_size,
                plan.local_bytes / 1024.0, s * 1e3, s > 0 ? fl / s / 1e12 : 0.0);
         if (verbose)
             print_resources(ctx, d, kind);
@@ -156,17 +158,20 @@ static void sweep(fcl_context *ctx, problem *p, fcl_kernel_kind kind, const tile
 }
 
 /* "128x64x4,64x64x4": rows x cols x ty (tx 32, the tensor-core pieces' warp)
- * or rows x cols x ty x tx, at most `max` tiles; returns how many. */
+ * or rows x cols x ty x tx, then optionally wN (dK/dV's columns over N
+ * warps: "64x64x8w4"), at most `max` tiles; returns how many. */
 static size_t parse_tiles(const char *s, tile *out, size_t max)
 {
     size_t n = 0;
     while (*s && n < max) {
-        tile t = {0, 0, 0, 32};
+        tile t = {0, 0, 0, 32, 0};
         int used = 0;
         if (sscanf(s, "%dx%dx%d%n", &t.rows, &t.cols, &t.ty, &used) < 3)
             break;
         s += used;
         if (*s == 'x' && sscanf(s, "x%d%n", &t.tx, &used) == 1)
+            s += used;
+        if (*s == 'w' && sscanf(s, "w%d%n", &t.wd, &used) == 1)
             s += used;
         out[n++] = t;
         if (*s == ',')

@@ -116,6 +116,11 @@ typedef float fcl_rowv;
 #define FCL_LANE(v, r) (((float *)&(v))[r])
 #endif
 #define RMV (RM / FCL_RW)
+/* The output accumulators' register rows: those of the score tile (RM,
+ * FCL_ROW), unless a piece lays them out apart (FCL_ACC_RM and
+ * FCL_ACC_ROW(i), defined before the kernels by the piece: the tensor-core
+ * dK/dV with its accumulators' columns split over warps). */
+#define FCL_ACC_RMV (FCL_ACC_RM / FCL_RW)
 /* Register row i of x[RMV] (m, l, LSE, ...), and element (i, j) of
  * x[RMV][...] (score tiles, output accumulators). */
 #define FCL_R(x, i) FCL_LANE((x)[(i) / FCL_RW], (i) % FCL_RW)
@@ -748,9 +753,10 @@ inline bool fcl_score_visible(const fcl_mask m, const fcl_blocks bl, int cover, 
     for (int p = 0; p < (nrows); ++p)      \
         for (int c = lid; c < (width); c += WG)
 
-/* Sets to NaN each accumulator acc[i][n] (register row i, head_dim column
- * FCL_OCOL(n)) whose row sees a partner p < npart (key c0 + p of the tile;
- * TRANSPOSED, dK/dV: query row r0 + p) with BAD(X, p, FCL_OCOL(n)).  A
+/* Sets to NaN each accumulator acc[i][n] (register row i, tile row
+ * FCL_ACC_ROW(i), head_dim column FCL_OCOL(n)) whose row sees a partner
+ * p < npart (key c0 + p of the tile; TRANSPOSED, dK/dV: query row r0 + p)
+ * with BAD(X, p, FCL_OCOL(n)).  A
  * partner at a time, so the register arrays keep constant indices; BAD is
  * read again rather than kept, which would cost registers on every path. */
 #define FCL_POISON(acc, TRANSPOSED, mask, blocks, cover, seqlen_q, r0, c0, npart, BAD, X)  \
@@ -761,9 +767,9 @@ inline bool fcl_score_visible(const fcl_mask m, const fcl_blocks bl, int cover, 
             for (int n_ = 0; n_ < DN; ++n_) any_ = any_ || BAD(X, p_, FCL_OCOL(n_)); \
             if (!any_) continue;                                                     \
             FCL_UNROLL                                                               \
-            for (int i_ = 0; i_ < RM; ++i_) {                                        \
-                const int row_ = (r0) + ((TRANSPOSED) ? p_ : FCL_ROW(i_));           \
-                const int key_ = (c0) + ((TRANSPOSED) ? FCL_ROW(i_) : p_);           \
+            for (int i_ = 0; i_ < FCL_ACC_RM; ++i_) {                                \
+                const int row_ = (r0) + ((TRANSPOSED) ? p_ : FCL_ACC_ROW(i_));       \
+                const int key_ = (c0) + ((TRANSPOSED) ? FCL_ACC_ROW(i_) : p_);       \
                 if (!fcl_score_visible(mask, blocks, cover, seqlen_q, FCL_POS(row_), key_)) \
                     continue;                                                        \
                 FCL_UNROLL                                                           \

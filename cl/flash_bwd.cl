@@ -15,7 +15,9 @@
  *                       the K/V head; dK, dV accumulate in registers (the GQA
  *                       sum happens there, in a fixed order); built with
  *                       FCL_DKDV_PART it computes one of them, and the host
- *                       launches it twice (tensor cores above head_dim 128)
+ *                       launches it twice (tensor cores above head_dim 128
+ *                       where FCL_DKDV_WD, the accumulators' columns split
+ *                       over warps, does not fit)
  * On tensor cores the dK/dV kernel can compute dQ too (FCL_FUSED_DQ, below),
  * five products instead of seven; the dQ kernel then does not run.
  * Each program is built with one of FCL_KERNEL_DQ / FCL_KERNEL_DKDV, so the
@@ -47,6 +49,12 @@
  * drew, while delta = rowsum(dO * O) stays exact because O is the dropped
  * output.
  */
+
+/* the output accumulators' rows: the score tile's, unless the piece says (common.cl) */
+#ifndef FCL_ACC_RM
+#define FCL_ACC_RM RM
+#define FCL_ACC_ROW(i) FCL_ROW(i)
+#endif
 
 /* P and dS of one visible score, from its raw q.k (s) and dO.v (dp), with
  * LSE in the piece's exponent units: .x = P as dV sees it (dropped), .y = dS. */
@@ -381,9 +389,9 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
 
     /* Both accumulators, or one of them (FCL_DKDV_PART; the other is never
      * read, so it costs no registers). */
-    fcl_rowv dk[RMV][DN], dv[RMV][DN];
+    fcl_rowv dk[FCL_ACC_RMV][DN], dv[FCL_ACC_RMV][DN];
     FCL_UNROLL
-    for (int iv = 0; iv < RMV; ++iv)
+    for (int iv = 0; iv < FCL_ACC_RMV; ++iv)
         FCL_UNROLL
         for (int n = 0; n < DN; ++n) dk[iv][n] = dv[iv][n] = 0.0f;
 
@@ -522,8 +530,8 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
     const long dk_base = dk_off + fcl_batch_offset(b, dk_sb) + hk * dk_sh + sq.k_row0 * dk_ss;
     const long dv_base = dv_off + fcl_batch_offset(b, dv_sb) + hk * dv_sh + sq.k_row0 * dv_ss;
     FCL_UNROLL
-    for (int i = 0; i < RM; ++i) {
-        const int key = c0 + FCL_ROW(i);
+    for (int i = 0; i < FCL_ACC_RM; ++i) {
+        const int key = c0 + FCL_ACC_ROW(i);
         if (key >= sq.seqlen_k) continue;
         FCL_UNROLL
         for (int n = 0; n < DN; ++n) {

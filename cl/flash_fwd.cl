@@ -50,6 +50,12 @@
  * and no key of it is read.
  */
 
+/* the output accumulators' rows: the score tile's, unless the piece says (common.cl) */
+#ifndef FCL_ACC_RM
+#define FCL_ACC_RM RM
+#define FCL_ACC_ROW(i) FCL_ROW(i)
+#endif
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
                  __global const fcl_storage *V, __global fcl_ostorage *O, __global float *LSE,

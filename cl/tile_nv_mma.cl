@@ -4,7 +4,8 @@
  * host sets for NVIDIA devices of compute capability 8.0 and up (or, for
  * tests, with the emulated operations of warp_emulated.cl), fp16/bf16
  * storage or (forward only) FP8 storage decoded to fp16 as it is loaded,
- * head_dim a multiple of 16 up to 256 (dK/dV above 128 built twice,
+ * head_dim a multiple of 16 up to 256 (dK/dV above 128 with its
+ * accumulators' columns split over warps, FCL_DKDV_WD, or built twice,
  * FCL_DKDV_PART), and rows aligned to 8 elements.
  *
  * Layout: WARPS = TY warps; each owns MB blocks of 16 consecutive rows of the
@@ -84,35 +85,46 @@
         }                                                                                  \
     } while (0)
 
-/* acc[2 * MB][D_PAD / 4] += P B, summing over KLEN: P = p[2 * MB][KLEN / 4] in
- * the accumulator layout, repacked as A operands (16 columns at a time: two
- * 8-column blocks side by side); B = the first KLEN rows of TB as stored
- * (k = row of TB, n = head dim), so ldmatrix .trans gives its fragments. */
-#define FCL_MMA_AB(acc, p, TB, KLEN)                                                       \
+/* acc[2 * MBN][NCOL / 4] += A B, summing over KLEN: A's fragments (MBN
+ * blocks of 16 rows), each given by LOAD_A(SRC, mb, kk, a) for 16-row
+ * block mb and 16-column step kk; B = the first KLEN rows of TB as stored
+ * (k = row of TB, n = head dim), its columns COL0 .. COL0 + NCOL - 1, so
+ * ldmatrix .trans gives its fragments. */
+#define FCL_MMA_A_B(acc, MBN, LOAD_A, SRC, TB, COL0, NCOL, KLEN)                           \
     do {                                                                                   \
         FCL_UNROLL                                                                         \
         for (int kk_ = 0; kk_ < (KLEN) / 16; ++kk_) {                                      \
-            uint a_[MB][4];                                                                \
+            uint a_[MBN][4];                                                               \
             FCL_UNROLL                                                                     \
-            for (int mb_ = 0; mb_ < MB; ++mb_) {                                           \
-                a_[mb_][0] = fcl_pack2(p[2 * mb_][4 * kk_], p[2 * mb_][4 * kk_ + 1]);      \
-                a_[mb_][1] = fcl_pack2(p[2 * mb_ + 1][4 * kk_], p[2 * mb_ + 1][4 * kk_ + 1]); \
-                a_[mb_][2] = fcl_pack2(p[2 * mb_][4 * kk_ + 2], p[2 * mb_][4 * kk_ + 3]);  \
-                a_[mb_][3] = fcl_pack2(p[2 * mb_ + 1][4 * kk_ + 2], p[2 * mb_ + 1][4 * kk_ + 3]); \
-            }                                                                              \
+            for (int mb_ = 0; mb_ < (MBN); ++mb_) LOAD_A(SRC, mb_, kk_, a_[mb_]);          \
             FCL_UNROLL                                                                     \
-            for (int n2_ = 0; n2_ < D_PAD / 16; ++n2_) {                                   \
+            for (int n2_ = 0; n2_ < (NCOL) / 16; ++n2_) {                                  \
                 uint b_[4];                                                                \
                 fcl_ldmatrix_x4_trans(TB, (kk_ * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDH \
-                                              + n2_ * 16 + (lane >> 4) * 8, b_);           \
+                                              + (COL0) + n2_ * 16 + (lane >> 4) * 8, b_);  \
                 FCL_UNROLL                                                                 \
-                for (int mb_ = 0; mb_ < MB; ++mb_) {                                       \
+                for (int mb_ = 0; mb_ < (MBN); ++mb_) {                                    \
                     FCL_MMA_INTO(acc, 2 * mb_, 4 * n2_, a_[mb_], b_[0], b_[1]);            \
                     FCL_MMA_INTO(acc, 2 * mb_, 4 * n2_ + 2, a_[mb_], b_[2], b_[3]);        \
                 }                                                                          \
             }                                                                              \
         }                                                                                  \
     } while (0)
+
+/* An A fragment from a register tile p[2 * MB][...] in the accumulator
+ * layout, repacked to 16 bits (16 columns at a time: two 8-column blocks
+ * side by side). */
+#define FCL_A_FROM_REGS(p, mb, kk, a)                                                     \
+    do {                                                                                  \
+        (a)[0] = fcl_pack2(p[2 * (mb)][4 * (kk)], p[2 * (mb)][4 * (kk) + 1]);             \
+        (a)[1] = fcl_pack2(p[2 * (mb) + 1][4 * (kk)], p[2 * (mb) + 1][4 * (kk) + 1]);     \
+        (a)[2] = fcl_pack2(p[2 * (mb)][4 * (kk) + 2], p[2 * (mb)][4 * (kk) + 3]);         \
+        (a)[3] = fcl_pack2(p[2 * (mb) + 1][4 * (kk) + 2], p[2 * (mb) + 1][4 * (kk) + 3]); \
+    } while (0)
+
+/* acc[2 * MB][D_PAD / 4] += P B, summing over KLEN: P = p[2 * MB][KLEN / 4]
+ * in the accumulator layout, B = the first KLEN rows of TB as stored. */
+#define FCL_MMA_AB(acc, p, TB, KLEN) FCL_MMA_A_B(acc, MB, FCL_A_FROM_REGS, p, TB, 0, D_PAD, KLEN)
 
 /* Across the four lanes that share a row; the same order in every lane. */
 #define FCL_ROWS_MAX(v)                                                  \
@@ -449,12 +461,67 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
 
 #elif defined(FCL_KERNEL_DKDV)
 
-/* Warps own keys (the transposed score tile); P^T and dS^T stay in
- * registers. */
+#ifndef FCL_DKDV_WD
+#define FCL_DKDV_WD 1
+#endif
+#if FCL_DKDV_WD == 1
+/* Warps own keys (the transposed score tile) and all of head_dim; P^T and
+ * dS^T stay in registers. */
 #define MB (BC / (16 * WARPS))
 #define RM (2 * MB)
 #define RN (BR / 4)
 #define DN (D_PAD / 4)
+#define FCL_DKDV_SROW0 (warp * 16 * MB)
+#define FCL_DKDV_SQ0 0
+#define FCL_DKDV_QN BR
+#define FCL_DKDV_LOCALS_SPLIT
+#else
+/* FCL_DKDV_WD > 1: the accumulators' head_dim columns split over WD warps,
+ * as FlashAttention-2's dK/dV does at large head dims, so that dK and dV
+ * both fit one launch (two accumulators of 2 * MB * d / 4 floats a lane
+ * would not at d = 256).  The score tiles and the accumulators then have
+ * different owners:
+ *   S^T, dP^T: warp w computes 16 keys (block w % KB, KB = BC / 16) by the
+ *     QN = BR / (WARPS / KB) query rows of part w / KB: MB = 1, RN = QN / 4;
+ *     P^T and dS^T go to __local as 16-bit values (the precision the
+ *     products take them in anyway), rows = keys, LDP halves apart;
+ *   dV += P^T dO, dK += dS^T Q: warp w owns MBA blocks of 16 keys (from
+ *     block (w / WD) * MBA) and the NCOL = D_PAD / WD columns from
+ *     (w % WD) * NCOL, its A operand read back from __local by ldmatrix.
+ * FCL_ACC_RM / FCL_ACC_ROW (common.cl) name the accumulators' rows. */
+#define FCL_DKDV_KB (BC / 16)
+#define FCL_DKDV_QPARTS (WARPS / FCL_DKDV_KB)
+#define FCL_DKDV_QN (BR / FCL_DKDV_QPARTS)
+#define FCL_DKDV_MBA (FCL_DKDV_KB * FCL_DKDV_WD / WARPS)
+#define FCL_DKDV_NCOL (D_PAD / FCL_DKDV_WD)
+#if WARPS % FCL_DKDV_KB != 0 || BR % (16 * FCL_DKDV_QPARTS) != 0 || \
+    (FCL_DKDV_KB * FCL_DKDV_WD) % WARPS != 0 || FCL_DKDV_MBA < 1 || FCL_DKDV_NCOL % 16 != 0
+#error "FCL_DKDV_WD: the warps must tile the score tile and the accumulators evenly"
+#endif
+#if FCL_FUSED_DQ || FCL_DKDV_PART != 0
+#error "FCL_DKDV_WD: one launch for dK and dV, without dQ"
+#endif
+#define MB 1
+#define RM 2
+#define RN (FCL_DKDV_QN / 4)
+#define DN (FCL_DKDV_NCOL / 4)
+#define FCL_DKDV_SROW0 ((warp % FCL_DKDV_KB) * 16)
+#define FCL_DKDV_SQ0 ((warp / FCL_DKDV_KB) * FCL_DKDV_QN)
+#undef FCL_ROW
+#undef FCL_COL
+#undef FCL_OCOL
+#define FCL_ROW(i) (FCL_DKDV_SROW0 + grp + 8 * ((i) & 1))
+#define FCL_COL(j) (FCL_DKDV_SQ0 + 8 * ((j) >> 1) + 2 * tig + ((j) & 1))
+#define FCL_DKDV_AROW0 ((warp / FCL_DKDV_WD) * FCL_DKDV_MBA * 16)
+#define FCL_DKDV_ACOL0 ((warp % FCL_DKDV_WD) * FCL_DKDV_NCOL)
+#define FCL_ACC_RM (2 * FCL_DKDV_MBA)
+#define FCL_ACC_ROW(i) (FCL_DKDV_AROW0 + ((i) >> 1) * 16 + grp + 8 * ((i) & 1))
+#define FCL_OCOL(n) (FCL_DKDV_ACOL0 + 8 * ((n) >> 1) + 2 * tig + ((n) & 1))
+#define LDP (BR + 8)
+#define FCL_DKDV_LOCALS_SPLIT                   \
+    __local ushort Pth[BC * LDP] FCL_ALIGNED;   \
+    __local ushort dSth[BC * LDP] FCL_ALIGNED;
+#endif
 #define FCL_BWD_IDS FCL_MMA_IDS
 
 #define FCL_DKDV_LOCALS                                     \
@@ -465,6 +532,7 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
     __local float lse_s[2 * BR] FCL_ALIGNED;                \
     __local float dlt_s[2 * BR] FCL_ALIGNED;                \
     FCL_DQ_LOCALS_FUSED                                     \
+    FCL_DKDV_LOCALS_SPLIT                                   \
     FCL_WARP_SCRATCH
 
 /* Visible after the first block's barrier. */
@@ -487,8 +555,10 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
         barrier(CLK_LOCAL_MEM_FENCE);                                          \
     } while (0)
 
-#define FCL_DKDV_ST(st, buf) FCL_MMA_ABT(st, Kh, warp * 16 * MB, FCL_BUF(Qh, BR, buf), BR)
-#define FCL_DKDV_DPT(dpt, buf) FCL_MMA_ABT(dpt, Vh, warp * 16 * MB, FCL_BUF(dOh, BR, buf), BR)
+#define FCL_DKDV_ST(st, buf)                                                                \
+    FCL_MMA_ABT(st, Kh, FCL_DKDV_SROW0, FCL_BUF(Qh, BR, buf) + FCL_DKDV_SQ0 * LDH, FCL_DKDV_QN)
+#define FCL_DKDV_DPT(dpt, buf)                                                              \
+    FCL_MMA_ABT(dpt, Vh, FCL_DKDV_SROW0, FCL_BUF(dOh, BR, buf) + FCL_DKDV_SQ0 * LDH, FCL_DKDV_QN)
 #define FCL_DKDV_SET(st, dpt, i, j, p, ds) (st[i][j] = (p), dpt[i][j] = (ds))
 /* The operands of P^T dO and dS^T Q (common.cl, "non-finite operands") */
 #define FCL_DKDV_DO_BAD(buf, p, c) FCL_H_BAD(FCL_BUF(dOh, BR, buf), p, c)
@@ -497,11 +567,41 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
 #define FCL_DKDV_Q_BAD(buf, p, c) FCL_H_BAD(FCL_BUF(Qh, BR, buf), p, c)
 #define FCL_H_TILE_FCL_DKDV_Q_BAD(buf) FCL_BUF(Qh, BR, buf)
 #define FCL_DKDV_Q_CLEAN(buf, n) FCL_H_CLEAN(FCL_BUF(Qh, BR, buf), n)
+#if FCL_DKDV_WD == 1
 #define FCL_DKDV_ACC(dk, dv, st, dpt, buf)                              \
     do {                                                               \
         if (FCL_WANT_DV) FCL_MMA_AB(dv, st, FCL_BUF(dOh, BR, buf), BR);  \
         if (FCL_WANT_DK) FCL_MMA_AB(dk, dpt, FCL_BUF(Qh, BR, buf), BR);  \
     } while (0)
+#else
+/* A score tile of this warp (rows FCL_ROW, columns FCL_COL) into T as
+ * 16-bit pairs. */
+#define FCL_DKDV_SHARE(T, x)                                                         \
+    FCL_UNROLL                                                                       \
+    for (int i_ = 0; i_ < RM; ++i_)                                                  \
+        FCL_UNROLL                                                                   \
+        for (int j_ = 0; j_ < RN; j_ += 2)                                           \
+            *(__local uint *)((T) + FCL_ROW(i_) * LDP + FCL_COL(j_)) =               \
+                fcl_pack2(x[i_][j_], x[i_][j_ + 1])
+/* acc += TA TB over BR query rows: TA = this warp's keys of a shared score
+ * tile (rows = keys, as stored: ldmatrix as FCL_MMA_ABT's A), TB = a Q or
+ * dO tile (rows = query rows), the warp's NCOL columns. */
+#define FCL_DKDV_LOAD_ST(TA, mb, kk, a)                                                     \
+    fcl_ldmatrix_x4(TA, (FCL_DKDV_AROW0 + 16 * (mb) + (lane & 7) + ((lane >> 3) & 1) * 8) * LDP \
+                            + (kk) * 16 + (lane >> 4) * 8, a)
+/* P^T and dS^T through __local; they are free again after the next
+ * block's first barrier (FCL_DKDV_BLOCK_BEGIN). */
+#define FCL_DKDV_ACC(dk, dv, st, dpt, buf)                    \
+    do {                                                     \
+        FCL_DKDV_SHARE(Pth, st);                             \
+        FCL_DKDV_SHARE(dSth, dpt);                           \
+        barrier(CLK_LOCAL_MEM_FENCE);                        \
+        FCL_MMA_A_B(dv, FCL_DKDV_MBA, FCL_DKDV_LOAD_ST, Pth, FCL_BUF(dOh, BR, buf), \
+                    FCL_DKDV_ACOL0, FCL_DKDV_NCOL, BR);                             \
+        FCL_MMA_A_B(dk, FCL_DKDV_MBA, FCL_DKDV_LOAD_ST, dSth, FCL_BUF(Qh, BR, buf), \
+                    FCL_DKDV_ACOL0, FCL_DKDV_NCOL, BR);                             \
+    } while (0)
+#endif
 
 #if FCL_FUSED_DQ
 /* dQ in the dK/dV kernel (flash_bwd.cl): the Q block's share dS K of this
@@ -533,6 +633,9 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
 #define FCL_DQ_ROW(i) ((FCL_DQ_ROWBLK0 + ((i) >> 1)) * 16 + grp + 8 * ((i) & 1))
 #define FCL_DQ_COL(n) (FCL_DQ_COL0 + 8 * ((n) >> 1) + 2 * tig + ((n) & 1))
 
+#define FCL_DQ_LOAD_DS(TA, mq, kk, a)                                                      \
+    fcl_ldmatrix_x4_trans(TA, ((kk) * 16 + (lane >> 4) * 8 + (lane & 7)) * LDS               \
+                                   + (FCL_DQ_ROWBLK0 + (mq)) * 16 + ((lane >> 3) & 1) * 8, a)
 #define FCL_DKDV_DQ_SHARE(dqs, dpt)                                                          \
     do {                                                                                     \
         FCL_UNROLL                                                                           \
@@ -546,26 +649,7 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
         for (int i_ = 0; i_ < FCL_DQ_RM; ++i_)                                               \
             FCL_UNROLL                                                                       \
             for (int n_ = 0; n_ < FCL_DQ_DN; ++n_) dqs[i_][n_] = 0.0f;                       \
-        FCL_UNROLL                                                                           \
-        for (int kk_ = 0; kk_ < BC / 16; ++kk_) {                                            \
-            uint a_[FCL_DQ_MQ][4];                                                           \
-            FCL_UNROLL                                                                       \
-            for (int mq_ = 0; mq_ < FCL_DQ_MQ; ++mq_)                                        \
-                fcl_ldmatrix_x4_trans(dSh, (kk_ * 16 + (lane >> 4) * 8 + (lane & 7)) * LDS   \
-                                               + (FCL_DQ_ROWBLK0 + mq_) * 16                 \
-                                               + ((lane >> 3) & 1) * 8, a_[mq_]);            \
-            FCL_UNROLL                                                                       \
-            for (int n2_ = 0; n2_ < FCL_DQ_NCOL / 16; ++n2_) {                               \
-                uint b_[4];                                                                  \
-                fcl_ldmatrix_x4_trans(Kh, (kk_ * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDH \
-                                              + FCL_DQ_COL0 + n2_ * 16 + (lane >> 4) * 8, b_); \
-                FCL_UNROLL                                                                   \
-                for (int mq_ = 0; mq_ < FCL_DQ_MQ; ++mq_) {                                  \
-                    FCL_MMA_INTO(dqs, 2 * mq_, 4 * n2_, a_[mq_], b_[0], b_[1]);              \
-                    FCL_MMA_INTO(dqs, 2 * mq_, 4 * n2_ + 2, a_[mq_], b_[2], b_[3]);          \
-                }                                                                            \
-            }                                                                                \
-        }                                                                                    \
+        FCL_MMA_A_B(dqs, FCL_DQ_MQ, FCL_DQ_LOAD_DS, dSh, Kh, FCL_DQ_COL0, FCL_DQ_NCOL, BC);  \
     } while (0)
 
 /* Adds the share (rows [0, rows), head_dim columns) into dq (row stride

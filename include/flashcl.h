@@ -682,8 +682,8 @@ typedef struct fcl_plan {
  * plans have no GQA packing (pack 1: the packed rows of one block would
  * belong to query heads of different Q descales).
  * FCL_KERNEL_BACKWARD_DQ and _DKDV give the backward call's kernels for
- * desc's variants (above head_dim 128 on tensor cores dK/dV is two launches
- * with this plan each).
+ * desc's variants (above head_dim 128 on tensor cores dK/dV may be two
+ * launches, dV then dK, with this plan each: the plan's reason says so).
  * @return FCL_OK and *plan, or the status the call (the forward for
  *         FCL_KERNEL_FORWARD and _DECODE, the backward for the others) would
  *         return for this descriptor with valid buffers: the same descriptor

@@ -304,7 +304,7 @@ static void test_tensor_core_plans(void **state)
                                        NULL, 0, &p),
                      FCL_ERROR_NO_PLAN);
     /* a forced shape that is not whole 16-row blocks per warp */
-    const fcl_tuned_tile odd = {40, 64, 2, 32, "test"};
+    const fcl_tuned_tile odd = {40, 64, 2, 32, "test", 0};
     assert_int_equal(fcl_plan_make_mma(&h100->caps, FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP16, NULL,
                                        &odd, 0, &p),
                      FCL_ERROR_INVALID_VALUE);

@@ -203,7 +203,21 @@ static void test_value_head_dim(void **state)
     }
 }
 
-/* head_dim 256: dK/dV as two launches (dV, then dK). */
+/* Whether the dK/dV kernel of `c` is planned with its accumulators'
+ * columns split over warps (plan_mma.c says so in the plan's reason). */
+static bool dkdv_columns_split(const fa_case *c)
+{
+    fcl_attention_desc d;
+    fcl_attention_desc_init(&d, c->batch, c->heads_q, c->heads_kv, c->seqlen_q, c->seqlen_k,
+                            c->head_dim, c->dtype, c->layout);
+    fcl_plan plan;
+    return fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &plan) == FCL_OK &&
+           strstr(plan.reason, "columns split over") != NULL;
+}
+
+/* head_dim 256: dK/dV in one launch, its accumulators' columns split over
+ * warps (the default shape), and as two launches (dV, then dK: a forced
+ * shape without the split). */
 static void test_head_dim_256(void **state)
 {
     (void)state;
@@ -214,7 +228,65 @@ static void test_head_dim_256(void **state)
     c.seqlen_k = 51;
     c.head_dim = 256;
     c.causal = 1;
+    if (smallest_tile(FCL_KERNEL_BACKWARD_DKDV, 256) == PLANS &&
+        strstr(plan_variant(FCL_KERNEL_BACKWARD_DKDV, 256, FCL_DTYPE_FP16), "mma") != NULL)
+        assert_true(dkdv_columns_split(&c) || local_count_factor > 1);
     check_both(&c);
+    assert_int_equal(fcl_debug_set_tile(ctx, FCL_KERNEL_BACKWARD_DKDV, 32, 64, 4, 32), FCL_OK);
+    assert_false(dkdv_columns_split(&c));
+    assert_int_equal(fcl_backward_builds_of(ctx, &(fcl_attention_desc){.head_dim = 256,
+                                                                        .dtype = FCL_DTYPE_FP16},
+                                            0)
+                         .dkdv_launches,
+                     strstr(plan_variant(FCL_KERNEL_BACKWARD_DKDV, 256, FCL_DTYPE_FP16), "mma")
+                         ? 2
+                         : 1);
+    c.seed = 7051;
+    check_passes(&c, 0);
+    assert_int_equal(fcl_debug_set_tile(ctx, FCL_KERNEL_BACKWARD_DKDV, 0, 0, 0, 0), FCL_OK);
+}
+
+/* The split dK/dV at smaller head dims, forced (rows = query rows per step
+ * x cols = keys, warps, column groups): each warp's score tile and
+ * accumulators then cover different keys, with windows, GQA, packed
+ * sequences of unaligned lengths and both 16-bit types. */
+static void test_dkdv_columns_split(void **state)
+{
+    (void)state;
+    static const struct {
+        int rows, cols, warps, wd;
+        size_t head_dim;
+    } shapes[] = {{64, 64, 4, 2, 64}, {64, 128, 8, 2, 128}, {32, 64, 8, 2, 32}};
+    const int lq[2] = {37, 90}, lk[2] = {61, 45};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
+        assert_int_equal(fcl_debug_set_tile(ctx, FCL_KERNEL_BACKWARD_DKDV, shapes[i].rows,
+                                            shapes[i].cols, shapes[i].warps, 32),
+                         FCL_OK);
+        assert_int_equal(fcl_debug_set_tile_split(ctx, FCL_KERNEL_BACKWARD_DKDV, shapes[i].wd),
+                         FCL_OK);
+        for (int t = 0; t < 2; ++t) {
+            fa_variants v = fa_no_variants();
+            if (t == 0) {
+                v.window_left = 30;
+                v.window_right = 7;
+            } else {
+                v.seqlens_q = lq;
+                v.seqlens_k = lk;
+            }
+            fa_case c = base_case(7060 + (uint64_t)(10 * i + t));
+            c.seqlen_q = 90;
+            c.seqlen_k = 61;
+            c.head_dim = shapes[i].head_dim;
+            c.dtype = t ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
+            c.causal = t;
+            c.var = &v;
+            if (smallest_tile(FCL_KERNEL_BACKWARD_DKDV, c.head_dim) == PLANS &&
+                local_count_factor == 1)
+                assert_true(dkdv_columns_split(&c));
+            check_passes(&c, 0);
+        }
+    }
+    assert_int_equal(fcl_debug_set_tile(ctx, FCL_KERNEL_BACKWARD_DKDV, 0, 0, 0, 0), FCL_OK);
 }
 
 /* Every head dim the pieces take, both 16-bit types, causal on every other. */
@@ -431,7 +503,7 @@ static void test_fused_dq(void **state)
     assert_false(fused_for(&d, 64, 0));
     assert_int_equal(setenv("FLASHCL_BACKWARD_DQ", "ordered", 1), 0);
     assert_int_equal(fused_for(&d, 64, 0), fusable);
-    assert_false(fused_for(&d, 256, 0)); /* two dK/dV launches */
+    assert_false(fused_for(&d, 256, 0)); /* dK/dV split over warps (or launches) */
     assert_false(fused_for(&d, 64, 16));
 
     static const char *const modes[3] = {"separate", "any-order", "ordered"};
@@ -468,6 +540,7 @@ int main(void)
         cmocka_unit_test(test_selection),
         cmocka_unit_test(test_head_dims),
         cmocka_unit_test(test_head_dim_256),
+        cmocka_unit_test(test_dkdv_columns_split),
         cmocka_unit_test(test_value_head_dim),
         cmocka_unit_test(test_lengths_and_layout),
         cmocka_unit_test(test_scales),

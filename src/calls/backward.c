@@ -156,12 +156,12 @@ static fcl_status enqueue_dq_store(fcl_context *ctx, fcl_resolved *dkdv, const b
  * in one launch (head_dim <= 128), without a block mask (the key blocks
  * that visit a Q block must be consecutive, flash_bwd.cl), on a device
  * that ends no loops (the waits are loops: loop_limit.c). */
-static unsigned fused_dq_bits(const fcl_context *ctx, unsigned build_dkdv, bool split)
+static unsigned fused_dq_bits(const fcl_context *ctx, unsigned build_dkdv, bool wide)
 {
     const char *env = getenv("FLASHCL_BACKWARD_DQ");
     const bool ordered = env != NULL && strcmp(env, "ordered") == 0;
     const bool any_order = env != NULL && strcmp(env, "any-order") == 0;
-    if (!(ordered || any_order) || !(build_dkdv & FCL_BUILD_TILE_MMA) || split ||
+    if (!(ordered || any_order) || !(build_dkdv & FCL_BUILD_TILE_MMA) || wide ||
         (build_dkdv & FCL_FEAT_BLOCKMASK) || ctx->loop_limit != 0)
         return 0;
     return FCL_BUILD_FUSED_DQ | (any_order ? FCL_BUILD_FUSED_DQ_ANY_ORDER : 0);
@@ -202,10 +202,13 @@ fcl_backward_builds fcl_backward_builds_of(const fcl_context *ctx, const fcl_att
         features | (fcl_uses_tensor_cores(ctx, desc, FCL_KERNEL_BACKWARD_DQ) ? mma : 0);
     const unsigned build_dkdv =
         features | (fcl_uses_tensor_cores(ctx, desc, FCL_KERNEL_BACKWARD_DKDV) ? mma : 0);
-    const bool split = (build_dkdv & mma) && fcl_mma_dkdv_split(D);
+    /* above head_dim 128 dK/dV splits its columns over warps or its
+     * outputs over two launches (fcl_mma_dkdv_split); dQ stays apart */
+    const bool wide = (build_dkdv & mma) && D > 128;
+    const bool split = wide && fcl_mma_dkdv_split(&ctx->caps, ctx->emulate_tensor_cores, fcl_dkdv_forced_tile(ctx), D);
     fcl_backward_builds bb;
     bb.dq = fcl_build_of(FCL_KERNEL_BACKWARD_DQ, D, desc->dtype, build_dq);
-    const unsigned fused = fused_dq_bits(ctx, build_dkdv, split);
+    const unsigned fused = fused_dq_bits(ctx, build_dkdv, wide);
     bb.fused_dq = fused != 0;
     bb.dkdv[0] = fcl_build_of(FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype,
                               build_dkdv | fused | (split ? FCL_BUILD_DV_ONLY : 0));

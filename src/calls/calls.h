@@ -163,8 +163,8 @@ fcl_status fcl_forward_enqueue(fcl_context *ctx, const fcl_forward_job *job, fcl
 /* ---- the backward's kernels (backward.c) ----------------------------------- */
 
 /* The kernel builds of a backward of `desc` with `features`: each on tensor
- * cores where it can be; there, above head_dim 128, dK/dV is two launches
- * (dV, then dK: dkdv[1] the second), and at or below it dK/dV computes dQ
+ * cores where it can be; there, above head_dim 128, dK/dV may be two
+ * launches (dV, then dK: dkdv[1] the second; fcl_mma_dkdv_split), and at or below it dK/dV computes dQ
  * as well where fused_dq says (backward.c). */
 typedef struct fcl_backward_builds {
     fcl_build dq;                 /* with fused_dq, only its delta kernel runs */

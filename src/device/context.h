@@ -40,4 +40,12 @@ struct fcl_context {
     char extra_build_options[128];
 };
 
+/* The dK/dV tile a tuning tool forced, or NULL. */
+static inline const fcl_tuned_tile *fcl_dkdv_forced_tile(const fcl_context *ctx)
+{
+    return ctx->has_tile_override[FCL_KERNEL_BACKWARD_DKDV]
+               ? &ctx->tile_override[FCL_KERNEL_BACKWARD_DKDV]
+               : NULL;
+}
+
 #endif /* FCL_CONTEXT_H */

@@ -179,7 +179,7 @@ fcl_status fcl_decode_target(const fcl_caps *caps, const fcl_build *build, fcl_p
          * 62.0% (a page holding whole tiles needs one page-table read a
          * tile, not one a row). */
         const int warps = (pow2_at_least(rows) + 15) / 16;
-        *out = (fcl_tuned_tile){16 * warps, 16, warps, 32, "decode: 16 rows a warp, 16 keys"};
+        *out = (fcl_tuned_tile){16 * warps, 16, warps, 32, "decode: 16 rows a warp, 16 keys", 0};
         return FCL_OK;
     }
     if (!fcl_tuned_lookup(caps, FCL_KERNEL_DECODE, build->head_dim, piece, out))

@@ -48,6 +48,7 @@ fcl_build fcl_build_of(fcl_kernel_kind kind, size_t head_dim, fcl_dtype dtype, u
 typedef struct fcl_tuned_tile {
     int rows, cols, ty, tx;
     const char *entry;           /* which entry matched, for the plan's report */
+    int wd;                      /* tensor-core dK/dV only: warps over head_dim (0, 1: none) */
 } fcl_tuned_tile;
 
 /* Which tile piece a table entry is for: the portable one (cl/tile_portable.cl)
@@ -71,6 +72,8 @@ typedef struct fcl_plan_full {
     int tile_mma;                 /* the tensor-core piece (tile_nv_mma.cl) */
     int mma_emulated;             /* ... on emulated warp operations (tests) */
     int tile_cpu;                 /* the CPU piece (tile_cpu.cl): tile rows per vector, else 0 */
+    int dkdv_wd;                  /* tensor-core dK/dV: warps its accumulators' columns are
+                                     split over (FCL_DKDV_WD), 1 otherwise */
 } fcl_plan_full;
 
 /* Limits a plan must respect beyond the caps: lowered after a build or
@@ -97,13 +100,17 @@ void fcl_plan_effective_limits(const fcl_caps *caps, const fcl_plan_limits *limi
  * `target` (forced by a tuning tool): rows x cols of the S tile as for
  * fcl_plan_make, ty = warps.  `emulated`: the warp operations of
  * cl/warp_emulated.cl (tests on any device). */
-/* The largest head_dim the tensor-core kernels take: 256 for each (dK/dV
- * above 128 as two launches, see fcl_mma_dkdv_split). */
+/* The largest head_dim the tensor-core kernels take: 256 for each. */
 int fcl_mma_max_head_dim(void);
 /* Whether the tensor-core dK/dV of this head_dim runs as two launches, dV
  * and then dK (FCL_BUILD_DV_ONLY / FCL_BUILD_DK_ONLY): one d-wide
- * accumulator per lane each, as the other kernels have. */
-bool fcl_mma_dkdv_split(size_t head_dim);
+ * accumulator per lane each, as the other kernels have.  Above head_dim 128
+ * the default shape instead splits the accumulators' columns over warps
+ * (one launch) where the device's local memory takes it; a tuning tool's
+ * `forced` tile (NULL: none) without a split (wd <= 1) takes the two
+ * launches. */
+bool fcl_mma_dkdv_split(const fcl_caps *caps, int emulated, const fcl_tuned_tile *forced,
+                        size_t head_dim);
 fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
                              fcl_dtype dtype, const fcl_plan_limits *limits,
                              const fcl_tuned_tile *target, int emulated, fcl_plan_full *out);

@@ -10,6 +10,7 @@
  *     forward  (rows + 2 * inner) * (d + 8) * 2
  *     dQ       (2 * rows + 4 * inner) * (d + 8) * 2
  *     dK/dV    (2 * rows + 4 * inner) * (d + 8) * 2 + 4 * inner * 4 (LSE, delta)
+ *              + 2 * rows * (inner + 8) * 2 with its columns split (P^T, dS^T)
  * (the backward's streamed tiles have two buffers each), and one int per
  * operand that may carry a non-finite value to masked rows (common.cl)
  * with rows = 16 * MB * warps, plus 24 bytes per work-item when the warp
@@ -19,8 +20,12 @@
 
 #include <string.h>
 
+/* warps; 16-row blocks per warp of the accumulators' rows; the other
+ * operand's rows per step; warps the accumulators' columns are split over
+ * (dK/dV only, FCL_DKDV_WD: the kernel's rows are then 16 * mb * warps / wd
+ * keys, and its score tiles are shared out as tile_nv_mma.cl says). */
 typedef struct mma_shape {
-    int warps, mb, inner;
+    int warps, mb, inner, wd;
 } mma_shape;
 
 /* Defaults per kernel and head_dim: the best of the sweeps in NOTES.md run
@@ -34,10 +39,11 @@ typedef struct mma_shape {
  *   dQ d <= 128:      4 warps x 32 rows, 32 keys    196 (4 x 16 and 64 keys: 186, 32 keys: 170)
  *   dK/dV d <= 64:    4 warps x 16 keys, 128 rows   170 (4 x 32 keys and 32 rows: 167, 32 rows: 149)
  *   dK/dV d = 128:    4 warps x 16 keys, 64 rows    170 (32 rows: 156, 128 rows: 132)
- *   dK/dV d = 256:    4 warps x 16 keys, 64 rows    110 (32 rows: 97, 16 rows: 105)  run 15
+ *   dK/dV d = 256:    8 warps, 64 keys, 64 rows, columns over 4 warps     150 (two launches
+ *                     of 4 warps x 16 keys, 64 rows: 96; WD 2: 145; 32 rows: 135)  run 26 (H100)
  * At 128 keys for d <= 64 the forward was 2% faster (within the noise) but
  * needs 1.5 times the memory: 64 taken.  d = 256 dQ (4 x 16 rows, 32 keys)
- * is not tuned; dK/dV there is two launches, one output each.  Two 16-row
+ * is not tuned.  Two 16-row
  * blocks per warp lost before run 13, while a per-score mask test made the
  * softmax the bottleneck (NOTES.md).
  * The A100 (sm_80, 164 KiB usable) gets the same shapes where they fit its
@@ -47,20 +53,43 @@ static mma_shape default_shape(fcl_kernel_kind kind, int d)
 {
     switch (kind) {
     case FCL_KERNEL_FORWARD:
-        return d <= 128 ? (mma_shape){4, 2, 64} : (mma_shape){8, 1, 128};
+        return d <= 128 ? (mma_shape){4, 2, 64, 1} : (mma_shape){8, 1, 128, 1};
     case FCL_KERNEL_DECODE:
-        return (mma_shape){1, 1, 32};
+        return (mma_shape){1, 1, 32, 1};
     case FCL_KERNEL_BACKWARD_DQ:
-        return d <= 64 ? (mma_shape){4, 2, 64} : d <= 128 ? (mma_shape){4, 2, 32} : (mma_shape){4, 1, 32};
+        return d <= 64    ? (mma_shape){4, 2, 64, 1}
+               : d <= 128 ? (mma_shape){4, 2, 32, 1}
+                          : (mma_shape){4, 1, 32, 1};
     case FCL_KERNEL_BACKWARD_DKDV:
-        return d <= 64 ? (mma_shape){4, 1, 128} : (mma_shape){4, 1, 64};
+        return d <= 64    ? (mma_shape){4, 1, 128, 1}
+               : d <= 128 ? (mma_shape){4, 1, 64, 1}
+                          : (mma_shape){8, 2, 64, 4};
     }
-    return (mma_shape){4, 1, 64};
+    return (mma_shape){4, 1, 64, 1};
+}
+
+/* Rows the kernel owns: query rows, or keys for dK/dV. */
+static int shape_rows(mma_shape s) { return 16 * s.mb * s.warps / s.wd; }
+
+/* Whether the warps tile a split dK/dV evenly (tile_nv_mma.cl's
+ * FCL_DKDV_WD checks, in the same words). */
+static bool shape_valid(int d, mma_shape s)
+{
+    if (s.wd == 1)
+        return true;
+    if ((16 * s.mb * s.warps) % s.wd != 0)
+        return false;
+    const int kb = shape_rows(s) / 16;
+    if (kb < 1 || s.warps % kb != 0)
+        return false;
+    const int qparts = s.warps / kb;
+    return s.inner % (16 * qparts) == 0 && (kb * s.wd) % s.warps == 0 && (d / s.wd) % 16 == 0 &&
+           d % s.wd == 0;
 }
 
 static uint64_t shape_bytes(fcl_kernel_kind kind, int d, mma_shape s, int emulated)
 {
-    const uint64_t rows = (uint64_t)(16 * s.mb * s.warps), inner = (uint64_t)s.inner;
+    const uint64_t rows = (uint64_t)shape_rows(s), inner = (uint64_t)s.inner;
     const uint64_t row_bytes = (uint64_t)(d + 8) * 2;
     uint64_t bytes = 0;
     switch (kind) {
@@ -73,6 +102,8 @@ static uint64_t shape_bytes(fcl_kernel_kind kind, int d, mma_shape s, int emulat
         break;
     case FCL_KERNEL_BACKWARD_DKDV:
         bytes = (2 * rows + 4 * inner) * row_bytes + 4 * inner * 4 + 2 * 4;
+        if (s.wd > 1) /* P^T and dS^T as 16-bit rows of inner + 8 */
+            bytes += 2 * rows * (inner + 8) * 2;
         break;
     }
     if (emulated)
@@ -96,11 +127,58 @@ static const char *kernel_words(fcl_kernel_kind kind)
 }
 
 /* Registers per lane for one 16-row block: an accumulator is d / 2 floats,
- * 128 at d = 256.  dK/dV holds two, so above d = 128 it computes one per
- * launch (the dK launch recomputes S^T: five products instead of four). */
+ * 128 at d = 256.  dK/dV holds two, so above d = 128 it splits their columns
+ * over warps, or (a forced shape without that) computes one per launch (the
+ * dK launch recomputes S^T: five products instead of four). */
 int fcl_mma_max_head_dim(void) { return 256; }
 
-bool fcl_mma_dkdv_split(size_t head_dim) { return head_dim > 128; }
+/* The next smaller shape to try: fewer rows per step, then fewer row blocks
+ * per warp, then fewer warps (never fewer than a split's column groups);
+ * false when none is left.  The caller skips the shapes a split cannot
+ * tile (shape_valid). */
+static bool shrink(mma_shape *s)
+{
+    if (s->inner > 16)
+        s->inner /= 2;
+    else if (s->mb > 1)
+        s->mb /= 2;
+    else if (s->warps > s->wd)
+        s->warps /= 2;
+    else
+        return false;
+    return true;
+}
+
+/* *s, shrunk until it fits `local_limit` and `wg_limit`; false if nothing
+ * smaller does. */
+static bool fit_shape(fcl_kernel_kind kind, int d, int emulated, uint64_t local_limit,
+                      size_t wg_limit, mma_shape *s)
+{
+    while (!shape_valid(d, *s) || shape_bytes(kind, d, *s, emulated) > local_limit ||
+           (size_t)(32 * s->warps) > wg_limit) {
+        if (!shrink(s))
+            return false;
+    }
+    return true;
+}
+
+/* The dK/dV default above head_dim 128 on a device too small for its split
+ * shape (a smaller split would not cover its head_dim in 16-column steps):
+ * one output per launch. */
+static const mma_shape two_launch_dkdv = {4, 1, 64, 1};
+
+bool fcl_mma_dkdv_split(const fcl_caps *caps, int emulated, const fcl_tuned_tile *forced,
+                        size_t head_dim)
+{
+    if (head_dim <= 128 || head_dim > (size_t)fcl_mma_max_head_dim())
+        return false;
+    if (forced != NULL)
+        return forced->wd <= 1;
+    const int d = (int)head_dim;
+    mma_shape s = default_shape(FCL_KERNEL_BACKWARD_DKDV, d);
+    return s.wd <= 1 || !fit_shape(FCL_KERNEL_BACKWARD_DKDV, d, emulated,
+                                   caps->local_mem_usable, caps->max_work_group_size, &s);
+}
 
 fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
                              fcl_dtype dtype, const fcl_plan_limits *limits,
@@ -118,27 +196,24 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
         const int own = dkdv ? target->cols : target->rows;
         s.warps = target->ty;
         s.inner = dkdv ? target->rows : target->cols;
-        s.mb = s.warps > 0 ? own / (16 * s.warps) : 0;
-        if (s.warps < 1 || s.mb < 1 || own != 16 * s.mb * s.warps || s.inner < 16 ||
-            s.inner % 16 != 0)
+        s.wd = dkdv && target->wd > 1 ? target->wd : 1;
+        s.mb = s.warps > 0 ? own * s.wd / (16 * s.warps) : 0;
+        if (s.warps < 1 || s.mb < 1 || own != shape_rows(s) || s.inner < 16 ||
+            s.inner % 16 != 0 || !shape_valid(d, s))
             return FCL_ERROR_INVALID_VALUE;
     }
     uint64_t local_limit;
     size_t wg_limit;
     fcl_plan_effective_limits(caps, limits, &local_limit, &wg_limit);
-    for (;;) {
-        if (shape_bytes(kind, d, s, emulated) <= local_limit && (size_t)(32 * s.warps) <= wg_limit)
-            break;
-        if (s.inner > 16)
-            s.inner /= 2;
-        else if (s.mb > 1)
-            s.mb /= 2;
-        else if (s.warps > 1)
-            s.warps /= 2;
-        else
+    if (!fit_shape(kind, d, emulated, local_limit, wg_limit, &s)) {
+        /* a split dK/dV that does not fit: one output per launch, as
+         * fcl_mma_dkdv_split says of the same device (or, under limits a
+         * build lowered, both outputs in the one launch planned) */
+        s = two_launch_dkdv;
+        if (!dkdv || target != NULL || !fit_shape(kind, d, emulated, local_limit, wg_limit, &s))
             return FCL_ERROR_NO_PLAN;
     }
-    const int rows = 16 * s.mb * s.warps;
+    const int rows = shape_rows(s);
     fcl_plan *pub = &out->pub;
     out->ty = s.warps;
     out->tx = 32;
@@ -148,6 +223,7 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
     out->force_unroll = !emulated; /* emulated: CPUs, see FCL_FORCE_UNROLL */
     out->tile_mma = 1;
     out->mma_emulated = emulated;
+    out->dkdv_wd = s.wd;
     /* 16-bit tiles on chip */
     fcl_plan_describe(pub, caps, kind, dtype, head_dim, head_dim, caps->local_mem_usable, 2);
     pub->br = (size_t)(dkdv ? s.inner : rows);
@@ -167,7 +243,16 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
                 "in its registers%s",
                 fcl_dtype_name(dtype), kernel_words(kind), s.warps, 16 * s.mb, s.inner,
                 emulated ? "; warp operations emulated in OpenCL C (a test mode)" : "");
-    if (dkdv && fcl_mma_dkdv_split(head_dim))
-        fcl_appendf(pub->reason, sizeof pub->reason, "; head_dim > 128: dV and dK in two launches");
+    if (s.wd > 1)
+        fcl_appendf(pub->reason, sizeof pub->reason,
+                    "; dK and dV columns split over %d warps each (P^T, dS^T shared through "
+                    "local memory)",
+                    s.wd);
+    else if (dkdv && head_dim > 128)
+        fcl_appendf(pub->reason, sizeof pub->reason, "; head_dim > 128: %s",
+                    fcl_mma_dkdv_split(caps, emulated, target, head_dim)
+                        ? "dV and dK in two launches"
+                        : "dV and dK in one launch, two head_dim-wide accumulators a lane (the "
+                          "split shape outgrew limits a build lowered)");
     return FCL_OK;
 }

@@ -21,10 +21,22 @@ fcl_status fcl_debug_set_tile(fcl_context *ctx, fcl_kernel_kind kind, int rows, 
     }
     if (rows < 1 || cols < 1 || ty < 1 || tx < 1)
         return FCL_ERROR_INVALID_VALUE;
-    fcl_tuned_tile t = {rows, cols, ty, tx, "forced by a tuning tool"};
+    fcl_tuned_tile t = {rows, cols, ty, tx, "forced by a tuning tool", 0};
     ctx->tile_override[kind] = t;
     ctx->has_tile_override[kind] = 1;
     fcl_forget_resolved(ctx); /* the next call plans again */
+    return FCL_OK;
+}
+
+fcl_status fcl_debug_set_tile_split(fcl_context *ctx, fcl_kernel_kind kind, int wd)
+{
+    if (ctx == NULL)
+        return FCL_ERROR_NULL_ARGUMENT;
+    if ((int)kind < 0 || (int)kind >= FCL_KERNEL_KINDS || !ctx->has_tile_override[kind] ||
+        wd < 1)
+        return FCL_ERROR_INVALID_VALUE;
+    ctx->tile_override[kind].wd = wd;
+    fcl_forget_resolved(ctx);
     return FCL_OK;
 }
 
@@ -53,7 +65,7 @@ fcl_status fcl_debug_kernel_log(fcl_context *ctx, const fcl_attention_desc *desc
     /* the kernel a plain call of `desc` runs (of a split dK/dV, the dK
      * launch, the larger) */
     unsigned build = fcl_uses_tensor_cores(ctx, desc, kind) ? FCL_BUILD_TILE_MMA : 0;
-    if (build && kind == FCL_KERNEL_BACKWARD_DKDV && fcl_mma_dkdv_split(desc->head_dim))
+    if (build && kind == FCL_KERNEL_BACKWARD_DKDV && fcl_mma_dkdv_split(&ctx->caps, ctx->emulate_tensor_cores, fcl_dkdv_forced_tile(ctx), desc->head_dim))
         build |= FCL_BUILD_DK_ONLY;
     fcl_build b = fcl_build_of(kind, desc->head_dim, desc->dtype, build);
     if (kind == FCL_KERNEL_FORWARD || kind == FCL_KERNEL_DECODE)
