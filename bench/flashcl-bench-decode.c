@@ -20,6 +20,12 @@
  * has the rotary call's time and, in its note, the ratio to the faster of
  * the two without (issue 26: target <= 1.05).
  *
+ * --head-dim-v DV: V and O DV columns wide.  --shared-kv: one cache whose
+ * rows' first DV columns are V (multi-head latent attention, e.g. --head-dim
+ * 576 --head-dim-v 512 --heads-kv 1): rows of kind "mla", bytes moved = the
+ * cache once, Q and O.  FLOPs: 2 B Hq rows sk (d + dv) (4 B Hq rows sk d when
+ * dv = d).
+ *
  * Each timing: --inner calls enqueued back to back, then clFinish, per call;
  * the median of --reps after one warm-up.  Inputs are random (never zeros).
  * Writes a CSV with # metadata lines to --out. */
@@ -57,6 +63,8 @@ typedef struct config {
     size_t pages[4], n_pages;      /* 0: contiguous */
     size_t prefill[8], n_prefill;
     size_t heads_q, heads_kv, head_dim;
+    size_t head_dim_v;             /* --head-dim-v: V's and O's columns (0: head_dim) */
+    int shared_kv;                 /* --shared-kv: V is the first head_dim_v columns of K */
     size_t max_cache_mib;
     size_t copy_mib;
     int reps, inner;
@@ -267,7 +275,7 @@ static void usage(void)
             "       [--head-dim 128] [--max-cache-mib 40000] [--copy-mib 1024] [--reps 20]\n"
             "       [--inner 10] [--portable-only] [--decode-tile ROWS,COLS,TY,TX]\n"
             "       [--sequential-pages] [--splits N] [--profile] [--append N]\n"
-            "       [--rotary R [--rotary-interleaved]]\n"
+            "       [--rotary R [--rotary-interleaved]] [--head-dim-v DV] [--shared-kv]\n"
             "       [--out results.csv]\n");
 }
 
@@ -279,8 +287,8 @@ static fcl_dtype parse_dtype(const char *s)
 int main(int argc, char **argv)
 {
     config c = {{FCL_DTYPE_FP16, FCL_DTYPE_BF16}, 2, {1, 8, 32}, 3, {1024, 8192, 32768, 131072}, 4,
-                {1, 4}, 2, {0, 16, 256}, 3, {128, 256, 512, 1024}, 4, 32, 8, 128, 40000, 1024,
-                20, 10, 0, {0, 0, 0, 0}, 0, 0, 0, 0, 0, 0, NULL};
+                {1, 4}, 2, {0, 16, 256}, 3, {128, 256, 512, 1024}, 4, 32, 8, 128, 0, 0, 40000,
+                1024, 20, 10, 0, {0, 0, 0, 0}, 0, 0, 0, 0, 0, 0, NULL};
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(a, "--dtypes")) {
@@ -298,6 +306,8 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--heads-q")) c.heads_q = strtoull(v, NULL, 10), ++i;
         else if (!strcmp(a, "--heads-kv")) c.heads_kv = strtoull(v, NULL, 10), ++i;
         else if (!strcmp(a, "--head-dim")) c.head_dim = strtoull(v, NULL, 10), ++i;
+        else if (!strcmp(a, "--head-dim-v")) c.head_dim_v = strtoull(v, NULL, 10), ++i;
+        else if (!strcmp(a, "--shared-kv")) c.shared_kv = 1;
         else if (!strcmp(a, "--max-cache-mib")) c.max_cache_mib = strtoull(v, NULL, 10), ++i;
         else if (!strcmp(a, "--copy-mib")) c.copy_mib = strtoull(v, NULL, 10), ++i;
         else if (!strcmp(a, "--reps")) c.reps = atoi(v), ++i;
@@ -319,6 +329,8 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--out")) c.out = v, ++i;
         else { usage(); return 2; }
     }
+    if (c.head_dim_v == 0)
+        c.head_dim_v = c.head_dim;
     if (c.reps < 1 || c.inner < 1 || c.heads_kv == 0 || c.heads_q % c.heads_kv != 0) {
         usage();
         return 2;
@@ -347,8 +359,9 @@ int main(int argc, char **argv)
     }
     printf("device: %s (%s, driver %s)\nflashcl %s, commit %s, %s\n", info.name, info.platform_name,
            info.driver_version, fcl_version_string(), FCL_GIT_COMMIT, date);
-    printf("copy bandwidth %.0f GB/s (read + write); Hq %zu, Hkv %zu, d %zu; median of %d x %d calls\n\n",
-           bw / 1e9, c.heads_q, c.heads_kv, c.head_dim, c.reps, c.inner);
+    printf("copy bandwidth %.0f GB/s (read + write); Hq %zu, Hkv %zu, d %zu, dv %zu%s; median of "
+           "%d x %d calls\n\n", bw / 1e9, c.heads_q, c.heads_kv, c.head_dim, c.head_dim_v,
+           c.shared_kv ? ", one shared K/V cache" : "", c.reps, c.inner);
     if (out) {
         fprintf(out, "# device: %s\n# platform: %s\n# driver: %s\n# date: %s\n# commit: %s\n",
                 info.name, info.platform_name, info.driver_version, date, FCL_GIT_COMMIT);
@@ -363,6 +376,7 @@ int main(int argc, char **argv)
                     c.rotary, c.rotary_interleaved ? "interleaved" : "half-split");
         fprintf(out, "# copy_bandwidth_gbs: %.1f\n# reps: %d x %d calls (median)\n", bw / 1e9,
                 c.reps, c.inner);
+        fprintf(out, "# head_dim_v: %zu\n# shared_kv: %d\n", c.head_dim_v, c.shared_kv);
         fprintf(out, "kind,dtype,B,Hq,Hkv,d,sk,rows,page,causal,variant,pack,splits,us,gbs,"
                      "pct_copy_bw,tflops,note\n");
     }
@@ -372,13 +386,16 @@ int main(int argc, char **argv)
     for (size_t ti = 0; ti < c.n_dtypes; ++ti) {
         const fcl_dtype dt = c.dtypes[ti];
         const size_t es = fcl_dtype_size(dt), D = c.head_dim, Hq = c.heads_q, Hk = c.heads_kv;
+        const size_t Dv = c.head_dim_v, caches = c.shared_kv ? 1 : 2;
+        const char *decode_kind = c.shared_kv ? "mla" : "decode";
         for (size_t bi = 0; bi < c.n_batches; ++bi)
             for (size_t si = 0; si < c.n_seqlens; ++si) {
                 const size_t B = c.batches[bi], sk = c.seqlens[si];
-                const size_t cache_elems = B * sk * Hk * D;
-                if (2 * cache_elems * es > (c.max_cache_mib << 20))
+                const size_t cache_elems = B * sk * Hk * D, v_elems = c.shared_kv ? 0 : B * sk * Hk * Dv;
+                if ((cache_elems + v_elems) * es > (c.max_cache_mib << 20))
                     continue;
-                cl_mem kc = random_buffer(cache_elems, dt, 2), vc = random_buffer(cache_elems, dt, 3);
+                cl_mem kc = random_buffer(cache_elems, dt, 2);
+                cl_mem vc = c.shared_kv ? NULL : random_buffer(v_elems, dt, 3);
                 for (size_t pi = 0; pi < c.n_pages; ++pi)
                     for (size_t ri = 0; ri < c.n_rows; ++ri) {
                         const size_t page = c.pages[pi], rows = c.rows[ri];
@@ -389,6 +406,10 @@ int main(int argc, char **argv)
                         if (c.append >= sk)
                             continue;
                         fcl_kvcache_desc_init(d, B, Hq, Hk, D, rows, c.append, dt);
+                        d->head_dim_v = Dv; /* before the layouts that use it */
+                        d->o = fcl_layout_contiguous(FCL_LAYOUT_BSHD, Hq, rows, Dv);
+                        d->v_new = fcl_layout_contiguous(FCL_LAYOUT_BSHD, Hk, c.append, Dv);
+                        d->shared_kv = c.shared_kv;
                         d->causal = 1;
                         d->num_splits = c.splits;
                         int32_t *lens = malloc(B * sizeof *lens), *table = NULL;
@@ -414,33 +435,37 @@ int main(int argc, char **argv)
                         }
                         memset(&call.buf, 0, sizeof call.buf);
                         call.buf.q = random_buffer(B * rows * Hq * D, dt, 1);
-                        call.buf.o = random_buffer(B * rows * Hq * D, dt, 4);
+                        call.buf.o = random_buffer(B * rows * Hq * Dv, dt, 4);
                         call.buf.k_cache = kc;
                         call.buf.v_cache = vc;
                         call.buf.cache_seqlens = int_buffer(lens, B);
                         call.buf.page_table = table ? int_buffer(table, B * (sk / page)) : NULL;
                         if (c.append > 0) {
                             call.buf.k_new = random_buffer(B * c.append * Hk * D, dt, 10);
-                            call.buf.v_new = random_buffer(B * c.append * Hk * D, dt, 11);
+                            call.buf.v_new =
+                                c.shared_kv ? NULL : random_buffer(B * c.append * Hk * Dv, dt, 11);
                         }
                         fcl_plan plan;
                         CHECK(fcl_kvcache_plan_query(g_ctx, d, &plan));
                         double s = time_calls(run_kvcache, &call, c.reps, c.inner), s_rot = 0;
                         if (c.rotary > 0)
                             s_rot = time_rotary(&call, &c, sk, &s);
-                        const double bytes = (double)(2 * cache_elems + 2 * B * rows * Hq * D +
-                                                      4 * B * c.append * Hk * D) * (double)es;
+                        /* the caches once (one of them when shared), Q, O, and the
+                         * appended rows read and written */
+                        const double bytes = (double)(cache_elems + v_elems + B * rows * Hq * (D + Dv) +
+                                                      2 * B * c.append * Hk * (caches == 1 ? D : D + Dv)) *
+                                             (double)es;
                         const double gbs = bytes / s / 1e9;
-                        const double fl = 4.0 * B * Hq * rows * (double)sk * D;
+                        const double fl = 2.0 * B * Hq * rows * (double)sk * (double)(D + Dv);
                         printf("%-7s %-4s %3zu %7zu %4zu %5zu %-17s %4zu %6zu | %9.1f %8.0f %5.1f%% %8.2f\n",
-                               "decode", fcl_dtype_name(dt), B, sk, rows, page, plan.variant, plan.pack,
+                               decode_kind, fcl_dtype_name(dt), B, sk, rows, page, plan.variant, plan.pack,
                                plan.num_splits, s * 1e6, gbs, 100.0 * bytes / s / bw, fl / s / 1e12);
                         if (c.profile)
                             profile_kvcache(&call);
                         fflush(stdout);
                         if (out)
-                            fprintf(out, "decode,%s,%zu,%zu,%zu,%zu,%zu,%zu,%zu,1,%s,%zu,%zu,%.2f,%.1f,%.2f,%.3f,\n",
-                                    fcl_dtype_name(dt), B, Hq, Hk, D, sk, rows, page, plan.variant,
+                            fprintf(out, "%s,%s,%zu,%zu,%zu,%zu,%zu,%zu,%zu,1,%s,%zu,%zu,%.2f,%.1f,%.2f,%.3f,\n",
+                                    decode_kind, fcl_dtype_name(dt), B, Hq, Hk, D, sk, rows, page, plan.variant,
                                     plan.pack, plan.num_splits, s * 1e6, gbs, 100.0 * bytes / s / bw,
                                     fl / s / 1e12);
                         if (c.rotary > 0) {
@@ -460,15 +485,16 @@ int main(int argc, char **argv)
                         clReleaseMemObject(call.buf.cache_seqlens);
                         if (call.buf.page_table)
                             clReleaseMemObject(call.buf.page_table);
-                        if (call.buf.k_new) {
+                        if (call.buf.k_new)
                             clReleaseMemObject(call.buf.k_new);
+                        if (call.buf.v_new)
                             clReleaseMemObject(call.buf.v_new);
-                        }
                         free(lens);
                         free(table);
                     }
                 clReleaseMemObject(kc);
-                clReleaseMemObject(vc);
+                if (vc)
+                    clReleaseMemObject(vc);
             }
         /* small-batch prefill: automatic splits against none */
         for (size_t ni = 0; ni < c.n_prefill; ++ni)

@@ -139,6 +139,27 @@ for step in $steps; do
         --head-dim-v 128 --csv "$OUT/hdv_sdpa.csv" 2>&1 | tee -a "$OUT/hdv.txt"
       python3 bench/compare_hdv.py "$OUT/hdv_192_128.csv" "$OUT/hdv_192_192.csv" "$OUT/hdv_sdpa.csv" \
         "$OUT/hdv-192-128" ;;
+    mla)
+      # multi-head latent attention decoding (issue 26): d 576 / dv 512, one
+      # latent cache (64-key pages, shuffled), 16 and 128 query heads, one
+      # query row, fp16; the shared cache, then the same K and V as two
+      # caches (what one load per key tile saves), then PyTorch's matmuls
+      rm -f "$OUT/mla.txt"
+      for h in 16 128; do
+        for form in shared two; do
+          timeout 120 "$B/bench/flashcl-bench-decode" --dtypes "${MLA_DTYPES:-fp16}" \
+            --batches "${MLA_BATCHES:-1,16,64}" --seqlens "${MLA_SEQLENS:-4096,16384,65536}" --rows 1 \
+            --pages 64 --heads-q $h --heads-kv 1 --head-dim 576 --head-dim-v 512 \
+            $([ $form = shared ] && echo --shared-kv) --prefill-seqlens "" --reps "${MLA_REPS:-10}" \
+            --inner 3 --copy-mib "${MLA_COPY_MIB:-1024}" --out "$OUT/mla_${form}_$h.csv" 2>&1 \
+            | tee -a "$OUT/mla.txt"
+        done
+      done
+      PYTHONUNBUFFERED=1 timeout 150 python3 bench/sdpa_mla.py --dtypes "${MLA_DTYPES:-fp16}" \
+        --batches "${MLA_BATCHES:-1,16,64}" --seqlens "${MLA_SEQLENS:-4096,16384,65536}" \
+        --csv "$OUT/mla_torch.csv" 2>&1 | tee -a "$OUT/mla.txt"
+      python3 bench/compare_mla.py "$OUT/mla_shared_16.csv,$OUT/mla_shared_128.csv" \
+        "$OUT/mla_two_16.csv,$OUT/mla_two_128.csv" "$OUT/mla_torch.csv" "$OUT/mla-decode" ;;
     decode-tiles)
       # decode tiles side by side on a few shapes (DECODE_TILES: ';'-separated
       # ROWS,COLS,WARPS,32 of the tensor-core decode plan, '-' for the default)

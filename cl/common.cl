@@ -34,6 +34,10 @@
 #define FCL_FEAT_VARLEN 8
 #define FCL_FEAT_BLOCKMASK 16
 #define FCL_FEAT_KVCACHE 32
+/* A KV-cache call whose V is the first head_dim_v columns of K's rows (MLA's
+ * latent cache): the host passes K's buffer and layout as V's, and the
+ * portable and CPU pieces load each key tile once for both products. */
+#define FCL_FEAT_SHARED_KV 64
 #ifndef FCL_FEATURES
 #define FCL_FEATURES 0
 #endif

@@ -220,10 +220,16 @@ inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
 #if defined(FCL_KERNEL_FORWARD) && FCL_TILE_CPU
 
 #define FCL_FWD_IDS FCL_PORTABLE_IDS
+/* no V tile when V is K's rows (FCL_FEAT_SHARED_KV) */
+#if FCL_HAS(FCL_FEAT_SHARED_KV)
+#define FCL_CPU_V_TILE (void)0
+#else
+#define FCL_CPU_V_TILE __local float Vs[FCL_CPU_STAGE_ROWS(BC) * D_PAD] FCL_ALIGNED
+#endif
 #define FCL_FWD_LOCALS                                              \
     __local float Qt[D_PAD * BR] FCL_ALIGNED;                       \
     __local float Ks[FCL_CPU_STAGE_ROWS(BC) * D_PAD] FCL_ALIGNED;   \
-    __local float Vs[FCL_CPU_STAGE_ROWS(BC) * D_PAD] FCL_ALIGNED
+    FCL_CPU_V_TILE
 
 #define FCL_FWD_LOAD_Q(q_rows, r0, rows, head_dim, negate)                                    \
     fcl_load_rows_t(Qt, BR, BR, Q, fcl_tile_rows(q_rows, false, r0), false, (rows), (head_dim), \
@@ -234,6 +240,18 @@ inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
     fcl_cpu_src k_src, v_src;             \
     bool v_finite
 #define FCL_FWD_PREFETCH_K(k_rows, c0, cols) ((void)0)
+#if FCL_HAS(FCL_FEAT_SHARED_KV)
+/* V is the first head_dim_v columns of K's rows: the key tile is read (and
+ * widened) once, and P V reads V's columns from it */
+#define FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, more, next, next_cols, head_dim) \
+    do {                                                                             \
+        v_finite = false;                                                            \
+        fcl_cpu_key_rows(k_at, (k_rows), (c0), (cols));                              \
+        k_src = fcl_cpu_stage(Ks, k_at, BC, K, D_PAD);                               \
+        v_src = k_src;                                                               \
+        for (int j_ = 0; j_ < BC; ++j_) v_at[j_] = k_at[j_];                         \
+    } while (0)
+#else
 #define FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, more, next, next_cols, head_dim) \
     do {                                                                             \
         v_finite = false;                                                            \
@@ -242,6 +260,7 @@ inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
         k_src = fcl_cpu_stage(Ks, k_at, BC, K, D_PAD);                               \
         v_src = fcl_cpu_stage(Vs, v_at, BC, V, head_dim_v);                          \
     } while (0)
+#endif
 #define FCL_FWD_TILE_MID(more, k_rows, next, cols) ((void)0)
 
 #define FCL_FWD_QK(s) fcl_cpu_product_t(s, BC, Qt, BR, k_src, k_at, D_PAD)

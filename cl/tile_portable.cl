@@ -217,7 +217,11 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
  *                      keys of one dimension without bank conflicts
  *   Vs [BC][D_PAD]     V block
  *   Pt [BC][PT_LD]     probabilities, transposed like Qt
- *   red[BR][TX]        row reductions */
+ *   red[BR][TX]        row reductions
+ * With a shared K/V cache (FCL_FEAT_SHARED_KV: V is the first head_dim_v
+ * columns of K's rows) there is no Vs: the key tile is loaded once into Ks
+ * and P V reads its columns there (Vs names Ks; the accumulator's columns
+ * from head_dim_v on then sum K's other columns, which are never stored). */
 #if defined(FCL_KERNEL_FORWARD) && !FCL_TILE_MMA && !FCL_TILE_CPU
 
 #define RM (BR / TY)
@@ -225,15 +229,22 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
 #define DN (D_PAD / TX)
 #define QT_LD FCL_LD_PAD(BR)
 #define KS_LD (D_PAD + 1)
-#define VS_LD (D_PAD)
 #define PT_LD FCL_LD_PAD(BR)
+#if FCL_HAS(FCL_FEAT_SHARED_KV)
+#define VS_LD KS_LD
+#define FCL_FWD_V_TILE (void)0
+#define Vs Ks
+#else
+#define VS_LD (D_PAD)
+#define FCL_FWD_V_TILE __local float Vs[BC * VS_LD] FCL_ALIGNED
+#endif
 
 #define FCL_FWD_IDS FCL_PORTABLE_IDS
 
 #define FCL_FWD_LOCALS                                  \
     __local float Qt[D_PAD * QT_LD] FCL_ALIGNED;        \
     __local float Ks[BC * KS_LD] FCL_ALIGNED;           \
-    __local float Vs[BC * VS_LD] FCL_ALIGNED;           \
+    FCL_FWD_V_TILE;                                     \
     __local float Pt[BC * PT_LD] FCL_ALIGNED;           \
     __local float red[BR * TX] FCL_ALIGNED
 
@@ -243,16 +254,22 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
     fcl_load_rows_t(Qt, QT_LD, BR, Q, fcl_tile_rows(q_rows, false, r0), false, (rows),       \
                     (head_dim), (negate), lid)
 
-/* No background copies: K and V are loaded together at the start of a tile. */
+/* No background copies: K and V are loaded together at the start of a
+ * tile (K alone when V is its columns). */
 #define FCL_FWD_KEY_STATE (void)0
 #define FCL_FWD_PREFETCH_K(k_rows, c0, cols) ((void)0)
+#if FCL_HAS(FCL_FEAT_SHARED_KV)
+#define FCL_FWD_LOAD_V(v_rows, c0, cols) ((void)0)
+#else
+#define FCL_FWD_LOAD_V(v_rows, c0, cols)                                                       \
+    fcl_load_rows(Vs, VS_LD, BC, V, fcl_tile_rows(v_rows, true, c0), true, (cols), head_dim_v, lid)
+#endif
 #define FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, more, next, next_cols, head_dim)          \
     do {                                                                                         \
         barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is consumed */                       \
         fcl_load_rows(Ks, KS_LD, BC, K, fcl_tile_rows(k_rows, true, c0), true, (cols), (head_dim), \
                       lid);                                                                      \
-        fcl_load_rows(Vs, VS_LD, BC, V, fcl_tile_rows(v_rows, true, c0), true, (cols), head_dim_v, \
-                      lid);                                                                      \
+        FCL_FWD_LOAD_V(v_rows, c0, cols);                                                        \
         barrier(CLK_LOCAL_MEM_FENCE);                                                            \
     } while (0)
 #define FCL_FWD_TILE_MID(more, k_rows, next, cols) ((void)0)
@@ -268,8 +285,9 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
 
 #define FCL_FWD_SET_P(s, i, j, p) (Pt[(tx + TX * (j)) * PT_LD + ty * RM + (i)] = (p))
 
-/* The operand of P V, V (common.cl, "non-finite operands") */
-#define FCL_FWD_V_BAD(X, p, c) FCL_NOT_FINITE(Vs[(p) * VS_LD + (c)])
+/* The operand of P V, V (common.cl, "non-finite operands"): its
+ * head_dim_v columns (past them a shared tile holds K's other columns) */
+#define FCL_FWD_V_BAD(X, p, c) ((c) < head_dim_v && FCL_NOT_FINITE(Vs[(p) * VS_LD + (c)]))
 #define FCL_FWD_V_CLEAN(X, n) FCL_ZERO_NONFINITE(Vs, VS_LD, (n), FCL_NOT_FINITE)
 
 #define FCL_FWD_PV(acc, s)                                                                 \

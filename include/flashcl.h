@@ -107,7 +107,7 @@ FCL_API const char *fcl_version_string(void);
     X(OK, 0, "success")                                                                \
     X(ERROR_NULL_ARGUMENT, 1, "a required pointer argument is NULL")                   \
     X(ERROR_INVALID_SHAPE, 2, "a size is zero or larger than the library supports")    \
-    X(ERROR_HEAD_DIM_UNSUPPORTED, 3, "head_dim is outside 1..256, or head_dim_v outside 1..head_dim") \
+    X(ERROR_HEAD_DIM_UNSUPPORTED, 3, "head_dim is outside 1..256 (1..576 in the KV-cache call), or head_dim_v outside 1..head_dim") \
     X(ERROR_HEADS_NOT_DIVISIBLE, 4, "heads_q is not a multiple of heads_kv")           \
     X(ERROR_OVERLAPPING_STRIDES, 5, "a tensor's strides make two of its elements overlap") \
     X(ERROR_BUFFER_TOO_SMALL, 6, "a buffer is smaller than the tensor it must hold")   \
@@ -932,12 +932,42 @@ FCL_API fcl_status fcl_philox_host(fcl_context *ctx, size_t n, const uint32_t *c
  * position the call can use is below it; the cl_mem form cannot read the
  * lengths, so the host form asks the same).  Rows at or past the capacity
  * are never read.  FP8 dtypes refuse rotary (FCL_ERROR_DTYPE_UNSUPPORTED):
- * their append copies bytes, and a rotated value would need re-encoding. */
+ * their append copies bytes, and a rotated value would need re-encoding.
+ *
+ * Shared K/V cache (shared_kv = 1; multi-head latent attention decoding,
+ * FlashMLA's absorbed form: DeepSeek-V2/V3/R1 keep one latent row of 576
+ * values per token, read by every query head, with V its first 512): the
+ * cache is k_cache alone, laid out as described above for K (contiguous or
+ * paged, head_dim columns), and V is its first head_dim_v columns:
+ *     V[b][j][hk][c] = K[b][j][hk][c]   for c < head_dim_v,
+ * the same elements, so O_i = sum_j P_ij K_j[0 .. head_dim_v-1].  The
+ * buffers' (arrays') v_cache and v_new must be NULL and the descriptor's
+ * v_cache and v_new layouts are not used (FCL_ERROR_INVALID_VALUE when
+ * either pointer is given: a second cache would be silently ignored); an
+ * append writes the head_dim columns of each k_new row, nothing else.
+ * Everything else is as for two caches (heads_kv, usually 1 with heads_q
+ * 16..128 query heads: MQA; lengths, pages, split-KV, masks, variants,
+ * sinks, LSE); k_cache is the one tensor checked for size and aliasing,
+ * so it is never taken to alias itself.  Refused with shared_kv
+ * (FCL_ERROR_INVALID_VALUE): rotary_dim > 0 (MLA rotates the last 64
+ * columns, k_pe, which rotary_dim's first columns cannot name: rotate them
+ * before the append); FP8 dtypes refuse it (FCL_ERROR_DTYPE_UNSUPPORTED).
+ * The portable and CPU pieces load each key tile once for K and V (the
+ * bytes moved are the cache's once); the NVIDIA tensor-core piece, which
+ * stops at head_dim 256, reads V's columns again from the same rows when it
+ * runs a shared call of head_dim <= 256.
+ * head_dim above 256 (up to 576; this call only, the forward and backward
+ * stop at 256: FCL_ERROR_HEAD_DIM_UNSUPPORTED): the portable piece and the
+ * CPU piece run it, with tiles the planner shrinks to the device's local
+ * memory or cache share (fcl_kvcache_plan_query and flashcl-info
+ * --head-dim 576 --head-dim-v 512 --shared-kv show them); the NVIDIA
+ * tensor-core piece takes at most 256, so on an NVIDIA GPU such a call runs
+ * the portable piece (fp32 multiply-adds on fp32 __local tiles). */
 typedef struct fcl_kvcache_desc {
     size_t batch;
     size_t heads_q;
     size_t heads_kv;              /* divides heads_q (GQA/MQA) */
-    size_t head_dim;              /* 1..256 */
+    size_t head_dim;              /* 1..576 (the forward and backward: 1..256) */
     size_t seqlen_q;              /* query rows per sequence, >= 1 */
     size_t seqlen_new;            /* rows appended per sequence before attending, >= 0 */
     fcl_dtype dtype;              /* of Q, O, the cache and the new rows (O: out_dtype
@@ -971,6 +1001,10 @@ typedef struct fcl_kvcache_desc {
     size_t rotary_dim;            /* 0: off; else even, <= head_dim: columns rotated */
     int rotary_interleaved;       /* 1: pairs (2i, 2i+1); 0: pairs (i, i + rotary_dim/2) */
     size_t rotary_rows;           /* rows (positions) of the cos/sin tables, >= capacity */
+    /* ---- one cache for K and V (see "Shared K/V cache" above) ---- */
+    int shared_kv;                /* 0 (fcl_kvcache_desc_init): K and V caches; 1: V is the
+                                     first head_dim_v columns of k_cache's rows, v_cache and
+                                     v_new must be NULL; else FCL_ERROR_INVALID_VALUE */
 } fcl_kvcache_desc;
 
 /*! fcl_kvcache_desc_init() :

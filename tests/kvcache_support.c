@@ -47,12 +47,21 @@ static size_t v_cache_at(const kv_state *st, size_t b, size_t j, size_t hk)
     return cache_at(st, &st->desc.v_cache, b, j, hk);
 }
 
+/* How K and V are kept: two caches, one allocation with their pages
+ * interleaved, or one shared cache whose rows' first head_dim_v columns are V
+ * (fcl_kvcache_desc.shared_kv). */
+enum { KV_TWO_CACHES = 0, KV_INTERLEAVED = 1, KV_SHARED = 2 };
+
 static void kv_init_full(const kv_case *c, const kv_fp8 *fp8, int interleaved, size_t dv,
                          int sinks, const kv_rotary *rot, kv_state *st);
 
 void kv_init(const kv_case *c, kv_state *st) { kv_init_full(c, NULL, 0, 0, 0, NULL, st); }
 void kv_init_interleaved(const kv_case *c, kv_state *st) { kv_init_full(c, NULL, 1, 0, 0, NULL, st); }
 void kv_init_sinks(const kv_case *c, kv_state *st) { kv_init_full(c, NULL, 0, 0, 1, NULL, st); }
+void kv_init_shared(const kv_case *c, size_t head_dim_v, int sinks, kv_state *st)
+{
+    kv_init_full(c, NULL, KV_SHARED, head_dim_v, sinks, NULL, st);
+}
 void kv_init_fp8(const kv_case *c, const kv_fp8 *fp8, kv_state *st)
 {
     kv_init_full(c, fp8, 0, 0, 0, NULL, st);
@@ -112,10 +121,13 @@ static void init_rotated_q(const kv_case *c, kv_state *st)
     free(row);
 }
 
-/* dv: head_dim_v, 0 for head_dim (interleaved caches only with that) */
+/* dv: head_dim_v, 0 for head_dim (interleaved caches only with that);
+ * interleaved: one of KV_TWO_CACHES, KV_INTERLEAVED, KV_SHARED */
 static void kv_init_full(const kv_case *c, const kv_fp8 *fp8, int interleaved, size_t dv, int sinks,
                          const kv_rotary *rot, kv_state *st)
 {
+    const int shared = interleaved == KV_SHARED;
+    interleaved = interleaved == KV_INTERLEAVED;
     memset(st, 0, sizeof *st);
     rng r = {c->seed * 7919 + 13};
     fcl_kvcache_desc *d = &st->desc;
@@ -179,6 +191,13 @@ static void kv_init_full(const kv_case *c, const kv_fp8 *fp8, int interleaved, s
         st->ncache *= 2;
         st->nvcache = st->ncache;
     }
+    if (shared) { /* V is K's rows' first dv columns: read through K's layout */
+        d->shared_kv = 1;
+        d->v_cache = d->k_cache;
+        st->shared = 1;
+        st->nvcache = st->ncache;
+        interleaved = 1; /* one array for both, as below */
+    }
     st->q = random_bytes(&r, st->nq, c->dtype, st->es);
     st->kc = random_bytes(&r, st->ncache, c->dtype, st->es);
     st->vc = interleaved ? st->kc : random_bytes(&r, st->nvcache, c->dtype, st->es);
@@ -218,8 +237,9 @@ static void kv_init_full(const kv_case *c, const kv_fp8 *fp8, int interleaved, s
                         fa_put_value(st->kc_expect + (dst + x) * st->es, c->dtype,
                                      st->k_rot[src + x]);
                 }
-                memcpy(st->vc_expect + vdst * st->es, st->vn + at(&d->v_new, b, t, hk, 0) * st->es,
-                       st->dv * st->es);
+                if (!shared) /* a shared cache's V is the K row just written */
+                    memcpy(st->vc_expect + vdst * st->es,
+                           st->vn + at(&d->v_new, b, t, hk, 0) * st->es, st->dv * st->es);
             }
     if (sinks) { /* about a sequence's log-sum-exp, drawn apart from the other inputs */
         rng rs = {c->seed * 104729u + 5u};
@@ -350,11 +370,11 @@ fcl_kvcache_host kv_host_arrays(kv_state *st)
 {
     fcl_kvcache_host a = {.q = st->q,
                           .k_cache = st->kc,
-                          .v_cache = st->vc,
+                          .v_cache = st->shared ? NULL : st->vc,
                           .cache_seqlens = st->lens,
                           .page_table = st->pages,
                           .k_new = st->kn,
-                          .v_new = st->vn,
+                          .v_new = st->shared ? NULL : st->vn,
                           .alibi_slopes = st->alibi,
                           .o = st->o,
                           .lse = st->lse,
@@ -406,11 +426,11 @@ int kv_check_outputs(const kv_case *c, const kv_state *st, const char *what)
                             kv_get(st->vc_expect + (v_cache_at(st, b, j, hk) + x) * st->es,
                                    c->dtype) * descale_of(st, 2, b, Hk, hk);
                 }
-    double slopes[64];
-    for (size_t h = 0; h < Hq && h < 64; ++h)
+    double slopes[128];
+    for (size_t h = 0; h < Hq && h < 128; ++h)
         slopes[h] = st->alibi[h];
-    double sinks[64];
-    for (size_t h = 0; h < Hq && h < 64 && st->sinks != NULL; ++h)
+    double sinks[128];
+    for (size_t h = 0; h < Hq && h < 128 && st->sinks != NULL; ++h)
         sinks[h] = st->sinks[h];
     ref_variants rv = {c->window_left, -1, c->softcap, c->alibi ? slopes : NULL, 0, 0, 0, 0,
                        cu_q, cu_k, NULL, 0, 0, 0, 0, st->sinks != NULL ? sinks : NULL};
@@ -488,6 +508,10 @@ int kv_run_rotary(fcl_context *ctx, const kv_case *c, const kv_rotary *rot)
 {
     return kv_run_full(ctx, c, NULL, 0, 0, 0, rot);
 }
+int kv_run_shared(fcl_context *ctx, const kv_case *c, size_t head_dim_v, int sinks)
+{
+    return kv_run_full(ctx, c, NULL, KV_SHARED, head_dim_v, sinks, NULL);
+}
 
 static int kv_run_full(fcl_context *ctx, const kv_case *c, const kv_fp8 *fp8, int interleaved,
                        size_t dv, int sinks, const kv_rotary *rot)
@@ -555,3 +579,60 @@ static int kv_run_full(fcl_context *ctx, const kv_case *c, const kv_fp8 *fp8, in
     return ok;
 }
 
+
+/* A buffer holding a copy of `bytes` at host; *err keeps the first error. */
+static cl_mem buffer_of(cl_context clx, const void *host, size_t bytes, cl_int *err)
+{
+    cl_int e = CL_SUCCESS;
+    cl_mem m = clCreateBuffer(clx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, (void *)host, &e);
+    if (*err == CL_SUCCESS)
+        *err = e;
+    return m;
+}
+
+fcl_status kv_run_on_buffers(fcl_context *ctx, kv_state *st, size_t sinks_missing)
+{
+    cl_context clx = fcl_context_cl_context(ctx);
+    cl_command_queue queue = fcl_context_cl_queue(ctx);
+    const fcl_kvcache_desc *d = &st->desc;
+    const size_t cache_bytes = st->ncache * st->es, o_bytes = st->no * st->oes;
+    const size_t lse_bytes = st->nlse * sizeof(float);
+    const size_t table_bytes = d->page_size ? d->batch * d->page_table_stride * sizeof(int32_t) : 4;
+    const size_t new_bytes = (st->nnew ? st->nnew : 1) * st->es;
+    cl_int err = CL_SUCCESS;
+#define BUF(ptr, bytes) buffer_of(clx, (ptr), (bytes), &err)
+    cl_mem kc = BUF(st->kc, cache_bytes);
+    cl_mem vc = st->shared ? NULL : st->vc == st->kc ? kc : BUF(st->vc, cache_bytes);
+    const size_t rot_bytes = st->rot_floats * sizeof(float);
+    cl_mem q = BUF(st->q, st->nq * st->es);
+    cl_mem lens = BUF(st->lens, d->batch * sizeof(int32_t));
+    cl_mem pages = d->page_size ? BUF(st->pages, table_bytes) : NULL;
+    cl_mem kn = BUF(st->kn, new_bytes);
+    cl_mem vn = st->shared ? NULL : BUF(st->vn, new_bytes);
+    cl_mem alibi = d->alibi != FCL_ALIBI_NONE ? BUF(st->alibi, d->heads_q * sizeof(float)) : NULL;
+    cl_mem o = BUF(st->o, o_bytes);
+    cl_mem lse = BUF(st->lse, lse_bytes);
+    cl_mem sinks = st->sinks ? BUF(st->sinks, (d->heads_q - sinks_missing) * sizeof(float)) : NULL;
+    cl_mem rcos = st->rot_cos ? BUF(st->rot_cos, rot_bytes) : NULL;
+    cl_mem rsin = st->rot_sin ? BUF(st->rot_sin, rot_bytes) : NULL;
+#undef BUF
+    const fcl_kvcache_buffers b = {.q = q, .k_cache = kc, .v_cache = vc, .cache_seqlens = lens,
+                                   .page_table = pages, .k_new = kn, .v_new = vn,
+                                   .alibi_slopes = alibi, .o = o, .lse = lse, .sinks = sinks,
+                                   .rotary_cos = rcos, .rotary_sin = rsin};
+    fcl_status status = err != CL_SUCCESS ? err : fcl_attention_kvcache(ctx, d, &b, 0, NULL, NULL);
+    if (status == FCL_OK)
+        status = clEnqueueReadBuffer(queue, o, CL_TRUE, 0, o_bytes, st->o, 0, NULL, NULL);
+    if (status == FCL_OK)
+        status = clEnqueueReadBuffer(queue, lse, CL_TRUE, 0, lse_bytes, st->lse, 0, NULL, NULL);
+    if (status == FCL_OK)
+        status = clEnqueueReadBuffer(queue, kc, CL_TRUE, 0, cache_bytes, st->kc, 0, NULL, NULL);
+    if (status == FCL_OK && vc != NULL && vc != kc)
+        status = clEnqueueReadBuffer(queue, vc, CL_TRUE, 0, cache_bytes, st->vc, 0, NULL, NULL);
+    cl_mem all[] = {q,  kc, vc != kc ? vc : NULL, lens, pages, kn, vn,
+                    o,  lse, rcos, rsin, alibi, sinks};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
+        if (all[i] != NULL)
+            clReleaseMemObject(all[i]);
+    return status;
+}

@@ -61,6 +61,8 @@ typedef struct kv_state {
     unsigned char *q, *kc, *vc, *kn, *vn, *o;
     unsigned char *kc_expect, *vc_expect; /* the caches as the call must leave them */
     size_t v_shift;               /* interleaved: vc == kc, V's element = K's + v_shift */
+    int shared;                   /* shared_kv: vc == kc, V is K's rows' first dv columns
+                                     (v_shift 0); the call gets no V arrays */
     size_t dv, no, nvcache;       /* head_dim_v; O's and the V cache's elements */
     int32_t *lens, *pages;
     float *alibi, *lse;
@@ -79,6 +81,10 @@ void kv_init(const kv_case *c, kv_state *st);
  * them: k_cache.offset 0, v_cache.offset one page, both page strides two
  * pages; st->kc == st->vc. */
 void kv_init_interleaved(const kv_case *c, kv_state *st);
+/* The same with one shared cache (fcl_kvcache_desc.shared_kv): V is the
+ * first head_dim_v columns of K's rows, st->vc == st->kc, and an append
+ * writes K's rows alone; with sinks as kv_run_sinks when `sinks`. */
+void kv_init_shared(const kv_case *c, size_t head_dim_v, int sinks, kv_state *st);
 /* The same with attention sinks (see kv_run_sinks). */
 void kv_init_sinks(const kv_case *c, kv_state *st);
 /* The same with FP8 options (fp8 may be NULL: no descales, fp16 O). */
@@ -114,7 +120,16 @@ int kv_run_interleaved(fcl_context *ctx, const kv_case *c);
 /* kv_run with V, v_new and O head_dim_v columns wide (K, Q head_dim). */
 int kv_run_value_dim(fcl_context *ctx, const kv_case *c, size_t head_dim_v);
 /* kv_run with attention sinks: one logit per query head, log(capacity / 2
- * + 1) + N(0, 1) (at most 64 heads). */
+ * + 1) + N(0, 1) (at most 128 heads). */
 int kv_run_sinks(fcl_context *ctx, const kv_case *c);
+/* kv_run on one shared cache (kv_init_shared): MLA's latent cache. */
+int kv_run_shared(fcl_context *ctx, const kv_case *c, size_t head_dim_v, int sinks);
+
+/* The cl_mem form on st's arrays, with K and V in one buffer when they
+ * share one array (kv_init_interleaved), no V buffers for a shared cache
+ * (kv_init_shared), a sinks buffer sinks_missing floats short of heads_q;
+ * reads O, LSE and the caches back into st.  Returns the call's status
+ * (or an OpenCL error of the buffers' creation or reads). */
+fcl_status kv_run_on_buffers(fcl_context *ctx, kv_state *st, size_t sinks_missing);
 
 #endif

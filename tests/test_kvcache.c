@@ -270,62 +270,10 @@ static void test_forward_splits(void **state)
  * check the size check). */
 static size_t sinks_missing;
 
-/* The cl_mem form on st's arrays, with K and V in one buffer when they
- * share one array (kv_init_interleaved); reads O, LSE and the caches back
- * into st.  Returns the call's status. */
+/* The cl_mem form on st's arrays (kv_run_on_buffers) on fa_ctx. */
 static fcl_status run_on_buffers(kv_state *st)
 {
-    cl_context clx = fcl_context_cl_context(fa_ctx);
-    cl_command_queue queue = fcl_context_cl_queue(fa_ctx);
-    const fcl_kvcache_desc *d = &st->desc;
-    const size_t cache_bytes = st->ncache * st->es, o_bytes = st->nq * st->oes;
-    const size_t lse_bytes = st->nlse * sizeof(float);
-    const size_t table_bytes = d->page_size ? d->batch * d->page_table_stride * sizeof(int32_t) : 4;
-    cl_int err = CL_SUCCESS;
-#define BUF(ptr, bytes) clCreateBuffer(clx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, (bytes), (ptr), &err)
-    cl_mem kc = BUF(st->kc, cache_bytes);
-    cl_mem vc = st->vc == st->kc ? kc : BUF(st->vc, cache_bytes);
-    const size_t rot_bytes = st->rot_floats * sizeof(float);
-    fcl_kvcache_buffers b = {.q = BUF(st->q, st->nq * st->es),
-                             .k_cache = kc,
-                             .v_cache = vc,
-                             .cache_seqlens = BUF(st->lens, d->batch * sizeof(int32_t)),
-                             .page_table = d->page_size ? BUF(st->pages, table_bytes) : NULL,
-                             .k_new = BUF(st->kn, st->nnew * st->es),
-                             .v_new = BUF(st->vn, st->nnew * st->es),
-                             .alibi_slopes = d->alibi != FCL_ALIBI_NONE
-                                                 ? BUF(st->alibi, d->heads_q * sizeof(float))
-                                                 : NULL,
-                             .o = BUF(st->o, o_bytes),
-                             .lse = BUF(st->lse, lse_bytes),
-                             .sinks = st->sinks ? BUF(st->sinks, (d->heads_q - sinks_missing) *
-                                                                     sizeof(float))
-                                                : NULL,
-                             .rotary_cos = st->rot_cos ? BUF(st->rot_cos, rot_bytes) : NULL,
-                             .rotary_sin = st->rot_sin ? BUF(st->rot_sin, rot_bytes) : NULL};
-#undef BUF
-    assert_int_equal(err, CL_SUCCESS);
-    const fcl_status status = fcl_attention_kvcache(fa_ctx, d, &b, 0, NULL, NULL);
-    if (status == FCL_OK) {
-        assert_int_equal(clEnqueueReadBuffer(queue, b.o, CL_TRUE, 0, o_bytes, st->o, 0, NULL, NULL),
-                         CL_SUCCESS);
-        assert_int_equal(clEnqueueReadBuffer(queue, b.lse, CL_TRUE, 0, lse_bytes, st->lse, 0, NULL,
-                                             NULL),
-                         CL_SUCCESS);
-        assert_int_equal(clEnqueueReadBuffer(queue, kc, CL_TRUE, 0, cache_bytes, st->kc, 0, NULL,
-                                             NULL),
-                         CL_SUCCESS);
-        if (vc != kc)
-            assert_int_equal(clEnqueueReadBuffer(queue, vc, CL_TRUE, 0, cache_bytes, st->vc, 0,
-                                                 NULL, NULL),
-                             CL_SUCCESS);
-    }
-    cl_mem all[] = {b.q,     kc,  vc != kc ? vc : NULL, b.cache_seqlens, b.page_table, b.k_new,
-                    b.v_new, b.o, b.lse, b.rotary_cos, b.rotary_sin, b.alibi_slopes, b.sinks};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
-        if (all[i] != NULL)
-            clReleaseMemObject(all[i]);
-    return status;
+    return kv_run_on_buffers(fa_ctx, st, sinks_missing);
 }
 
 /* FlashInfer's and vLLM's layout, [page][2][page_size][heads_kv][d]: K and V

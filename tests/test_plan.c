@@ -43,7 +43,7 @@ static void check_plan(const fcl_caps *caps, const fcl_plan_full *p, size_t d,
         assert_int_equal(pub->bc, cols);
     }
     assert_int_equal(pub->local_bytes,
-                     fcl_plan_local_bytes(pub->kernel, (int)rows, (int)cols, p->d_pad, p->tx));
+                     fcl_plan_local_bytes(pub->kernel, 0, (int)rows, (int)cols, p->d_pad, p->tx));
 }
 
 /* Every emulated profile, kernel, head_dim 1..256 and dtype has a plan that
@@ -58,7 +58,7 @@ static void test_every_profile_plans(void **state)
             for (size_t d = 1; d <= 256; ++d)
                 for (int t = 0; t < 3; ++t) {
                     fcl_plan_full p;
-                    assert_int_equal(fcl_plan_make(&prof->caps, kinds[k], d, (fcl_dtype)t, NULL,
+                    assert_int_equal(fcl_plan_make(&prof->caps, kinds[k], d, (fcl_dtype)t, 0, NULL,
                                                    NULL, &p),
                                      FCL_OK);
                     check_plan(&prof->caps, &p, d, NULL);
@@ -71,19 +71,25 @@ static void test_paper_rule(void **state)
     (void)state;
     fcl_caps caps = {0, 1, 0, 49152, 49152, 1024, 32, 0, 80, 0, 0};
     fcl_plan_full p;
-    assert_int_equal(fcl_plan_make(&caps, FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP32, NULL, NULL, &p),
+    assert_int_equal(fcl_plan_make(&caps, FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP32, 0, NULL, NULL, &p),
                      FCL_OK);
     /* M = 49152 / 4 = 12288 floats: Bc = ceil(12288 / 256) = 48, Br = min(48, 64) */
     assert_int_equal(p.pub.paper_m_elements, 12288);
     assert_int_equal(p.pub.paper_bc, 48);
     assert_int_equal(p.pub.paper_br, 48);
-    assert_int_equal(fcl_plan_make(&caps, FCL_KERNEL_FORWARD, 100, FCL_DTYPE_FP32, NULL, NULL, &p),
+    assert_int_equal(fcl_plan_make(&caps, FCL_KERNEL_FORWARD, 100, FCL_DTYPE_FP32, 0, NULL, NULL, &p),
                      FCL_OK);
     assert_int_equal(p.pub.paper_bc, 31); /* ceil(12288 / 400) */
     assert_int_equal(p.pub.paper_br, 31);
-    assert_int_equal(fcl_plan_make(&caps, FCL_KERNEL_FORWARD, 0, FCL_DTYPE_FP32, NULL, NULL, &p),
+    assert_int_equal(fcl_plan_make(&caps, FCL_KERNEL_FORWARD, 0, FCL_DTYPE_FP32, 0, NULL, NULL, &p),
                      FCL_ERROR_HEAD_DIM_UNSUPPORTED);
-    assert_int_equal(fcl_plan_make(&caps, FCL_KERNEL_FORWARD, 257, FCL_DTYPE_FP32, NULL, NULL, &p),
+    /* the forward kernels go to 576 (the KV-cache call's latent caches), the backward's to 256 */
+    assert_int_equal(fcl_plan_make(&caps, FCL_KERNEL_FORWARD, 577, FCL_DTYPE_FP32, 0, NULL, NULL, &p),
+                     FCL_ERROR_HEAD_DIM_UNSUPPORTED);
+    assert_int_equal(fcl_plan_make(&caps, FCL_KERNEL_DECODE, 576, FCL_DTYPE_FP32, 0, NULL, NULL, &p),
+                     FCL_OK);
+    assert_int_equal(fcl_plan_make(&caps, FCL_KERNEL_BACKWARD_DQ, 257, FCL_DTYPE_FP32, 0, NULL,
+                                   NULL, &p),
                      FCL_ERROR_HEAD_DIM_UNSUPPORTED);
 }
 
@@ -92,22 +98,22 @@ static void test_table_choices(void **state)
     (void)state;
     fcl_plan_full p;
     const fcl_profile *h100 = fcl_profile_find("nvidia-h100");
-    assert_int_equal(fcl_plan_make(&h100->caps, FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP16, NULL, NULL, &p),
+    assert_int_equal(fcl_plan_make(&h100->caps, FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP16, 0, NULL, NULL, &p),
                      FCL_OK);
     assert_non_null(strstr(p.pub.source, "nvidia sm_90 forward d<=64"));
     assert_int_equal(p.pub.br, 128);
     assert_int_equal(p.pub.bc, 32);
-    assert_int_equal(fcl_plan_make(&h100->caps, FCL_KERNEL_FORWARD, 128, FCL_DTYPE_FP16, NULL, NULL, &p),
+    assert_int_equal(fcl_plan_make(&h100->caps, FCL_KERNEL_FORWARD, 128, FCL_DTYPE_FP16, 0, NULL, NULL, &p),
                      FCL_OK);
     assert_non_null(strstr(p.pub.source, "nvidia sm_90 forward"));
     assert_int_equal(p.pub.bc, 64);
     /* the A100 (sm_80) is not measured: the generic GPU entry */
     const fcl_profile *a100 = fcl_profile_find("nvidia-a100");
-    assert_int_equal(fcl_plan_make(&a100->caps, FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP16, NULL, NULL, &p),
+    assert_int_equal(fcl_plan_make(&a100->caps, FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP16, 0, NULL, NULL, &p),
                      FCL_OK);
     assert_non_null(strstr(p.pub.source, "default gpu"));
     fcl_caps cpu = {FCL_VENDOR_ID_INTEL, 0, 1, 2097152, 2097152, 4096, 0, 0, 2, 0, 0};
-    assert_int_equal(fcl_plan_make(&cpu, FCL_KERNEL_BACKWARD_DQ, 64, FCL_DTYPE_FP32, NULL, NULL, &p),
+    assert_int_equal(fcl_plan_make(&cpu, FCL_KERNEL_BACKWARD_DQ, 64, FCL_DTYPE_FP32, 0, NULL, NULL, &p),
                      FCL_OK);
     assert_non_null(strstr(p.pub.source, "default cpu"));
     assert_int_equal(p.force_unroll, 0);
@@ -119,22 +125,22 @@ static void test_limits(void **state)
     (void)state;
     const fcl_profile *h100 = fcl_profile_find("nvidia-h100");
     fcl_plan_full big, p;
-    assert_int_equal(fcl_plan_make(&h100->caps, FCL_KERNEL_BACKWARD_DKDV, 128, FCL_DTYPE_FP32, NULL,
+    assert_int_equal(fcl_plan_make(&h100->caps, FCL_KERNEL_BACKWARD_DKDV, 128, FCL_DTYPE_FP32, 0, NULL,
                                    NULL, &big),
                      FCL_OK);
     fcl_plan_limits lim = {big.pub.local_bytes - 1, 0};
-    assert_int_equal(fcl_plan_make(&h100->caps, FCL_KERNEL_BACKWARD_DKDV, 128, FCL_DTYPE_FP32, &lim,
+    assert_int_equal(fcl_plan_make(&h100->caps, FCL_KERNEL_BACKWARD_DKDV, 128, FCL_DTYPE_FP32, 0, &lim,
                                    NULL, &p),
                      FCL_OK);
     check_plan(&h100->caps, &p, 128, &lim);
     assert_true(p.pub.local_bytes < big.pub.local_bytes);
     lim.local_bytes = 0;
     lim.work_group_size = 64;
-    assert_int_equal(fcl_plan_make(&h100->caps, FCL_KERNEL_FORWARD, 128, FCL_DTYPE_FP32, &lim, NULL, &p),
+    assert_int_equal(fcl_plan_make(&h100->caps, FCL_KERNEL_FORWARD, 128, FCL_DTYPE_FP32, 0, &lim, NULL, &p),
                      FCL_OK);
     check_plan(&h100->caps, &p, 128, &lim);
     lim.local_bytes = 1024; /* nothing fits in 1 KiB at d = 128 */
-    assert_int_equal(fcl_plan_make(&h100->caps, FCL_KERNEL_FORWARD, 128, FCL_DTYPE_FP32, &lim, NULL, &p),
+    assert_int_equal(fcl_plan_make(&h100->caps, FCL_KERNEL_FORWARD, 128, FCL_DTYPE_FP32, 0, &lim, NULL, &p),
                      FCL_ERROR_NO_PLAN);
 }
 
@@ -170,7 +176,7 @@ static void test_small_local_memory_plans(void **state)
                             forced = &target;
                         }
                         fcl_plan_full p;
-                        assert_int_equal(fcl_plan_make(&caps, kinds[k], d, (fcl_dtype)t, NULL,
+                        assert_int_equal(fcl_plan_make(&caps, kinds[k], d, (fcl_dtype)t, 0, NULL,
                                                        forced, &p),
                                          FCL_OK);
                         check_plan(&caps, &p, d, NULL);

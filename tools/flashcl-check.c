@@ -33,7 +33,12 @@ enum check_extra {
     EXTRA_VALUE_DIM, /* V, O, dO and dV VALUE_DIM columns wide (head_dim_v) */
     EXTRA_ROTARY,   /* KV-cache rotary ("rope"): GPT-NeoX pairs on all of head_dim
                        for fp16, GPT-J (interleaved) pairs on half of it otherwise */
+    EXTRA_MLA,      /* KV-cache on one shared latent cache (shared_kv), V its first
+                       MLA_VALUE_DIM columns; 64-key pages, split-KV 3 */
 };
+
+/* head_dim_v of the EXTRA_MLA checks: DeepSeek's latent cache, 576/512. */
+#define MLA_VALUE_DIM 512
 
 /* head_dim_v of the EXTRA_VALUE_DIM checks: DeepSeek-V3/R1's prefill, 192/128. */
 #define VALUE_DIM 128
@@ -55,7 +60,8 @@ typedef struct check_spec {
 #define BF16 FCL_DTYPE_BF16
 
 /* Lengths that are no multiple of any tile, GQA, both masks; head dims of
- * the common models (64, 128), an odd one (40) and the largest (256). */
+ * the common models (64, 128), an odd one (40) and the largest (256; 576
+ * for MLA decoding in the KV-cache call). */
 static const check_spec checks[] = {
     /* kind  dtype out B Hq Hk Sq Sk d causal extra quick portable what */
     {CHECK_FORWARD, FP32, FP32, 2, 4, 2, 97, 113, 64, 1, EXTRA_NONE, 1, 0, "causal"},
@@ -95,6 +101,8 @@ static const check_spec checks[] = {
      "rope paged 16"},
     {CHECK_KVCACHE, BF16, BF16, 3, 8, 2, 4, 2, 64, 0, EXTRA_ROTARY, 0, 0,
      "rope GPT-J 32"},
+    {CHECK_KVCACHE, FP16, FP16, 3, 16, 1, 1, 1, 576, 1, EXTRA_MLA, 0, 0, "MLA 576/512 shared"},
+    {CHECK_KVCACHE, BF16, BF16, 2, 16, 1, 2, 1, 576, 1, EXTRA_MLA, 0, 1, "MLA 576/512 shared"},
 };
 
 /* ---- one check ------------------------------------------------------------------ */
@@ -108,6 +116,10 @@ static const char *piece(fcl_context *ctx, const check_spec *s, char *buf, size_
         fcl_kvcache_desc kd;
         fcl_kvcache_desc_init(&kd, s->batch, s->heads_q, s->heads_kv, s->head_dim, s->seqlen_q,
                               s->seqlen_k, s->dtype);
+        if (s->extra == EXTRA_MLA) {
+            kd.head_dim_v = MLA_VALUE_DIM;
+            kd.shared_kv = 1;
+        }
         fcl_kvcache_desc_set_contiguous(&kd, 256);
         st = fcl_kvcache_plan_query(ctx, &kd, &plan);
     } else {
@@ -135,6 +147,12 @@ static int run_kvcache(fcl_context *ctx, const check_spec *s, uint64_t seed)
     kv_case c = {s->batch, s->heads_q, s->heads_kv, s->head_dim, s->seqlen_q, s->seqlen_k,
                  s->dtype, page, 144, kv_lens, s->causal, variants ? 20 : -1,
                  variants ? 5.0f : 0.0f, variants, 0, seed};
+    if (s->extra == EXTRA_MLA) { /* pages of 64 (DeepSeek's), lengths past one */
+        c.page_size = 64;
+        c.capacity = 192;
+        c.num_splits = 3;
+        return kv_run_shared(ctx, &c, MLA_VALUE_DIM, 0);
+    }
     if (s->extra == EXTRA_ROTARY) {
         const kv_rotary rot = {s->dtype == FP16 ? s->head_dim : s->head_dim / 2, s->dtype != FP16};
         return kv_run_rotary(ctx, &c, &rot);

@@ -21,6 +21,7 @@ typedef struct options {
     const char *device;        /* "P:D" or NULL for all devices */
     const char *profile;       /* a name, "all", or NULL */
     size_t head_dim_v;         /* V's and O's columns; 0: head_dim */
+    int shared_kv;             /* the decode plan's KV-cache call on one shared cache (MLA) */
 } options;
 
 static void usage(FILE *f)
@@ -31,6 +32,7 @@ static void usage(FILE *f)
             "                    [--profile NAME|all] [--list-profiles] [--no-probe] [--json]\n"
             "                    [--batch B] [--heads-q H] [--heads-kv H] [--decode-rows R]\n"
             "                    [--head-dim-v DV] [--rotary-dim R [--rotary-interleaved]]\n"
+            "                    [--shared-kv]\n"
             "Lists every OpenCL device (or the one given) with its local memory and the\n"
             "tile plans for a head_dim x dtype x seqlen problem (default 64, fp32, 4096),\n"
             "and the decode plan of a KV-cache call: B sequences of seqlen-k cached keys,\n"
@@ -42,7 +44,11 @@ static void usage(FILE *f)
             "--profile plans for an emulated device, running on the chosen (or default) one.\n"
             "FP8 (e4m3, e5m2) has the forward only: its other plans are not listed.\n"
             "--sinks plans calls with attention sinks (one logit per query head, every\n"
-            "piece): the same plans, the sink joining each row's sum where it is final.\n");
+            "piece): the same plans, the sink joining each row's sum where it is final.\n"
+            "--shared-kv: the KV-cache call on one cache whose rows' first head_dim_v\n"
+            "columns are V (multi-head latent attention, e.g. --head-dim 576 --head-dim-v\n"
+            "512 --heads-q 128 --heads-kv 1 --dtype fp16).  Above head_dim 256 only the\n"
+            "KV-cache call is planned (the forward and backward stop at 256).\n");
 }
 
 static int parse_dtype(const char *s, fcl_dtype *out)
@@ -213,6 +219,8 @@ static int show(const options *o, int platform, int device, const char *profile,
         fcl_plan plan;
         if (fp8 && kinds[i] != FCL_KERNEL_FORWARD)
             continue;
+        if (o->head_dim > 256 && kinds[i] != FCL_KERNEL_DECODE)
+            continue; /* the KV-cache call's alone (flashcl.h) */
         if (kinds[i] == FCL_KERNEL_DECODE) { /* a KV-cache call, contiguous cache */
             fcl_kvcache_desc kv;
             fcl_kvcache_desc_init(&kv, o->batch, o->heads_q, o->heads_kv, o->head_dim,
@@ -224,6 +232,7 @@ static int show(const options *o, int platform, int device, const char *profile,
             kv.rotary_dim = o->rotary_dim;
             kv.rotary_interleaved = o->rotary_interleaved;
             kv.rotary_rows = o->seqlen_k;
+            kv.shared_kv = o->shared_kv;
             st = fcl_kvcache_plan_query(ctx, &kv, &plan);
         } else {
             st = fcl_plan_query(ctx, &desc, kinds[i], &plan);
@@ -242,8 +251,10 @@ static int show(const options *o, int platform, int device, const char *profile,
         } else {
             if (kinds[i] == FCL_KERNEL_DECODE)
                 printf("  decode plan: KV-cache call, %zu sequence(s) of %zu cached keys, %zu query "
-                       "row(s), %zu/%zu heads:\n", o->batch, o->seqlen_k, o->decode_rows,
-                       o->heads_q, o->heads_kv);
+                       "row(s), %zu/%zu heads%s:\n", o->batch, o->seqlen_k, o->decode_rows,
+                       o->heads_q, o->heads_kv,
+                       o->shared_kv ? ", one shared K/V cache (V: its rows' first head_dim_v "
+                                      "columns, one key tile for both)" : "");
             if (kinds[i] == FCL_KERNEL_DECODE && o->rotary_dim > 0)
                 printf("    rotary %zu of %zu columns, %s pairs: the append step rotates Q into "
                        "a workspace of %zu bytes and the new K rows as it writes them\n",
@@ -261,7 +272,7 @@ static int show(const options *o, int platform, int device, const char *profile,
 
 int main(int argc, char **argv)
 {
-    options o = {64, 4096, 0, 1, 32, 8, 1, 0, 0, FCL_DTYPE_FP32, 0, 0, 0, 0, NULL, NULL, 0};
+    options o = {64, 4096, 0, 1, 32, 8, 1, 0, 0, FCL_DTYPE_FP32, 0, 0, 0, 0, NULL, NULL, 0, 0};
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -269,6 +280,7 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--json") == 0) o.json = 1;
         else if (strcmp(a, "--causal") == 0) o.causal = 1;
         else if (strcmp(a, "--sinks") == 0) o.sinks = 1;
+        else if (strcmp(a, "--shared-kv") == 0) o.shared_kv = 1;
         else if (strcmp(a, "--no-probe") == 0) o.no_probe = 1;
         else if (strcmp(a, "--rotary-interleaved") == 0) o.rotary_interleaved = 1;
         else if (strcmp(a, "--list-profiles") == 0) {

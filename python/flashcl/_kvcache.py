@@ -29,32 +29,49 @@ def _set_rotary(desc, ops, interleaved):
     desc.rotary_interleaved = 1 if interleaved else 0
 
 
+def _value_dim(ops, shared, head_dim_v):
+    """V's columns: v_cache's head_dim, or with one shared cache (v_cache
+    None) head_dim_v (default k_cache's head_dim)."""
+    kc = ops["k_cache"].shape
+    if shared:
+        if "v_new" in ops:
+            raise ArgumentError("a shared cache (v_cache None) takes no v: the appended k rows "
+                                "hold V's columns")
+        return kc[3] if head_dim_v is None else head_dim_v
+    if head_dim_v is not None:
+        raise ArgumentError("head_dim_v is for a shared cache (v_cache None); two caches take "
+                            "it from v_cache's last axis")
+    vcs = ops["v_cache"].shape
+    if tuple(kc[:3]) != tuple(vcs[:3]):
+        raise ArgumentError("k_cache and v_cache must have the same shape but for head_dim, "
+                            "got %s and %s" % (tuple(kc), tuple(vcs)))
+    if ("k_new" in ops) != ("v_new" in ops):
+        raise ArgumentError("give both k and v (the rows to append), or neither")
+    return vcs[3]
+
+
 def _run(ctx, q, k_cache, v_cache, k, v, cache_seqlens, block_table, alibi_slopes, sinks,
          rotary_cos, rotary_sin, rotary_interleaved, causal, softmax_scale, window, softcap,
-         num_splits, return_lse):
+         num_splits, return_lse, head_dim_v):
     ops, kind = operands(ctx, q=q, k_cache=k_cache, v_cache=v_cache, k_new=k, v_new=v,
                          cache_seqlens=cache_seqlens, page_table=block_table,
                          alibi_slopes=alibi_slopes, sinks=sinks, rotary_cos=rotary_cos,
                          rotary_sin=rotary_sin)
-    if (k is None) != (v is None):
-        raise ArgumentError("give both k and v (the rows to append), or neither")
+    shared = v_cache is None
     code = same_dtype(ops, ["q", "k_cache", "v_cache", "k_new", "v_new"])
     for n in ("q", "k_cache", "v_cache", "k_new", "v_new"):
         if n in ops:
             ops[n].expect(4, "(batch-or-pages, seqlen, heads, head_dim)")
     b, sq, hq, d = ops["q"].shape
-    kc, vcs = ops["k_cache"].shape, ops["v_cache"].shape
-    if tuple(kc[:3]) != tuple(vcs[:3]):
-        raise ArgumentError("k_cache and v_cache must have the same shape but for head_dim, "
-                            "got %s and %s" % (tuple(kc), tuple(vcs)))
-    hkv, dv = kc[2], vcs[3]
+    kc = ops["k_cache"].shape
+    hkv, dv = kc[2], _value_dim(ops, shared, head_dim_v)
     if kc[3] != d or hq % max(hkv, 1):
         raise ArgumentError("the cache's heads and head_dim %s do not fit q's %s (heads_q a "
                             "multiple of heads_kv, same head_dim)" % (tuple(kc), tuple(q.shape)))
     snew = 0
     if "k_new" in ops:
         snew = ops["k_new"].shape[1]
-        for n, width in (("k_new", d), ("v_new", dv)):
+        for n, width in (("k_new", d), ("v_new", dv))[:1 if shared else 2]:
             if tuple(ops[n].shape) != (b, snew, hkv, width):
                 raise ArgumentError("%s must be (batch, seqlen_new, heads_kv, its cache's "
                                     "head_dim) = %s, got %s"
@@ -63,6 +80,7 @@ def _run(ctx, q, k_cache, v_cache, k, v, cache_seqlens, block_table, alibi_slope
     desc = _lib.KvcacheDesc()
     _lib.fcl_kvcache_desc_init(byref(desc), b, hq, hkv, d, sq, snew, code)
     desc.head_dim_v = dv
+    desc.shared_kv = 1 if shared else 0
     if "page_table" in ops:
         pt = ops["page_table"]
         if pt.dtype != np.int32 or len(pt.shape) != 2 or pt.shape[0] != b or \
@@ -94,7 +112,7 @@ def _run(ctx, q, k_cache, v_cache, k, v, cache_seqlens, block_table, alibi_slope
     arrays = (_lib.KvcacheBuffers if kind == CL else _lib.KvcacheHost)()
     for n, op in list(ops.items()) + list(outs.items()):
         setattr(arrays, n, op.ptr)
-    written = [out, lse] + ([k_cache, v_cache] if snew else [])
+    written = [out, lse] + ([k_cache] + ([] if shared else [v_cache]) if snew else [])
     invoke(ctx, kind, ops.values(), _lib.fcl_attention_kvcache_host, _lib.fcl_attention_kvcache,
            (byref(desc), byref(arrays)), written, "the KV-cache attention")
     return (out, lse) if return_lse else out
@@ -103,7 +121,8 @@ def _run(ctx, q, k_cache, v_cache, k, v, cache_seqlens, block_table, alibi_slope
 def attention_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens, block_table=None,
                       causal=False, softmax_scale=None, window=(-1, -1), softcap=0.0,
                       alibi_slopes=None, sinks=None, rotary_cos=None, rotary_sin=None,
-                      rotary_interleaved=True, num_splits=0, return_lse=False, context=None):
+                      rotary_interleaved=True, num_splits=0, return_lse=False, head_dim_v=None,
+                      context=None):
     """Attention of new query rows against a KV cache, appending k, v first
     (fcl_attention_kvcache; FlashAttention's flash_attn_with_kvcache).
 
@@ -112,7 +131,13 @@ def attention_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens, blo
     (batch, max_pages_per_seq)) paged (num_pages, page_size, heads_kv,
     head_dim).  v_cache (and v) may be narrower than k_cache (and k):
     head_dim_v columns, 1 <= head_dim_v <= head_dim, and o is then
-    head_dim_v wide (fcl_kvcache_desc.head_dim_v).  cache_seqlens: int32
+    head_dim_v wide (fcl_kvcache_desc.head_dim_v).  v_cache=None: one
+    shared cache (multi-head latent attention, fcl_kvcache_desc.shared_kv):
+    V is the first head_dim_v columns (the argument; default head_dim) of
+    k_cache's rows, e.g. DeepSeek's 576-wide latent with head_dim_v=512,
+    heads_kv 1; v must then be None (the appended k rows hold V's columns),
+    and rotary is refused.  head_dim is at most 576 here (256 in the other
+    calls).  cache_seqlens: int32
     (batch,), keys each sequence holds before the call (not advanced: the
     caller does that).  k, v: optional (batch, seqlen_new, heads_kv,
     head_dim / head_dim_v) rows written into the cache at
@@ -137,7 +162,7 @@ def attention_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens, blo
     ctx = context or default_context()
     options = dict(causal=causal, softmax_scale=softmax_scale, window=window, softcap=softcap,
                    rotary_interleaved=rotary_interleaved, num_splits=num_splits,
-                   return_lse=return_lse)
+                   return_lse=return_lse, head_dim_v=head_dim_v)
     arrays = dict(q=q, k_cache=k_cache, v_cache=v_cache, k=k, v=v, cache_seqlens=cache_seqlens,
                   block_table=block_table, alibi_slopes=alibi_slopes, sinks=sinks,
                   rotary_cos=rotary_cos, rotary_sin=rotary_sin)

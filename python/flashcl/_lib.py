@@ -164,6 +164,7 @@ class KvcacheDesc(ctypes.Structure):
         ("head_dim_v", c_size),
         ("sinks", ctypes.c_int),
         ("rotary_dim", c_size), ("rotary_interleaved", ctypes.c_int), ("rotary_rows", c_size),
+        ("shared_kv", ctypes.c_int),
     ]
 
 

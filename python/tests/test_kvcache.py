@@ -153,3 +153,48 @@ def test_rotary(rng, interleaved):
         flashcl.attention_kvcache(q, kc, vc, cache_seqlens=lens, rotary_cos=cos[:cache - 1],
                                   rotary_sin=sin[:cache - 1])
     assert e.value.name == "FCL_ERROR_INVALID_VALUE"
+
+
+@pytest.mark.parametrize("num_splits", [0, 3])
+def test_shared_latent_cache(rng, num_splits):
+    # multi-head latent attention: one 576-wide cache, V its first 512 columns,
+    # 16 query heads on it, 64-key shuffled pages, an append across a page
+    dt, b, hq, d, dv, page, maxp, snew = "fp16", 2, 16, 576, 512, 64, 3, 1
+    lens = np.array([64, 0], np.int32)
+    pages = b * maxp + 1
+    latent = rand(rng, (pages, page, 1, d), dt)
+    before = latent.copy()
+    knew = rand(rng, (b, snew, 1, d), dt)
+    table = rng.permutation(pages)[:b * maxp].reshape(b, maxp).astype(np.int32)
+    q = rand(rng, (b, 1, hq, d), dt)
+    o = flashcl.attention_kvcache(q, latent, None, knew, cache_seqlens=lens, block_table=table,
+                                  head_dim_v=dv, num_splits=num_splits)
+    assert o.shape == (b, 1, hq, dv)
+
+    def seq(cache, i):
+        return np.concatenate([cache[p] for p in table[i]])[:lens[i] + snew]
+
+    for i in range(b):
+        assert np.array_equal(seq(latent, i)[lens[i]:], knew[i])   # appended, all 576 columns
+        assert np.array_equal(seq(latent, i)[:lens[i]], seq(before, i)[:lens[i]])
+    _check(o, q, [seq(latent, i) for i in range(b)], [seq(latent, i)[..., :dv] for i in range(b)],
+           dt, causal=True)
+
+
+def test_shared_latent_cache_refusals(rng):
+    q = rand(rng, (1, 1, 4, 64), "fp32")
+    kc = rand(rng, (1, 8, 1, 64), "fp32")
+    lens = np.array([3], np.int32)
+    with pytest.raises(flashcl.ArgumentError):  # v rows beside a shared cache
+        flashcl.attention_kvcache(q, kc, None, kc[:, :1], kc[:, :1, :, :32], cache_seqlens=lens,
+                                  head_dim_v=32)
+    with pytest.raises(flashcl.ArgumentError):  # head_dim_v with two caches
+        flashcl.attention_kvcache(q, kc, kc.copy(), cache_seqlens=lens, head_dim_v=32)
+    with pytest.raises(flashcl.Error) as e:      # head_dim_v wider than the cache
+        flashcl.attention_kvcache(q, kc, None, cache_seqlens=lens, head_dim_v=65)
+    assert e.value.name == "FCL_ERROR_HEAD_DIM_UNSUPPORTED"
+    table = np.ones((8, 32), np.float32)
+    with pytest.raises(flashcl.Error) as e:      # rotary with a shared cache
+        flashcl.attention_kvcache(q, kc, None, cache_seqlens=lens, head_dim_v=32,
+                                  rotary_cos=table, rotary_sin=table)
+    assert e.value.name == "FCL_ERROR_INVALID_VALUE"

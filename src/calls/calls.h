@@ -29,12 +29,21 @@ void fcl_forward_tensors(const fcl_attention_desc *d, const cl_mem mem[FCL_FORWA
                          fcl_tensor_ref t[FCL_FORWARD_TENSORS]);
 void fcl_backward_tensors(const fcl_attention_desc *d, const cl_mem mem[FCL_BACKWARD_TENSORS],
                           fcl_tensor_ref t[FCL_BACKWARD_TENSORS]);
+/* The largest head_dim of each call (flashcl.h): the forward and the
+ * backward take up to FCL_MAX_HEAD_DIM, the KV-cache call (decoding, e.g.
+ * DeepSeek's 576-wide latent cache) up to FCL_MAX_HEAD_DIM_KVCACHE. */
+#define FCL_MAX_HEAD_DIM ((size_t)256)
+#define FCL_MAX_HEAD_DIM_KVCACHE ((size_t)576)
+/* The descriptor's sizes, dtype, scale and flags, with head_dim up to
+ * FCL_MAX_HEAD_DIM (_upto: up to max_head_dim, the call's own maximum). */
 fcl_status fcl_validate_desc(const fcl_attention_desc *desc);
+fcl_status fcl_validate_desc_upto(const fcl_attention_desc *desc, size_t max_head_dim);
 /* Everything the forward / backward calls (and their plan queries) check
  * on the descriptor alone, in the calls' order: fcl_validate_desc, for the
  * backward no FP8 dtype, then the variants' settings.  Every call makes
  * these checks before it looks at a buffer or array. */
 fcl_status fcl_check_forward_desc(const fcl_attention_desc *desc);
+fcl_status fcl_check_forward_desc_upto(const fcl_attention_desc *desc, size_t max_head_dim);
 fcl_status fcl_check_backward_desc(const fcl_attention_desc *desc);
 /* Bytes from the buffer start to one past the tensor's last element. */
 fcl_status fcl_tensor_extent_bytes(const fcl_tensor_ref *t, uint64_t *bytes);

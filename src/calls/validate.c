@@ -13,6 +13,11 @@
 
 fcl_status fcl_validate_desc(const fcl_attention_desc *desc)
 {
+    return fcl_validate_desc_upto(desc, FCL_MAX_HEAD_DIM);
+}
+
+fcl_status fcl_validate_desc_upto(const fcl_attention_desc *desc, size_t max_head_dim)
+{
     if (desc == NULL)
         return FCL_ERROR_NULL_ARGUMENT;
     if (desc->batch == 0 || desc->heads_q == 0 || desc->heads_kv == 0 || desc->seqlen_q == 0 ||
@@ -22,7 +27,7 @@ fcl_status fcl_validate_desc(const fcl_attention_desc *desc)
         desc->heads_q > MAX_BATCH_HEADS || desc->batch > MAX_BATCH_HEADS ||
         desc->batch * desc->heads_q > MAX_BATCH_HEADS)
         return FCL_ERROR_INVALID_SHAPE;
-    if (desc->head_dim > 256 || fcl_head_dim_v(desc) > desc->head_dim)
+    if (desc->head_dim > max_head_dim || fcl_head_dim_v(desc) > desc->head_dim)
         return FCL_ERROR_HEAD_DIM_UNSUPPORTED;
     if (desc->heads_q % desc->heads_kv != 0)
         return FCL_ERROR_HEADS_NOT_DIVISIBLE;
@@ -47,7 +52,12 @@ fcl_status fcl_validate_desc(const fcl_attention_desc *desc)
 
 fcl_status fcl_check_forward_desc(const fcl_attention_desc *desc)
 {
-    FCL_TRY(fcl_validate_desc(desc));
+    return fcl_check_forward_desc_upto(desc, FCL_MAX_HEAD_DIM);
+}
+
+fcl_status fcl_check_forward_desc_upto(const fcl_attention_desc *desc, size_t max_head_dim)
+{
+    FCL_TRY(fcl_validate_desc_upto(desc, max_head_dim));
     return fcl_variants_check_settings(desc);
 }
 

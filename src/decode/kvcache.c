@@ -75,6 +75,26 @@ size_t fcl_kvcache_capacity(const fcl_kvcache_desc *d)
     return d->page_size == 0 ? d->cache_seqlen : d->max_pages_per_seq * d->page_size;
 }
 
+/* The shared-cache setting (flashcl.h, "Shared K/V cache"): 0 or 1, and
+ * with 1 neither rotary (MLA's rotated columns are the last ones) nor FP8. */
+static fcl_status check_shared_desc(const fcl_kvcache_desc *d)
+{
+    if (d->shared_kv != 0 && d->shared_kv != 1)
+        return FCL_ERROR_INVALID_VALUE;
+    if (!d->shared_kv)
+        return FCL_OK;
+    if (d->rotary_dim > 0)
+        return FCL_ERROR_INVALID_VALUE;
+    return fcl_require_no_fp8(d->dtype);
+}
+
+fcl_status fcl_kvcache_check_v_given(const fcl_kvcache_desc *d, bool v_cache, bool v_new)
+{
+    if (d->shared_kv)
+        return v_cache || v_new ? FCL_ERROR_INVALID_VALUE : FCL_OK;
+    return !v_cache || (d->seqlen_new > 0 && !v_new) ? FCL_ERROR_NULL_ARGUMENT : FCL_OK;
+}
+
 /* The rotary settings (flashcl.h, fcl_kvcache_desc): even rotary_dim up to
  * head_dim, tables that cover every position the cache can hold, no FP8. */
 static fcl_status check_rotary_desc(const fcl_kvcache_desc *d)
@@ -113,14 +133,16 @@ fcl_status fcl_kvcache_check_desc(const fcl_kvcache_desc *d)
     const size_t capacity = fcl_kvcache_capacity(d);
     if (capacity > MAX_KEYS || d->seqlen_new > capacity || d->seqlen_q > MAX_KEYS)
         return FCL_ERROR_INVALID_SHAPE;
-    /* heads, dtype, scale, causal, splits; window, softcap, the ALiBi mode, sinks */
+    /* heads, head_dim (this call's own maximum), dtype, scale, causal,
+     * splits; window, softcap, the ALiBi mode, sinks */
     const fcl_attention_desc fwd = fcl_kvcache_as_forward(d);
-    FCL_TRY(fcl_check_forward_desc(&fwd));
+    FCL_TRY(fcl_check_forward_desc_upto(&fwd, FCL_MAX_HEAD_DIM_KVCACHE));
+    FCL_TRY(check_shared_desc(d));
     return check_rotary_desc(d);
 }
 
 /* The forward problem of a KV-cache call: K/V are the caches, each sequence
- * holding up to `capacity` keys. */
+ * holding up to `capacity` keys (V read through K's layout when shared). */
 fcl_attention_desc fcl_kvcache_as_forward(const fcl_kvcache_desc *d)
 {
     fcl_attention_desc a;
@@ -131,7 +153,7 @@ fcl_attention_desc fcl_kvcache_as_forward(const fcl_kvcache_desc *d)
     a.q = d->q;
     a.o = d->o;
     a.k = d->k_cache;
-    a.v = d->v_cache;
+    a.v = d->shared_kv ? d->k_cache : d->v_cache;
     a.lse_offset = d->lse_offset;
     a.window_left = d->window_left;
     a.window_right = d->window_right;
@@ -159,14 +181,16 @@ void fcl_kvcache_tensors(const fcl_kvcache_desc *d, const fcl_kvcache_buffers *b
     t[(*n)++] = fcl_tensor_ref_make(b->o, d->o, d->batch, d->heads_q, d->seqlen_q, Dv, out_es, 1);
     t[(*n)++] = fcl_tensor_ref_make(b->k_cache, d->k_cache, cache_batch, d->heads_kv, cache_rows, D,
                                     es, append);
-    t[(*n)++] = fcl_tensor_ref_make(b->v_cache, d->v_cache, cache_batch, d->heads_kv, cache_rows,
-                                    Dv, es, append);
-    if (append) {
+    /* a shared cache is K's tensor alone (V's elements are among K's) */
+    if (!d->shared_kv)
+        t[(*n)++] = fcl_tensor_ref_make(b->v_cache, d->v_cache, cache_batch, d->heads_kv,
+                                        cache_rows, Dv, es, append);
+    if (append)
         t[(*n)++] = fcl_tensor_ref_make(b->k_new, d->k_new, d->batch, d->heads_kv, d->seqlen_new,
                                         D, es, 0);
+    if (append && !d->shared_kv)
         t[(*n)++] = fcl_tensor_ref_make(b->v_new, d->v_new, d->batch, d->heads_kv, d->seqlen_new,
                                         Dv, es, 0);
-    }
     if (b->lse != NULL)
         t[(*n)++] = fcl_tensor_ref_make(b->lse, lse, d->batch, d->heads_q, d->seqlen_q, 1,
                                         sizeof(float), 1);
@@ -215,7 +239,7 @@ static fcl_status enqueue_append(fcl_context *ctx, fcl_resolved *r, const fcl_kv
     fcl_arg_int(&a, (int)fcl_kvcache_capacity(d));
     fcl_arg_int(&a, (int)d->seqlen_new);
     fcl_arg_mem(&a, b->k_cache);
-    fcl_arg_mem(&a, b->v_cache);
+    fcl_arg_mem(&a, b->v_cache); /* NULL when shared: no V columns written (0 below) */
     fcl_arg_layout(&a, &d->k_cache);
     fcl_arg_layout(&a, &d->v_cache);
     fcl_arg_mem(&a, d->seqlen_new > 0 ? b->k_new : NULL);
@@ -224,7 +248,7 @@ static fcl_status enqueue_append(fcl_context *ctx, fcl_resolved *r, const fcl_kv
     fcl_arg_layout(&a, &d->v_new);
     fcl_arg_int(&a, (int)d->heads_kv);
     fcl_arg_int(&a, (int)d->head_dim);
-    fcl_arg_int(&a, (int)kvcache_head_dim_v(d));
+    fcl_arg_int(&a, d->shared_kv ? 0 : (int)kvcache_head_dim_v(d));
     fcl_arg_mem(&a, b->q);
     fcl_arg_layout(&a, &d->q);
     fcl_arg_mem(&a, q_rot);
@@ -242,6 +266,11 @@ static fcl_status enqueue_append(fcl_context *ctx, fcl_resolved *r, const fcl_kv
         err = clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &global, &wg, wait->count,
                                      wait->list, done);
     return err;
+}
+
+unsigned fcl_kvcache_features(const fcl_kvcache_desc *d)
+{
+    return FCL_FEAT_KVCACHE | (d->shared_kv ? FCL_FEAT_SHARED_KV : 0u);
 }
 
 /* The job's fields that come from the descriptors alone. */
@@ -268,11 +297,11 @@ static fcl_status kvcache_job(fcl_context *ctx, const fcl_kvcache_desc *desc,
                                    .descale_v = b->descale_v,
                                    .sinks = b->sinks};
     FCL_TRY(fcl_variants_prepare(ctx, fwd, &aux, 0, NULL, var));
-    var->features |= FCL_FEAT_KVCACHE;
+    var->features |= fcl_kvcache_features(desc);
     kvcache_job_shape(desc, fwd, var, job);
     job->q = b->q;
     job->k = b->k_cache;
-    job->v = b->v_cache;
+    job->v = desc->shared_kv ? b->k_cache : b->v_cache;
     job->o = b->o;
     job->lse = b->lse;
     job->cache_lens = b->cache_seqlens;
@@ -359,13 +388,16 @@ fcl_status fcl_attention_kvcache(fcl_context *ctx, const fcl_kvcache_desc *desc,
                                  const cl_event *wait_list, cl_event *event)
 {
     if (ctx == NULL || desc == NULL || b == NULL || b->q == NULL || b->k_cache == NULL ||
-        b->v_cache == NULL || b->o == NULL || b->cache_seqlens == NULL ||
+        b->o == NULL || b->cache_seqlens == NULL ||
         (desc->page_size > 0 && b->page_table == NULL) ||
-        (desc->seqlen_new > 0 && (b->k_new == NULL || b->v_new == NULL)) ||
+        (desc->seqlen_new > 0 && b->k_new == NULL) ||
+        (!desc->shared_kv && fcl_kvcache_check_v_given(desc, b->v_cache != NULL,
+                                                       b->v_new != NULL) != FCL_OK) ||
         (desc->rotary_dim > 0 && (b->rotary_cos == NULL || b->rotary_sin == NULL)) ||
         (num_wait > 0 && wait_list == NULL))
         return FCL_ERROR_NULL_ARGUMENT;
     FCL_TRY(fcl_kvcache_check_desc(desc));
+    FCL_TRY(fcl_kvcache_check_v_given(desc, b->v_cache != NULL, b->v_new != NULL));
     fcl_attention_desc fwd = fcl_kvcache_as_forward(desc);
     fcl_tensor_ref t[FCL_KVCACHE_TENSORS];
     size_t n = 0;
@@ -408,7 +440,7 @@ fcl_status fcl_kvcache_plan_query(fcl_context *ctx, const fcl_kvcache_desc *desc
         return FCL_ERROR_NULL_ARGUMENT;
     FCL_TRY(fcl_kvcache_check_desc(desc)); /* the call's descriptor checks, no buffer */
     const fcl_attention_desc fwd = fcl_kvcache_as_forward(desc);
-    fcl_variants var = {.features = fcl_variants_features(&fwd) | FCL_FEAT_KVCACHE,
+    fcl_variants var = {.features = fcl_variants_features(&fwd) | fcl_kvcache_features(desc),
                         .longest_q = fwd.seqlen_q,
                         .longest_k = fwd.seqlen_k};
     fcl_forward_job job;

@@ -67,25 +67,39 @@ fcl_status fcl_attention_kvcache_host(fcl_context *ctx, const fcl_kvcache_desc *
                                       const fcl_kvcache_host *a)
 {
     if (ctx == NULL || desc == NULL || a == NULL || a->q == NULL || a->k_cache == NULL ||
-        a->v_cache == NULL || a->o == NULL || a->cache_seqlens == NULL ||
+        a->o == NULL || a->cache_seqlens == NULL ||
         (desc->page_size > 0 && a->page_table == NULL) ||
-        (desc->seqlen_new > 0 && (a->k_new == NULL || a->v_new == NULL)) ||
+        (desc->seqlen_new > 0 && a->k_new == NULL) ||
+        (!desc->shared_kv && fcl_kvcache_check_v_given(desc, a->v_cache != NULL,
+                                                       a->v_new != NULL) != FCL_OK) ||
         (desc->rotary_dim > 0 && (a->rotary_cos == NULL || a->rotary_sin == NULL)))
         return FCL_ERROR_NULL_ARGUMENT;
     FCL_TRY(fcl_kvcache_check_desc(desc));
+    FCL_TRY(fcl_kvcache_check_v_given(desc, a->v_cache != NULL, a->v_new != NULL));
 
-    /* the tensors, in fcl_kvcache_tensors' order, on their host arrays */
+    /* the tensors, in fcl_kvcache_tensors' order, on their host arrays
+     * (no V tensors with a shared cache) */
     const fcl_kvcache_buffers none = {.lse = a->lse != NULL ? (cl_mem)1 : NULL};
     fcl_tensor_ref t[FCL_KVCACHE_TENSORS];
     size_t n = 0;
     fcl_kvcache_tensors(desc, &none, t, &n);
-    const void *base[FCL_KVCACHE_TENSORS] = {a->q, a->o, a->k_cache, a->v_cache};
+    const void *base[FCL_KVCACHE_TENSORS] = {a->q, a->o, a->k_cache};
     fcl_kvcache_desc local = *desc;
-    fcl_layout *layouts[FCL_KVCACHE_TENSORS] = {&local.q, &local.o, &local.k_cache, &local.v_cache};
-    size_t next = 4;
+    fcl_layout *layouts[FCL_KVCACHE_TENSORS] = {&local.q, &local.o, &local.k_cache};
+    size_t next = 3;
+    int at_v_cache = -1, at_k_new = -1, at_v_new = -1;
+    if (!desc->shared_kv) {
+        at_v_cache = (int)next;
+        base[next] = a->v_cache;
+        layouts[next++] = &local.v_cache;
+    }
     if (desc->seqlen_new > 0) {
+        at_k_new = (int)next;
         base[next] = a->k_new;
         layouts[next++] = &local.k_new;
+    }
+    if (desc->seqlen_new > 0 && !desc->shared_kv) {
+        at_v_new = (int)next;
         base[next] = a->v_new;
         layouts[next++] = &local.v_new;
     }
@@ -131,11 +145,11 @@ fcl_status fcl_attention_kvcache_host(fcl_context *ctx, const fcl_kvcache_desc *
     if (st == FCL_OK) {
         const fcl_kvcache_buffers b = {.q = h[0].mem,
                                        .k_cache = h[2].mem,
-                                       .v_cache = h[3].mem,
+                                       .v_cache = at_v_cache >= 0 ? h[at_v_cache].mem : NULL,
                                        .cache_seqlens = h[n + AUX_LENS].mem,
                                        .page_table = h[n + AUX_PAGES].mem,
-                                       .k_new = desc->seqlen_new > 0 ? h[4].mem : NULL,
-                                       .v_new = desc->seqlen_new > 0 ? h[5].mem : NULL,
+                                       .k_new = at_k_new >= 0 ? h[at_k_new].mem : NULL,
+                                       .v_new = at_v_new >= 0 ? h[at_v_new].mem : NULL,
                                        .alibi_slopes = h[n + AUX_ALIBI].mem,
                                        .o = h[1].mem,
                                        .lse = a->lse != NULL ? h[n - 1].mem : NULL,

@@ -22,14 +22,16 @@
 static uint64_t padded_ld(uint64_t n) { return n >= 4 ? n + 4 : n; }
 
 /* Must match the __local arrays of cl/flash_fwd.cl and cl/flash_bwd.cl. */
-uint64_t fcl_plan_local_bytes(fcl_kernel_kind kind, int rows, int cols, int d_pad, int tx)
+uint64_t fcl_plan_local_bytes(fcl_kernel_kind kind, unsigned features, int rows, int cols,
+                              int d_pad, int tx)
 {
     uint64_t R = (uint64_t)rows, C = (uint64_t)cols, D = (uint64_t)d_pad;
     uint64_t floats = 0;
     switch (kind) {
-    case FCL_KERNEL_FORWARD: /* Qt, Ks, Vs, Pt, red, the non-finite flag */
+    case FCL_KERNEL_FORWARD: /* Qt, Ks, Vs (none when V is K's tile), Pt, red, the flag */
     case FCL_KERNEL_DECODE:
-        floats = D * padded_ld(R) + C * (D + 1) + C * D + C * padded_ld(R) + R * (uint64_t)tx + 1;
+        floats = D * padded_ld(R) + C * (D + 1) + ((features & FCL_FEAT_SHARED_KV) ? 0 : C * D) +
+                 C * padded_ld(R) + R * (uint64_t)tx + 1;
         break;
     case FCL_KERNEL_BACKWARD_DQ: /* Qt, dOt, Ks, Vs, dSt, the non-finite flag */
         floats = 2 * D * padded_ld(R) + 2 * C * (D + 1) + C * padded_ld(R) + 1;
@@ -98,7 +100,8 @@ static bool better(const candidate *a, const candidate *b)
 
 /* The best tile (see `better`) not above the target that fits the limits,
  * over thread grids `txs` wide.  *target_fits: the target itself fits. */
-static bool search_tiles(fcl_kernel_kind kind, int d, const fcl_tuned_tile *target,
+static bool search_tiles(fcl_kernel_kind kind, unsigned features, int d,
+                         const fcl_tuned_tile *target,
                          const int *txs, size_t ntx, uint64_t local_limit, size_t wg_limit,
                          int reg_budget, candidate *best, bool *target_fits)
 {
@@ -121,7 +124,7 @@ static bool search_tiles(fcl_kernel_kind kind, int d, const fcl_tuned_tile *targ
                         continue;
                     if (register_floats(kind, rm, rn, d_pad / tx) > reg_budget)
                         continue;
-                    const uint64_t bytes = fcl_plan_local_bytes(kind, rows, cols, d_pad, tx);
+                    const uint64_t bytes = fcl_plan_local_bytes(kind, features, rows, cols, d_pad, tx);
                     if (bytes > local_limit)
                         continue;
                     if (rows == target->rows && cols == target->cols)
@@ -208,11 +211,16 @@ void fcl_plan_describe(fcl_plan *pub, const fcl_caps *caps, fcl_kernel_kind kind
     pub->paper_br = pub->paper_bc < head_dim ? pub->paper_bc : head_dim;
 }
 
+size_t fcl_plan_max_head_dim(fcl_kernel_kind kind)
+{
+    return kind == FCL_KERNEL_FORWARD || kind == FCL_KERNEL_DECODE ? 576 : 256;
+}
+
 fcl_status fcl_plan_make(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
-                         fcl_dtype dtype, const fcl_plan_limits *limits,
+                         fcl_dtype dtype, unsigned features, const fcl_plan_limits *limits,
                          const fcl_tuned_tile *forced, fcl_plan_full *out)
 {
-    if (head_dim < 1 || head_dim > 256)
+    if (head_dim < 1 || head_dim > fcl_plan_max_head_dim(kind))
         return FCL_ERROR_HEAD_DIM_UNSUPPORTED;
     if (fcl_dtype_size(dtype) == 0)
         return FCL_ERROR_DTYPE_UNSUPPORTED;
@@ -235,11 +243,11 @@ fcl_status fcl_plan_make(const fcl_caps *caps, fcl_kernel_kind kind, size_t head
     static const int wide[] = {4, 8, 16, 32}, narrow[] = {1, 2};
     candidate best = {0};
     bool target_fits = false;
-    bool found = search_tiles(kind, d, &target, wide, 4, local_limit, wg_limit, reg_budget, &best,
-                              &target_fits);
+    bool found = search_tiles(kind, features, d, &target, wide, 4, local_limit, wg_limit,
+                              reg_budget, &best, &target_fits);
     if (!found)
-        found = search_tiles(kind, d, &target, narrow, 2, local_limit, wg_limit, reg_budget, &best,
-                             &target_fits);
+        found = search_tiles(kind, features, d, &target, narrow, 2, local_limit, wg_limit,
+                             reg_budget, &best, &target_fits);
     if (!found)
         return FCL_ERROR_NO_PLAN;
 

@@ -17,6 +17,9 @@ enum {
     FCL_FEAT_VARLEN = 8,
     FCL_FEAT_BLOCKMASK = 16,
     FCL_FEAT_KVCACHE = 32,
+    /* a KV-cache call whose V is the first head_dim_v columns of K's rows
+     * (fcl_kvcache_desc.shared_kv): one tile holds both */
+    FCL_FEAT_SHARED_KV = 64,
     FCL_FEAT_MASK = 0xFF,
     FCL_BUILD_TILE_MMA = 0x100,
     /* dK/dV above head_dim 128 on tensor cores: one output per launch */
@@ -83,9 +86,15 @@ typedef struct fcl_plan_limits {
     size_t work_group_size;
 } fcl_plan_limits;
 
-/* `target` NULL: look the target tile up in the tuned table. */
+/* The largest head_dim a portable or CPU-piece plan of `kind` takes: 576
+ * for the forward and decode kernels (the KV-cache call's latent caches),
+ * 256 for the backward's. */
+size_t fcl_plan_max_head_dim(fcl_kernel_kind kind);
+/* `target` NULL: look the target tile up in the tuned table.  `features`:
+ * the build's FCL_FEAT_* bits (FCL_FEAT_SHARED_KV holds one key tile for
+ * K and V; the others do not change the tiles). */
 fcl_status fcl_plan_make(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
-                         fcl_dtype dtype, const fcl_plan_limits *limits,
+                         fcl_dtype dtype, unsigned features, const fcl_plan_limits *limits,
                          const fcl_tuned_tile *target, fcl_plan_full *out);
 /* The fields of a plan every planner fills alike: the problem, the on-chip
  * memory (reported, and `usable_bytes`, what the tiles were sized for) and
@@ -114,7 +123,9 @@ bool fcl_mma_dkdv_split(const fcl_caps *caps, int emulated, const fcl_tuned_tile
 fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
                              fcl_dtype dtype, const fcl_plan_limits *limits,
                              const fcl_tuned_tile *target, int emulated, fcl_plan_full *out);
-uint64_t fcl_plan_local_bytes(fcl_kernel_kind kind, int rows, int cols, int d_pad, int tx);
+/* __local bytes of a portable-piece kernel (features: as fcl_plan_make). */
+uint64_t fcl_plan_local_bytes(fcl_kernel_kind kind, unsigned features, int rows, int cols,
+                              int d_pad, int tx);
 
 /* Decode plans (FCL_KERNEL_DECODE) are forward plans for at most this many
  * (packed) query rows per block. */
@@ -131,7 +142,7 @@ int fcl_cpu_piece_width(const fcl_caps *caps);
 /* `target` NULL: the table's CPU-piece entry.  A forced target must have
  * ty = tx = 1 (one work-item a group). */
 fcl_status fcl_plan_make_cpu(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
-                             fcl_dtype dtype, const fcl_plan_limits *limits,
+                             fcl_dtype dtype, unsigned features, const fcl_plan_limits *limits,
                              const fcl_tuned_tile *target, fcl_plan_full *out);
 
 /* Whether kernel `kind` of a call of `desc` runs on the tensor-core pieces

@@ -36,12 +36,13 @@ static uint64_t cache_share(const fcl_caps *caps)
 /* Bytes a work-group touches per step of its inner loop, with `rows` the
  * lanes (query rows; keys for dK/dV) and `cols` the streamed rows: the
  * transposed lane-side tiles in __local, the score tiles and accumulators in
- * private memory, two streamed tiles read in place (and their fp32 copies
- * for 16-bit storage). */
-static uint64_t working_set(fcl_kernel_kind kind, int rows, int cols, int d, size_t storage)
+ * private memory, `streams` streamed tiles read in place (and their fp32
+ * copies for 16-bit storage): two, or one where V is K's rows. */
+static uint64_t working_set(fcl_kernel_kind kind, int rows, int cols, int d, size_t storage,
+                            int streams)
 {
     const uint64_t R = (uint64_t)rows, C = (uint64_t)cols, D = (uint64_t)d;
-    const uint64_t streamed = 2 * C * D * (storage + (storage == 4 ? 0 : 4));
+    const uint64_t streamed = (uint64_t)streams * C * D * (storage + (storage == 4 ? 0 : 4));
     switch (kind) {
     case FCL_KERNEL_BACKWARD_DQ: /* Qt, dOt; S, dP; dQ */
         return 4 * (2 * D * R + 2 * R * C + R * D) + streamed;
@@ -54,13 +55,14 @@ static uint64_t working_set(fcl_kernel_kind kind, int rows, int cols, int d, siz
 
 /* __local bytes of the CPU piece's kernels (cl/tile_cpu.cl): the lane-side
  * tiles transposed, and the two streamed tiles widened to fp32 for 16-bit
- * storage (a one-row placeholder each for fp32).  The kernels' non-finite
- * flags (common.cl) are never read by a group of one work-item: the
- * compiler drops them. */
-static uint64_t local_bytes_of(fcl_kernel_kind kind, int rows, int cols, int d, size_t storage)
+ * storage (a one-row placeholder each for fp32; `streams` of them, as in
+ * working_set).  The kernels' non-finite flags (common.cl) are never read
+ * by a group of one work-item: the compiler drops them. */
+static uint64_t local_bytes_of(fcl_kernel_kind kind, int rows, int cols, int d, size_t storage,
+                               int streams)
 {
     const uint64_t R = (uint64_t)rows, C = (uint64_t)cols, D = (uint64_t)d;
-    const uint64_t staged = 4 * 2 * (storage == 4 ? 1 : C) * D;
+    const uint64_t staged = 4 * (uint64_t)streams * (storage == 4 ? 1 : C) * D;
     switch (kind) {
     case FCL_KERNEL_BACKWARD_DQ: /* Qt, dOt */
         return 4 * 2 * D * R + staged;
@@ -72,10 +74,10 @@ static uint64_t local_bytes_of(fcl_kernel_kind kind, int rows, int cols, int d, 
 }
 
 fcl_status fcl_plan_make_cpu(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
-                             fcl_dtype dtype, const fcl_plan_limits *limits,
+                             fcl_dtype dtype, unsigned features, const fcl_plan_limits *limits,
                              const fcl_tuned_tile *forced, fcl_plan_full *out)
 {
-    if (head_dim < 1 || head_dim > 256)
+    if (head_dim < 1 || head_dim > fcl_plan_max_head_dim(kind))
         return FCL_ERROR_HEAD_DIM_UNSUPPORTED;
     const size_t storage = fcl_dtype_size(dtype);
     if (storage == 0)
@@ -97,15 +99,16 @@ fcl_status fcl_plan_make_cpu(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
      * keeps a bit per row in a uint); cols: whole register blocks.  The
      * table's rows x cols are the S tile's, keys by queries for dK/dV. */
     const bool dkdv = kind == FCL_KERNEL_BACKWARD_DKDV;
+    const int streams = (features & FCL_FEAT_SHARED_KV) ? 1 : 2; /* K and V tiles, or one */
     int rows = (target.rows + rw - 1) / rw * rw;
     if (rows > 32)
         rows = 32 / rw * rw;
     int cols = (target.cols + KEY_BLOCK - 1) / KEY_BLOCK * KEY_BLOCK;
     const uint64_t budget = cache_share(caps);
-    while (cols > KEY_BLOCK && working_set(kind, rows, cols, d, storage) > budget)
+    while (cols > KEY_BLOCK && working_set(kind, rows, cols, d, storage, streams) > budget)
         cols /= 2;
     cols = cols / KEY_BLOCK * KEY_BLOCK;
-    while (rows > rw && working_set(kind, rows, cols, d, storage) > budget)
+    while (rows > rw && working_set(kind, rows, cols, d, storage, streams) > budget)
         rows -= rw;
 
     uint64_t local_limit;
@@ -113,7 +116,7 @@ fcl_status fcl_plan_make_cpu(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
     fcl_plan_effective_limits(caps, limits, &local_limit, &wg_limit);
     /* within the limits (a device's own, or lowered after a launch ran out
      * of resources): fewer keys first (16-bit staging), then fewer rows */
-    while (local_bytes_of(kind, rows, cols, d, storage) > local_limit &&
+    while (local_bytes_of(kind, rows, cols, d, storage, streams) > local_limit &&
            (cols > KEY_BLOCK || rows > rw)) {
         if (storage != 4 && cols > KEY_BLOCK)
             cols = cols / 2 / KEY_BLOCK * KEY_BLOCK;
@@ -122,7 +125,7 @@ fcl_status fcl_plan_make_cpu(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
         else
             cols = cols / 2 / KEY_BLOCK * KEY_BLOCK;
     }
-    const uint64_t local_bytes = local_bytes_of(kind, rows, cols, d, storage);
+    const uint64_t local_bytes = local_bytes_of(kind, rows, cols, d, storage, streams);
     if (local_bytes > local_limit || wg_limit < 1)
         return FCL_ERROR_NO_PLAN;
 
@@ -150,7 +153,7 @@ fcl_status fcl_plan_make_cpu(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
                 "which the tiles of one key step (%llu B) fit",
                 rw, target.rows, target.cols, target.entry,
                 (unsigned long long)caps->cache_bytes, (unsigned long long)budget,
-                (unsigned long long)working_set(kind, rows, cols, d, storage));
+                (unsigned long long)working_set(kind, rows, cols, d, storage, streams));
     if (rows != target.rows || cols != target.cols)
         fcl_appendf(pub->reason, sizeof pub->reason, "; target made %dx%d (whole vectors of "
                     "rows, at most 32, whole blocks of 8 keys, within the cache share)",

@@ -23,11 +23,13 @@ typedef struct table_entry {
 
 static const table_entry table[] = {
     /* GPUs: 256 work-items in 16 x 16, a 4 x 4 register tile each; 64 x 64
-     * score tiles keep the K/V reuse of a 64-row Q block. */
-    {"default gpu", 0, 1, 0, -1, 256, 64, 64, 16, 16, FCL_PIECE_PORTABLE},
+     * score tiles keep the K/V reuse of a 64-row Q block.  The generic
+     * entries reach head_dim 576, the KV-cache call's largest (MLA's latent
+     * cache), where the planner shrinks the tile to the local memory. */
+    {"default gpu", 0, 1, 0, -1, 576, 64, 64, 16, 16, FCL_PIECE_PORTABLE},
     /* CPUs (PoCL): work-items of a group run as loops on one core, so small
      * groups with small tiles keep the working set in L1/L2. */
-    {"default cpu", 0, 2, 0, -1, 256, 32, 32, 8, 8, FCL_PIECE_PORTABLE},
+    {"default cpu", 0, 2, 0, -1, 576, 32, 32, 8, 8, FCL_PIECE_PORTABLE},
     /* The CPU piece (one work-item a group, rows as SIMD lanes): 32 rows
      * (two vectors of 16: 16 accumulators) by 64 keys, for every kernel.
      * flashcl-tune on a 2-core AVX-512 Xeon, PoCL 3.1, fp32, N 1024,
@@ -43,7 +45,7 @@ static const table_entry table[] = {
      * within 10%.  More rows are not possible: 64 would need 32 accumulators,
      * more than AVX-512's registers, and dropout keeps a bit per row in a
      * uint. */
-    {"cpu piece", 0, 2, 0, -1, 256, 32, 64, 1, 1, FCL_PIECE_CPU},
+    {"cpu piece", 0, 2, 0, -1, 576, 32, 64, 1, 1, FCL_PIECE_CPU},
 
     /* NVIDIA Hopper (sm_90), measured with flashcl-tune on an H200, fp32,
      * N = 4096, B*N = 16384, H*d = 2048 (NOTES.md, 2026-11-21, runs 2-3).

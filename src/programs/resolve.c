@@ -131,10 +131,10 @@ static fcl_status make_plan(fcl_context *ctx, fcl_resolved *r)
             target = &decode_target;
         }
         const fcl_status st =
-            cpu ? fcl_plan_make_cpu(&ctx->caps, b->kind, b->head_dim, b->dtype, &r->limits,
-                                    target, &r->plan)
-                : fcl_plan_make(&ctx->caps, b->kind, b->head_dim, b->dtype, &r->limits, target,
-                                &r->plan);
+            cpu ? fcl_plan_make_cpu(&ctx->caps, b->kind, b->head_dim, b->dtype, b->features,
+                                    &r->limits, target, &r->plan)
+                : fcl_plan_make(&ctx->caps, b->kind, b->head_dim, b->dtype, b->features,
+                                &r->limits, target, &r->plan);
         if (st != FCL_ERROR_NO_PLAN || !cpu || forced != NULL)
             return st;
         note_fallback(r, "CPU piece fits no tile within local bytes",
