@@ -4,7 +4,8 @@ Usage: python3 bench/compare_mpi.py OUT_PREFIX RUN.csv [RUN.csv ...]
 Writes OUT_PREFIX.md: for each N and rank count the forward, backward and
 total times (the slowest rank's median), the speed-up over one rank at the
 same N (forward + backward), the parallel efficiency, and the largest share
-of a rank's time spent waiting on messages; OUT_PREFIX.png (speed-up against
+of a rank's time spent waiting on messages, for each form timed (host
+arrays, or the cl_mem calls: `--form` of flashcl-bench-mpi); OUT_PREFIX.png (speed-up against
 ranks, one line per N) when matplotlib is there.
 """
 import sys
@@ -19,30 +20,31 @@ def main():
         m, rs = rows_of(p)
         meta = meta or m
         for r in rs:
-            rows.setdefault((int(r["N"]), int(r["ranks"])), r)  # the first file wins
+            key = (r.get("form") or "host", int(r["N"]), int(r["ranks"]))
+            rows.setdefault(key, r)  # the first file wins
     out = [f"device {meta.get('device')}, driver {meta.get('driver')}, commit {meta.get('commit')}, "
            f"{meta.get('date')}; B 1, causal, one rank per device; medians, slowest rank", "",
-           "| N | ranks | fwd s | bwd s | fwd+bwd s | speed-up | efficiency | fwd wait | bwd wait |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "| form | N | ranks | fwd s | bwd s | fwd+bwd s | speed-up | efficiency | fwd wait | bwd wait |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     series = {}
-    for (n, ranks) in sorted(rows):
-        r = rows[(n, ranks)]
+    for (form, n, ranks) in sorted(rows):
+        r = rows[(form, n, ranks)]
         total = float(r["fwd_s"]) + float(r["bwd_s"])
-        base = rows.get((n, 1))
+        base = rows.get((form, n, 1))
         speedup = (float(base["fwd_s"]) + float(base["bwd_s"])) / total if base else None
-        out.append(f"| {n} | {ranks} | {float(r['fwd_s']):.3f} | {float(r['bwd_s']):.3f} | {total:.3f} | "
+        out.append(f"| {form} | {n} | {ranks} | {float(r['fwd_s']):.3f} | {float(r['bwd_s']):.3f} | {total:.3f} | "
                    + (f"{speedup:.2f}x | {100 * speedup / ranks:.0f}% | " if speedup else "- | - | ")
                    + f"{100 * float(r['fwd_wait_share']):.1f}% | {100 * float(r['bwd_wait_share']):.1f}% |")
         if speedup:
-            series.setdefault(n, []).append((ranks, speedup))
+            series.setdefault((form, n), []).append((ranks, speedup))
     plt = write_table(prefix, out)
     if plt is None:
         return
     fig, ax = plt.subplots(figsize=(6, 4))
     top = max((r for pts in series.values() for r, _ in pts), default=1)
     ax.plot([1, top], [1, top], "k:", label="linear")
-    for n, pts in sorted(series.items()):
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=f"N = {n}")
+    for (form, n), pts in sorted(series.items()):
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=f"N = {n} ({form})")
     ax.set_xlabel("ranks (devices)")
     ax.set_ylabel("speed-up over one device (fwd + bwd)")
     ax.set_title(f"ring attention, {meta.get('device')}")

@@ -6,7 +6,7 @@
  *
  *   mpirun -np R flashcl-bench-mpi [--seqlens 131072,524288] [--heads 8]
  *       [--head-dim 128] [--dtype fp16] [--causal 1] [--sharding zigzag]
- *       [--reps 3] [--warmup first|each] [--out FILE.csv]
+ *       [--reps 3] [--warmup first|each] [--form host|device|both] [--out FILE.csv]
  *
  * B = 1.  Every rank draws its own shard's inputs (the numbers do not
  * matter to the time).  A call's time is the slowest rank's, after a
@@ -17,7 +17,10 @@
  * single-device call (fcl_attention_*_host), so R = 1 is the baseline of the
  * speed-up that bench/compare_mpi.py computes from the files of 1, 2, 4
  * ranks.  Times include the host copies of the host-pointer calls on every
- * rank count alike. */
+ * rank count alike.  --form device times the cl_mem calls
+ * (fcl_mpi_attention_forward/backward) on the same inputs kept in device
+ * buffers, each call waited for through its event; "both" times each form
+ * in turn at each N (one row each, column `form`). */
 #include "build_info.h"
 #include "flashcl_mpi.h"
 
@@ -85,16 +88,54 @@ typedef struct sample {
     double wait_share; /* the largest over ranks of wait / total */
 } sample;
 
+/* The cl_mem form's tensors, in the backward's argument order: q k v o lse
+ * dout dq dk dv (NULL mem: the host form is measured). */
+enum { T_Q, T_K, T_V, T_O, T_LSE, T_DOUT, T_DQ, T_DK, T_DV, T_COUNT };
+
+/* The host arrays a[] (q k v o dout dq dk dv) and lse as device buffers. */
+static void device_copies(fcl_mpi *m, void **a, float *lse, size_t bytes, size_t lse_bytes,
+                          fcl_mpi_tensor t[T_COUNT])
+{
+    void *host[T_COUNT] = {a[0], a[1], a[2], a[3], lse, a[4], a[5], a[6], a[7]};
+    for (int i = 0; i < T_COUNT; ++i) {
+        cl_int err = CL_SUCCESS;
+        t[i].mem = clCreateBuffer(fcl_context_cl_context(fcl_mpi_context(m)),
+                                  CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                                  i == T_LSE ? lse_bytes : bytes, host[i], &err);
+        t[i].offset = 0;
+        CHECK(err);
+    }
+}
+
+/* One call of either form, waited for. */
+static void call(fcl_mpi *m, int backward, const fcl_mpi_desc *d, void **a, float *lse,
+                 const fcl_mpi_tensor *t)
+{
+    if (t == NULL && backward)
+        CHECK(fcl_mpi_attention_backward_host(m, d, a[0], a[1], a[2], a[3], lse, a[4], a[5], a[6],
+                                              a[7]));
+    else if (t == NULL)
+        CHECK(fcl_mpi_attention_forward_host(m, d, a[0], a[1], a[2], a[3], lse));
+    if (t == NULL)
+        return;
+    cl_event done = NULL;
+    if (backward)
+        CHECK(fcl_mpi_attention_backward(m, d, t[T_Q], t[T_K], t[T_V], t[T_O], t[T_LSE], t[T_DOUT],
+                                         t[T_DQ], t[T_DK], t[T_DV], 0, NULL, &done));
+    else
+        CHECK(fcl_mpi_attention_forward(m, d, t[T_Q], t[T_K], t[T_V], t[T_O], t[T_LSE], 0, NULL,
+                                        &done));
+    CHECK(clWaitForEvents(1, &done));
+    CHECK(clReleaseEvent(done));
+}
+
 /* One timed call on every rank: its time and wait share, gathered. */
-static sample measure(fcl_mpi *m, int backward, const fcl_mpi_desc *d, void **a, float *lse)
+static sample measure(fcl_mpi *m, int backward, const fcl_mpi_desc *d, void **a, float *lse,
+                      const fcl_mpi_tensor *dev)
 {
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = MPI_Wtime();
-    if (backward)
-        CHECK(fcl_mpi_attention_backward_host(m, d, a[0], a[1], a[2], a[3], lse, a[4], a[5], a[6],
-                                              a[7]));
-    else
-        CHECK(fcl_mpi_attention_forward_host(m, d, a[0], a[1], a[2], a[3], lse));
+    call(m, backward, d, a, lse, dev);
     const double mine = MPI_Wtime() - t0;
     fcl_mpi_timing t;
     CHECK(fcl_mpi_last_timing(m, &t));
@@ -122,6 +163,7 @@ int main(int argc, char **argv)
     fcl_dtype dtype = FCL_DTYPE_FP16;
     int causal = 1, reps = 3;
     int warmup_each = 0; /* 1: warm up before every N; 0: before the first (then -1) */
+    const char *form = "host";
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (strcmp(k, "--seqlens") == 0) seqlens = v;
@@ -133,6 +175,7 @@ int main(int argc, char **argv)
         else if (strcmp(k, "--reps") == 0) reps = atoi(v);
         else if (strcmp(k, "--out") == 0) out_path = v;
         else if (strcmp(k, "--warmup") == 0) warmup_each = strcmp(v, "each") == 0;
+        else if (strcmp(k, "--form") == 0) form = v;
     }
     if (reps < 1 || reps > 32)
         reps = 3;
@@ -150,14 +193,14 @@ int main(int argc, char **argv)
                "wait = largest share of a rank's time waiting on messages\n\n",
                size, info.name, info.platform_name, info.driver_version, FCL_GIT_COMMIT, date,
                heads, head_dim, fcl_dtype_name(dtype), causal ? "causal" : "full", sharding, reps);
-        printf("%5s %9s %11s %11s %11s %9s %9s %8s %8s\n", "ranks", "N", "fwd s", "bwd s",
-               "fwd+bwd s", "fwd TF/s", "bwd TF/s", "fwd wait", "bwd wait");
+        printf("%5s %9s %11s %11s %11s %9s %9s %8s %8s %6s\n", "ranks", "N", "fwd s", "bwd s",
+               "fwd+bwd s", "fwd TF/s", "bwd TF/s", "fwd wait", "bwd wait", "form");
         fflush(stdout);
         out = out_path ? fopen(out_path, "w") : NULL;
         if (out)
             fprintf(out, "# device: %s\n# platform: %s\n# driver: %s\n# date: %s\n# commit: %s\n"
                          "# ranks: %d\nranks,N,H,d,dtype,causal,sharding,fwd_s,bwd_s,fwd_wait_share,"
-                         "bwd_wait_share,fwd_tflops,bwd_tflops\n",
+                         "bwd_wait_share,fwd_tflops,bwd_tflops,form\n",
                     info.name, info.platform_name, info.driver_version, date, FCL_GIT_COMMIT, size);
     }
     for (const char *p = seqlens; *p; warmup_each = warmup_each > 0 ? 1 : -1) {
@@ -179,31 +222,43 @@ int main(int argc, char **argv)
                 CHECK(FCL_ERROR_OUT_OF_HOST_MEMORY);
         }
         float *lse = malloc(sh.rows * heads * sizeof(float));
-        sample fw[32], bw[32];
-        if (warmup_each >= 0) /* warm-up: kernels built, buffers grown */
-            measure(m, 0, &d, a, lse);
-        for (int r = 0; r < reps; ++r)
-            fw[r] = measure(m, 0, &d, a, lse);
-        if (warmup_each >= 0)
-            measure(m, 1, &d, a, lse);
-        for (int r = 0; r < reps; ++r)
-            bw[r] = measure(m, 1, &d, a, lse);
-        qsort(fw, (size_t)reps, sizeof fw[0], cmp_sample);
-        qsort(bw, (size_t)reps, sizeof bw[0], cmp_sample);
-        const sample f = fw[reps / 2], b = bw[reps / 2];
-        /* causal: half the score matrix; the backward does 2.5 forwards' products */
-        const double flops = 4.0 * (double)n * (double)n * (double)heads * (double)head_dim *
-                             (causal ? 0.5 : 1.0);
-        if (g_rank == 0) {
-            printf("%5d %9zu %11.4f %11.4f %11.4f %9.2f %9.2f %7.1f%% %7.1f%%\n", size, n, f.seconds,
-                   b.seconds, f.seconds + b.seconds, flops / f.seconds * 1e-12,
-                   2.5 * flops / b.seconds * 1e-12, 100 * f.wait_share, 100 * b.wait_share);
-            fflush(stdout);
-            if (out)
-                fprintf(out, "%d,%zu,%zu,%zu,%s,%d,%s,%.6f,%.6f,%.4f,%.4f,%.3f,%.3f\n", size, n,
-                        heads, head_dim, fcl_dtype_name(dtype), causal, sharding, f.seconds,
-                        b.seconds, f.wait_share, b.wait_share, flops / f.seconds * 1e-12,
-                        2.5 * flops / b.seconds * 1e-12);
+        const int both = strcmp(form, "both") == 0, first = both || strcmp(form, "host") == 0;
+        for (int f_i = first ? 0 : 1; f_i < (both || !first ? 2 : 1); ++f_i) {
+            fcl_mpi_tensor t[T_COUNT];
+            if (f_i == 1)
+                device_copies(m, a, lse, elems * fcl_dtype_size(dtype),
+                               sh.rows * heads * sizeof(float), t);
+            const fcl_mpi_tensor *dev = f_i == 1 ? t : NULL;
+            const char *name = f_i == 1 ? "device" : "host";
+            sample fw[32], bw[32];
+            if (warmup_each >= 0) /* warm-up: kernels built, buffers grown */
+                measure(m, 0, &d, a, lse, dev);
+            for (int r = 0; r < reps; ++r)
+                fw[r] = measure(m, 0, &d, a, lse, dev);
+            if (warmup_each >= 0)
+                measure(m, 1, &d, a, lse, dev);
+            for (int r = 0; r < reps; ++r)
+                bw[r] = measure(m, 1, &d, a, lse, dev);
+            qsort(fw, (size_t)reps, sizeof fw[0], cmp_sample);
+            qsort(bw, (size_t)reps, sizeof bw[0], cmp_sample);
+            const sample f = fw[reps / 2], b = bw[reps / 2];
+            /* causal: half the score matrix; the backward does 2.5 forwards' products */
+            const double flops = 4.0 * (double)n * (double)n * (double)heads * (double)head_dim *
+                                 (causal ? 0.5 : 1.0);
+            if (g_rank == 0) {
+                printf("%5d %9zu %11.4f %11.4f %11.4f %9.2f %9.2f %7.1f%% %7.1f%% %6s\n", size, n,
+                       f.seconds, b.seconds, f.seconds + b.seconds, flops / f.seconds * 1e-12,
+                       2.5 * flops / b.seconds * 1e-12, 100 * f.wait_share, 100 * b.wait_share,
+                       name);
+                fflush(stdout);
+                if (out)
+                    fprintf(out, "%d,%zu,%zu,%zu,%s,%d,%s,%.6f,%.6f,%.4f,%.4f,%.3f,%.3f,%s\n", size,
+                            n, heads, head_dim, fcl_dtype_name(dtype), causal, sharding, f.seconds,
+                            b.seconds, f.wait_share, b.wait_share, flops / f.seconds * 1e-12,
+                            2.5 * flops / b.seconds * 1e-12, name);
+            }
+            for (int i = 0; dev != NULL && i < T_COUNT; ++i)
+                CHECK(clReleaseMemObject(t[i].mem));
         }
         for (int i = 0; i < 8; ++i)
             free(a[i]);

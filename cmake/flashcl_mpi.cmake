@@ -16,7 +16,7 @@ fcl_embed_kernels("${FCL_DIST_KERNEL_C}" PREFIX fcl_dist_cl_
   "${PROJECT_SOURCE_DIR}/cl/dist.cl")
 add_library(flashcl_mpi_objects OBJECT
   src/dist/mpi_context.c src/dist/agree.c src/dist/shards.c src/dist/ring.c
-  src/dist/forward.c src/dist/backward.c "${FCL_DIST_KERNEL_C}")
+  src/dist/forward.c src/dist/backward.c src/dist/tensors.c "${FCL_DIST_KERNEL_C}")
 set_target_properties(flashcl_mpi_objects PROPERTIES POSITION_INDEPENDENT_CODE ON
                       C_VISIBILITY_PRESET hidden)
 target_include_directories(flashcl_mpi_objects PRIVATE include src/dist)

@@ -238,6 +238,93 @@ FCL_API fcl_status fcl_mpi_attention_backward_host(fcl_mpi *m, const fcl_mpi_des
                                                    const void *dout, void *dq, void *dk,
                                                    void *dv);
 
+/* ---- the cl_mem form ------------------------------------------------------
+ *
+ * The same calls on this rank's shards in device buffers, for a model whose
+ * activations live on the device: Q, O, dO, LSE and dQ never leave it.
+ *
+ * Each tensor is an fcl_mpi_tensor: a cl_mem of the handle's context
+ * (fcl_context_cl_context(fcl_mpi_context(m)); sub-buffers are fine) and an
+ * offset, in elements of the tensor's type (desc->dtype; floats for LSE).
+ * The tensor's elements lie from that offset on, laid out as the host form's
+ * arrays are (see "Shards": contiguous in desc->layout with the shard's
+ * `rows` rows; LSE fp32 (batch, heads_q, rows)): with fcl_layout_contiguous
+ * (flashcl.h) strides, the offset added.  Strided layouts (a packed QKV
+ * tensor) are not taken: copy such a shard into place first.
+ *
+ * What crosses host memory.  MPI moves host memory here (cl_mem is not MPI
+ * memory), so the K/V shards still travel through the handle's mapped host
+ * buffers as in the host form: the rank's own K and V are copied on the
+ * device into the handle's buffer and read to host memory once per call
+ * (2 x the K shard's bytes), while step 0 computes; each step's incoming
+ * shard is uploaded once; the backward's fp32 dK/dV sums are read back and
+ * uploaded once a step as in the host form.  Q, O, dO, LSE are read where
+ * they are, and O, LSE, dQ, dK, dV are written in place by the device: the
+ * host form's copies of them (up: Q; O, dO and LSE in the backward; down:
+ * O and LSE; dQ, dK and dV) are what this form saves.
+ *
+ * Order and blocking.  The call first makes the context's queue
+ * (fcl_context_cl_queue) wait for `num_wait` events of `wait_list` (of the
+ * same cl_context); nothing of yours is read before they complete.  It then
+ * blocks the host until the ring is over, as the host form does: MPI
+ * progresses messages only inside MPI calls this rank makes, and each
+ * step's message waits for this rank's device, so the call cannot return
+ * before its last message.  It returns with the writes of the outputs
+ * enqueued on the context's queue (so later work on that queue sees them),
+ * and, when `event` is not NULL, an event that completes when they are
+ * written (release it with clReleaseEvent; *event is NULL on error).  When
+ * it returns, the inputs have been read: you may overwrite them.  Work of
+ * yours on other queues must wait for `event` before it reads an output.
+ *
+ * Checks and errors: as the host form (collective; every rank returns the
+ * same status, no rank's outputs written on error), in this order:
+ * FCL_ERROR_NULL_ARGUMENT (desc NULL, the mem of a required tensor NULL,
+ * num_wait > 0 with wait_list NULL), FCL_ERROR_MISSING_LSE (backward, lse's
+ * mem NULL), the descriptor's checks, flashcl's checks for the shard (all as
+ * the host form); then the tensors, each in the order of the arguments:
+ * FCL_ERROR_WRONG_CONTEXT (a mem of another cl_context), an OpenCL error of
+ * clGetMemObjectInfo, FCL_ERROR_BUFFER_TOO_SMALL (offset + elements past the
+ * buffer's end); then FCL_ERROR_BUFFER_ALIASING when an output (O, LSE; dQ,
+ * dK, dV) shares a byte with another tensor of the call (same buffer, or
+ * sub-buffers of one buffer; inputs may share bytes with each other); then
+ * device memory and the ring's errors.  A refused call enqueues nothing and
+ * reads and writes no buffer of yours.  One exception to "no outputs
+ * written": the outputs are written by kernels enqueued after the ranks
+ * have agreed that the ring succeeded; if enqueuing them fails on one rank
+ * (an OpenCL error such as CL_OUT_OF_HOST_MEMORY), every rank returns that
+ * error, but the other ranks' outputs may be written.
+ *
+ * Results are bitwise those of the host form for the same inputs (the same
+ * kernels, sums and order).  With one rank the calls are exactly
+ * fcl_attention_forward/backward (flashcl.h) on these buffers, offsets,
+ * wait list and event. */
+typedef struct fcl_mpi_tensor {
+    cl_mem mem;                   /* NULL: not given */
+    size_t offset;                /* in elements of the tensor's type */
+} fcl_mpi_tensor;
+
+/*! fcl_mpi_attention_forward() :
+ * Collective.  fcl_mpi_attention_forward_host on device buffers (above):
+ * reads q, k, v; writes o and, when lse.mem is not NULL, lse.
+ * @return as fcl_mpi_attention_forward_host, with the checks above. */
+FCL_API fcl_status fcl_mpi_attention_forward(fcl_mpi *m, const fcl_mpi_desc *desc,
+                                             fcl_mpi_tensor q, fcl_mpi_tensor k, fcl_mpi_tensor v,
+                                             fcl_mpi_tensor o, fcl_mpi_tensor lse,
+                                             cl_uint num_wait, const cl_event *wait_list,
+                                             cl_event *event);
+
+/*! fcl_mpi_attention_backward() :
+ * Collective.  fcl_mpi_attention_backward_host on device buffers (above):
+ * reads q, k, v, o, lse, dout; writes dq, dk, dv.
+ * @return as fcl_mpi_attention_backward_host, with the checks above. */
+FCL_API fcl_status fcl_mpi_attention_backward(fcl_mpi *m, const fcl_mpi_desc *desc,
+                                              fcl_mpi_tensor q, fcl_mpi_tensor k, fcl_mpi_tensor v,
+                                              fcl_mpi_tensor o, fcl_mpi_tensor lse,
+                                              fcl_mpi_tensor dout, fcl_mpi_tensor dq,
+                                              fcl_mpi_tensor dk, fcl_mpi_tensor dv,
+                                              cl_uint num_wait, const cl_event *wait_list,
+                                              cl_event *event);
+
 /* Where the last call's time went on this rank, for benchmarks (wall clock,
  * host timers).  wait_seconds: time the rank sat idle waiting for messages
  * after its device had finished the step's attention (communication not

@@ -1,7 +1,9 @@
 /* test_mpi.c - flashcl_mpi under mpirun (1, 2 or 3 ranks): every rank
  * checks its shard of the ring's forward and gradients against the float64
  * reference of the whole sequence (tests/reference.c) and against the
- * single-device call on its own device; then the collective errors.
+ * single-device call on its own device; the cl_mem form (buffers at
+ * offsets, events) against the host form, bitwise, and the same float64
+ * checks; then the collective errors of both forms.
  *
  * Tolerance: tests/test_support.h's rule, err <= factor * err(low-precision
  * reference) + u * max|ref| + u32 * sqrt(n) * max(max|ref|, M), plus what the
@@ -29,6 +31,9 @@
 #include <string.h>
 
 static int g_rank, g_size, g_checks, g_failures;
+
+/* The tensors of the calls, in the backward's argument order. */
+enum { DEV_Q, DEV_K, DEV_V, DEV_O, DEV_LSE, DEV_DOUT, DEV_DQ, DEV_DK, DEV_DV, DEV_TENSORS };
 static fcl_mpi *g_m;
 
 #define EXPECT(cond, ...)                                                   \
@@ -213,12 +218,170 @@ static void check_tensor(const char *name, const problem *pb, const fcl_mpi_shar
     }
 }
 
+/* The rule at the top for one rank's five results (indexed DEV_O ..
+ * DEV_DV), against float64 and the single-device call's. */
+static void check_results(const problem *pb, const fcl_mpi_shard *sh, const char *what,
+                          void *const res[DEV_TENSORS], void *const single[DEV_TENSORS])
+{
+    const mcase *c = &pb->c;
+    char name[256];
+    const size_t fw_terms = c->head_dim + c->seqlen, bw_terms = c->head_dim + c->seqlen;
+    const double uv = unit_roundoff(c->dtype) * max_abs(pb->v, pb->nk);
+    const double um = unit_roundoff(c->dtype) *
+                      fmax(max_abs(pb->mq, pb->nq), fmax(max_abs(pb->mk, pb->nk), max_abs(pb->mv, pb->nk)));
+    snprintf(name, sizeof name, "%s O", what);
+    check_tensor(name, pb, sh, c->heads_q, res[DEV_O], single[DEV_O], pb->o, pb->o_lp, NULL, 0, 2,
+                 uv, fw_terms);
+    snprintf(name, sizeof name, "%s LSE", what);
+    check_tensor(name, pb, sh, c->heads_q, res[DEV_LSE], single[DEV_LSE], pb->lse, pb->lse_lp,
+                 NULL, 1, 2, 0, fw_terms);
+    snprintf(name, sizeof name, "%s dQ", what);
+    check_tensor(name, pb, sh, c->heads_q, res[DEV_DQ], single[DEV_DQ], pb->dq, pb->dq_lp, pb->mq,
+                 0, 3, um, bw_terms);
+    snprintf(name, sizeof name, "%s dK", what);
+    check_tensor(name, pb, sh, c->heads_kv, res[DEV_DK], single[DEV_DK], pb->dk, pb->dk_lp, pb->mk,
+                 0, 3, um, bw_terms);
+    snprintf(name, sizeof name, "%s dV", what);
+    check_tensor(name, pb, sh, c->heads_kv, res[DEV_DV], single[DEV_DV], pb->dv, pb->dv_lp, pb->mv,
+                 0, 3, um, bw_terms);
+}
+
 static void describe(const mcase *c, char *buf, size_t n)
 {
     snprintf(buf, n, "B%zu Hq%zu Hkv%zu N%zu d%zu %s%s %s %s", c->batch, c->heads_q, c->heads_kv,
              c->seqlen, c->head_dim, fcl_dtype_name(c->dtype), c->causal ? " causal" : "",
              c->sharding == FCL_MPI_SHARD_ZIGZAG ? "zigzag" : "contiguous",
              c->layout == FCL_LAYOUT_BSHD ? "bshd" : "bhsd");
+}
+
+/* ---- the cl_mem form -------------------------------------------------------- */
+
+enum { SENTINEL = 0x5A };
+
+static cl_context g_cl;
+static cl_command_queue g_queue;
+
+/* A buffer of the handle's context: `init`'s bytes, or SENTINEL bytes. */
+static cl_mem make_buffer(size_t bytes, const void *init)
+{
+    cl_int err = CL_SUCCESS;
+    unsigned char *fill = NULL;
+    if (init == NULL) {
+        fill = malloc(bytes);
+        memset(fill, SENTINEL, bytes);
+    }
+    cl_mem b = clCreateBuffer(g_cl, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes,
+                              (void *)(init != NULL ? init : fill), &err);
+    free(fill);
+    EXPECT(err == CL_SUCCESS, "clCreateBuffer of %zu bytes: %d", bytes, err);
+    return b;
+}
+
+/* One buffer holding several tensors, each at an offset of its own type's
+ * elements, 48 bytes of gap or more before each (the calls must not touch
+ * them). */
+typedef struct packed_buffer {
+    cl_mem mem;
+    size_t bytes;
+    size_t at[DEV_TENSORS]; /* byte positions */
+} packed_buffer;
+
+static void pack_place(packed_buffer *pb, int t, size_t bytes, size_t elem)
+{
+    pb->at[t] = (pb->bytes + 48 + elem - 1) / elem * elem;
+    pb->bytes = pb->at[t] + bytes;
+}
+
+static fcl_mpi_tensor tensor_at(const packed_buffer *pb, int t, size_t elem)
+{
+    return (fcl_mpi_tensor){pb->mem, pb->at[t] / elem};
+}
+
+static int read_untouched_gaps(const packed_buffer *pb, const unsigned char *bytes, const size_t *len)
+{
+    /* every byte outside the placed tensors still holds SENTINEL */
+    for (size_t i = 0; i < pb->bytes; ++i) {
+        int inside = 0;
+        for (int t = 0; t < DEV_TENSORS && !inside; ++t)
+            inside = len[t] > 0 && i >= pb->at[t] && i < pb->at[t] + len[t];
+        if (!inside && bytes[i] != SENTINEL)
+            return 0;
+    }
+    return 1;
+}
+
+/* The host form's results of one case, and what the cl_mem form must match. */
+typedef struct shard_io {
+    const void *in[DEV_TENSORS];  /* q k v o lse dout (host arrays) */
+    void *out[DEV_TENSORS];       /* the cl_mem form's o lse dq dk dv, read back */
+    size_t bytes[DEV_TENSORS];
+} shard_io;
+
+/* Forward and backward of the cl_mem form: inputs in one buffer (they may
+ * share one), outputs in another, at odd offsets; the inputs' upload is the
+ * forward's wait list, the forward's event the backward's.  The outputs
+ * come back in io->out; every other byte of the output buffer untouched. */
+static fcl_status run_device(const fcl_mpi_desc *d, shard_io *io, const char *what)
+{
+    const size_t es = fcl_dtype_size(d->dtype);
+    const int in_t[] = {DEV_Q, DEV_K, DEV_V, DEV_O, DEV_LSE, DEV_DOUT};
+    const int out_t[] = {DEV_O, DEV_LSE, DEV_DQ, DEV_DK, DEV_DV};
+    packed_buffer in = {NULL, 3 * es, {0}}, out = {NULL, 5 * es, {0}}; /* odd first offsets */
+    size_t out_len[DEV_TENSORS] = {0};
+    for (size_t i = 0; i < sizeof in_t / sizeof in_t[0]; ++i)
+        pack_place(&in, in_t[i], io->bytes[in_t[i]], in_t[i] == DEV_LSE ? sizeof(float) : es);
+    for (size_t i = 0; i < sizeof out_t / sizeof out_t[0]; ++i) {
+        pack_place(&out, out_t[i], io->bytes[out_t[i]], out_t[i] == DEV_LSE ? sizeof(float) : es);
+        out_len[out_t[i]] = io->bytes[out_t[i]];
+    }
+    unsigned char *host_in = calloc(in.bytes, 1), *host_out = malloc(out.bytes);
+    for (size_t i = 0; i < sizeof in_t / sizeof in_t[0]; ++i)
+        memcpy(host_in + in.at[in_t[i]], io->in[in_t[i]], io->bytes[in_t[i]]);
+    in.mem = make_buffer(in.bytes, NULL);
+    out.mem = make_buffer(out.bytes, NULL);
+    cl_event uploaded = NULL, fw = NULL, bw = NULL;
+    fcl_status st = clEnqueueWriteBuffer(g_queue, in.mem, CL_FALSE, 0, in.bytes, host_in, 0, NULL,
+                                         &uploaded);
+    fcl_mpi_tensor t[DEV_TENSORS];
+    for (int i = 0; i < DEV_TENSORS; ++i)
+        t[i] = tensor_at(&in, i, i == DEV_LSE ? sizeof(float) : es);
+    const fcl_mpi_tensor lse_out = tensor_at(&out, DEV_LSE, sizeof(float));
+    if (st == FCL_OK)
+        st = fcl_mpi_attention_forward(g_m, d, t[DEV_Q], t[DEV_K], t[DEV_V],
+                                       tensor_at(&out, DEV_O, es), lse_out, 1, &uploaded, &fw);
+    EXPECT(st == FCL_OK && fw != NULL, "%s: cl_mem forward: %s", what, fcl_status_string(st));
+    /* the backward reads the host form's O and LSE (in `in`), after the forward */
+    if (st == FCL_OK)
+        st = fcl_mpi_attention_backward(g_m, d, t[DEV_Q], t[DEV_K], t[DEV_V], t[DEV_O], t[DEV_LSE],
+                                        t[DEV_DOUT], tensor_at(&out, DEV_DQ, es),
+                                        tensor_at(&out, DEV_DK, es), tensor_at(&out, DEV_DV, es),
+                                        1, &fw, &bw);
+    EXPECT(st == FCL_OK && bw != NULL, "%s: cl_mem backward: %s", what, fcl_status_string(st));
+    if (st == FCL_OK)
+        st = clEnqueueReadBuffer(g_queue, out.mem, CL_FALSE, 0, out.bytes, host_out, 1, &bw, NULL);
+    if (st == FCL_OK)
+        st = clFinish(g_queue);
+    cl_int ev_status = CL_QUEUED;
+    if (st == FCL_OK)
+        st = clGetEventInfo(bw, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof ev_status, &ev_status,
+                            NULL);
+    EXPECT(st == FCL_OK && ev_status == CL_COMPLETE, "%s: cl_mem read-back: %d, event %d", what,
+           st, ev_status);
+    if (st == FCL_OK) {
+        EXPECT(read_untouched_gaps(&out, host_out, out_len),
+               "%s: the cl_mem form wrote outside its outputs", what);
+        for (size_t i = 0; i < sizeof out_t / sizeof out_t[0]; ++i)
+            memcpy(io->out[out_t[i]], host_out + out.at[out_t[i]], io->bytes[out_t[i]]);
+    }
+    cl_event evs[] = {uploaded, fw, bw};
+    for (size_t i = 0; i < sizeof evs / sizeof evs[0]; ++i)
+        if (evs[i] != NULL)
+            clReleaseEvent(evs[i]);
+    clReleaseMemObject(in.mem);
+    clReleaseMemObject(out.mem);
+    free(host_in);
+    free(host_out);
+    return st;
 }
 
 /* Forward and backward of one case on every rank, checked against the
@@ -268,21 +431,32 @@ static void run_case(const mcase *c, int repeat)
         sp = fcl_attention_backward_host(ctx, &plain, gq, gk, gv, go, glse, gdout, gdq, gdk, gdv);
     EXPECT(sp == FCL_OK, "%s: single-device call: %s %s", what, fcl_status_string(sp),
            sp == FCL_ERROR_BUILD_FAILED ? fcl_context_build_log(ctx) : "");
-    if (st == FCL_OK && sp == FCL_OK) {
-        const size_t fw_terms = c->head_dim + c->seqlen, bw_terms = c->head_dim + c->seqlen;
-        const double uv = unit_roundoff(c->dtype) * max_abs(pb.v, pb.nk);
-        const double um = unit_roundoff(c->dtype) *
-                          fmax(max_abs(pb.mq, pb.nq), fmax(max_abs(pb.mk, pb.nk), max_abs(pb.mv, pb.nk)));
-        snprintf(name, sizeof name, "%s O", what);
-        check_tensor(name, &pb, &sh, c->heads_q, o, go, pb.o, pb.o_lp, NULL, 0, 2, uv, fw_terms);
-        snprintf(name, sizeof name, "%s LSE", what);
-        check_tensor(name, &pb, &sh, c->heads_q, lse, glse, pb.lse, pb.lse_lp, NULL, 1, 2, 0, fw_terms);
-        snprintf(name, sizeof name, "%s dQ", what);
-        check_tensor(name, &pb, &sh, c->heads_q, dq, gdq, pb.dq, pb.dq_lp, pb.mq, 0, 3, um, bw_terms);
-        snprintf(name, sizeof name, "%s dK", what);
-        check_tensor(name, &pb, &sh, c->heads_kv, dk, gdk, pb.dk, pb.dk_lp, pb.mk, 0, 3, um, bw_terms);
-        snprintf(name, sizeof name, "%s dV", what);
-        check_tensor(name, &pb, &sh, c->heads_kv, dv, gdv, pb.dv, pb.dv_lp, pb.mv, 0, 3, um, bw_terms);
+    void *const single[DEV_TENSORS] = {[DEV_O] = go, [DEV_LSE] = glse, [DEV_DQ] = gdq,
+                                       [DEV_DK] = gdk, [DEV_DV] = gdv};
+    void *const host[DEV_TENSORS] = {[DEV_O] = o, [DEV_LSE] = lse, [DEV_DQ] = dq, [DEV_DK] = dk,
+                                     [DEV_DV] = dv};
+    if (st == FCL_OK && sp == FCL_OK)
+        check_results(&pb, &sh, what, host, single);
+    if (st == FCL_OK) { /* the cl_mem form on the same inputs: bitwise the host form's */
+        const size_t q_bytes = lq * es, k_bytes = lk * es;
+        shard_io io = {{q, k, v, o, lse, dout},
+                       {NULL},
+                       {q_bytes, k_bytes, k_bytes, q_bytes, lrows * sizeof(float), q_bytes,
+                        q_bytes, k_bytes, k_bytes}};
+        const int outs[] = {DEV_O, DEV_LSE, DEV_DQ, DEV_DK, DEV_DV};
+        for (size_t i = 0; i < sizeof outs / sizeof outs[0]; ++i)
+            io.out[outs[i]] = malloc(io.bytes[outs[i]]);
+        if (run_device(&d, &io, what) == FCL_OK) {
+            for (size_t i = 0; i < sizeof outs / sizeof outs[0]; ++i)
+                EXPECT(memcmp(io.out[outs[i]], host[outs[i]], io.bytes[outs[i]]) == 0,
+                       "%s: the cl_mem form's output %d differs from the host form's", what,
+                       outs[i]);
+            snprintf(name, sizeof name, "%s cl_mem", what);
+            if (sp == FCL_OK)
+                check_results(&pb, &sh, name, io.out, single);
+        }
+        for (size_t i = 0; i < sizeof outs / sizeof outs[0]; ++i)
+            free(io.out[outs[i]]);
     }
     if (repeat && st == FCL_OK) { /* bitwise the same on a second run */
         void *o2 = malloc(lq * es), *dq2 = malloc(lq * es), *dk2 = malloc(lk * es),
@@ -304,8 +478,6 @@ static void run_case(const mcase *c, int repeat)
 }
 
 /* ---- the collective errors ------------------------------------------------ */
-
-enum { SENTINEL = 0x5A };
 
 static int untouched(const void *p, size_t n)
 {
@@ -367,6 +539,161 @@ static void run_bad_call(const bad_call *bc)
         free(out[i]);
 }
 
+/* ---- the cl_mem form's bad calls --------------------------------------------- */
+
+/* One cl_mem call's arguments, and buffers a change may point them at. */
+typedef struct dev_call {
+    fcl_mpi_desc d;
+    fcl_mpi_tensor t[DEV_TENSORS];
+    cl_uint num_wait;
+    const cl_event *wait_list;
+    cl_mem small;                 /* 16 bytes */
+    cl_mem foreign;               /* of another cl_context on the same device */
+    cl_mem in, out, out_tail;     /* inputs; outputs (sentinel); out from float OUT_GAP on */
+} dev_call;
+
+/* Where the outputs go in `out`: O, LSE or dQ, dK, dV 16 KiB apart. */
+enum { OUT_GAP = 16384 };
+
+typedef struct bad_dev_call {
+    const char *what;
+    int who;
+    int backward;
+    fcl_status want;
+    void (*change)(dev_call *c);
+} bad_dev_call;
+
+static void dev_longer(dev_call *c) { c->d.seqlen++; }
+static void dev_small_q(dev_call *c) { c->t[DEV_Q].mem = c->small; }
+static void dev_far_k(dev_call *c) { c->t[DEV_K].offset = SIZE_MAX - 3; }
+static void dev_foreign_v(dev_call *c) { c->t[DEV_V].mem = c->foreign; }
+static void dev_no_q(dev_call *c) { c->t[DEV_Q].mem = NULL; }
+static void dev_no_lse(dev_call *c) { c->t[DEV_LSE].mem = NULL; }
+static void dev_no_list(dev_call *c) { c->wait_list = NULL; }
+static void dev_lse_on_o(dev_call *c) { c->t[DEV_LSE] = c->t[DEV_O]; c->t[DEV_LSE].offset += 8; }
+static void dev_o_on_q(dev_call *c) { c->t[DEV_O] = (fcl_mpi_tensor){c->in, 16}; }
+static void dev_dq_on_dout(dev_call *c) { c->t[DEV_DQ] = c->t[DEV_DOUT]; }
+/* dV at the start of a sub-buffer of `out` that starts where dK does, 16
+ * floats into it (a sub-buffer's start must be aligned) */
+static void dev_dv_on_dk(dev_call *c)
+{
+    c->t[DEV_DV] = (fcl_mpi_tensor){c->out_tail, 0};
+    c->t[DEV_DK].offset = OUT_GAP - 16;
+}
+
+/* Every rank makes the call (rank `who` changed, or every rank for -1)
+ * with a wait list whose event never completes: it must return `want`,
+ * enqueue nothing that waits (it returns at all), give no event and leave
+ * the output buffer as it was. */
+static void run_bad_dev_call(const bad_dev_call *bc, dev_call base)
+{
+    dev_call c = base;
+    cl_int err = CL_SUCCESS;
+    cl_event never = clCreateUserEvent(g_cl, &err);
+    EXPECT(err == CL_SUCCESS, "clCreateUserEvent: %d", err);
+    c.num_wait = 1;
+    c.wait_list = &never;
+    if (bc->who < 0 || bc->who == g_rank % g_size)
+        bc->change(&c);
+    cl_event ev = (cl_event)&c; /* any non-NULL value: the call must set NULL */
+    fcl_mpi_tensor *t = c.t;
+    fcl_status st =
+        bc->backward
+            ? fcl_mpi_attention_backward(g_m, &c.d, t[DEV_Q], t[DEV_K], t[DEV_V], t[DEV_O],
+                                         t[DEV_LSE], t[DEV_DOUT], t[DEV_DQ], t[DEV_DK], t[DEV_DV],
+                                         c.num_wait, c.wait_list, &ev)
+            : fcl_mpi_attention_forward(g_m, &c.d, t[DEV_Q], t[DEV_K], t[DEV_V], t[DEV_O],
+                                        t[DEV_LSE], c.num_wait, c.wait_list, &ev);
+    EXPECT(st == bc->want && ev == NULL, "cl_mem %s: %s, want %s", bc->what,
+           fcl_status_string(st), fcl_status_string(bc->want));
+    clSetUserEventStatus(never, CL_COMPLETE);
+    clReleaseEvent(never);
+    size_t bytes = 0;
+    clGetMemObjectInfo(c.out, CL_MEM_SIZE, sizeof bytes, &bytes, NULL);
+    unsigned char *back = malloc(bytes);
+    err = clEnqueueReadBuffer(g_queue, c.out, CL_TRUE, 0, bytes, back, 0, NULL, NULL);
+    EXPECT(err == CL_SUCCESS && untouched(back, bytes), "cl_mem %s: output written on error (%d)",
+           bc->what, err);
+    free(back);
+}
+
+/* The bad calls of the cl_mem form, on run_bad_call's problem. */
+static void bad_device_calls(void)
+{
+    dev_call c;
+    memset(&c, 0, sizeof c);
+    fcl_mpi_desc_init(&c.d, 1, 2, 2, 24, 32, FCL_DTYPE_FP32, FCL_LAYOUT_BSHD);
+    c.d.sharding = FCL_MPI_SHARD_ZIGZAG;
+    const size_t big = 1 << 16; /* floats: larger than any shard here */
+    float *values = malloc(big * sizeof(float));
+    for (size_t i = 0; i < big; ++i)
+        values[i] = (float)((i * 37 % 101) / 101.0 - 0.5); /* any finite values */
+    c.in = make_buffer(big * sizeof(float), values);
+    c.out = make_buffer(3 * OUT_GAP * sizeof(float), NULL);
+    c.small = make_buffer(16, values);
+    const cl_buffer_region tail = {OUT_GAP * sizeof(float), 2 * OUT_GAP * sizeof(float)};
+    cl_int err = CL_SUCCESS;
+    c.out_tail = clCreateSubBuffer(c.out, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &tail,
+                                   &err);
+    EXPECT(err == CL_SUCCESS, "clCreateSubBuffer: %d", err);
+    cl_device_id dev = fcl_context_cl_device(fcl_mpi_context(g_m));
+    cl_context other = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+    EXPECT(err == CL_SUCCESS, "clCreateContext: %d", err);
+    c.foreign = clCreateBuffer(other, CL_MEM_READ_WRITE, big * sizeof(float), NULL, &err);
+    EXPECT(err == CL_SUCCESS, "clCreateBuffer in another context: %d", err);
+    /* inputs: every one the same bytes of `in` (inputs may share) */
+    for (int i = 0; i < DEV_TENSORS; ++i)
+        c.t[i] = (fcl_mpi_tensor){c.in, 4};
+    c.t[DEV_O] = c.t[DEV_DQ] = (fcl_mpi_tensor){c.out, 0};
+    c.t[DEV_LSE] = (fcl_mpi_tensor){c.out, OUT_GAP};
+    c.t[DEV_DK] = (fcl_mpi_tensor){c.out, OUT_GAP};
+    c.t[DEV_DV] = (fcl_mpi_tensor){c.out, 2 * OUT_GAP};
+    const int last = g_size - 1;
+    /* backward: O and LSE are inputs, at `in` */
+    dev_call bw = c;
+    bw.t[DEV_O] = bw.t[DEV_LSE] = (fcl_mpi_tensor){c.in, 4};
+    const bad_dev_call bad[] = {
+        {"last rank's seqlen differs", last, 0, FCL_ERROR_RANKS_DISAGREE, dev_longer},
+        {"last rank's Q buffer too small", last, 0, FCL_ERROR_BUFFER_TOO_SMALL, dev_small_q},
+        {"rank 0's K offset past any buffer", 0, 1, FCL_ERROR_BUFFER_TOO_SMALL, dev_far_k},
+        {"rank 0's V of another context", 0, 0, FCL_ERROR_WRONG_CONTEXT, dev_foreign_v},
+        {"last rank's V of another context", last, 1, FCL_ERROR_WRONG_CONTEXT, dev_foreign_v},
+        {"last rank passes no Q", last, 1, FCL_ERROR_NULL_ARGUMENT, dev_no_q},
+        {"rank 0 passes no LSE to the backward", 0, 1, FCL_ERROR_MISSING_LSE, dev_no_lse},
+        {"rank 0 passes a wait count without a list", 0, 0, FCL_ERROR_NULL_ARGUMENT, dev_no_list},
+        {"LSE overlaps O everywhere", -1, 0, FCL_ERROR_BUFFER_ALIASING, dev_lse_on_o},
+        {"last rank's O overlaps Q", last, 0, FCL_ERROR_BUFFER_ALIASING, dev_o_on_q},
+        {"dQ on dO everywhere", -1, 1, FCL_ERROR_BUFFER_ALIASING, dev_dq_on_dout},
+        {"dV a sub-buffer over dK's end on rank 0", 0, 1, FCL_ERROR_BUFFER_ALIASING, dev_dv_on_dk},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i)
+        if (g_size > 1 || bad[i].want != FCL_ERROR_RANKS_DISAGREE)
+            run_bad_dev_call(&bad[i], bad[i].backward ? bw : c);
+    /* the same arguments unchanged are a good call (so each refusal above
+     * is its change's), the forward's also without LSE */
+    cl_event ev = NULL;
+    fcl_mpi_tensor *t = c.t;
+    const fcl_mpi_tensor no_lse = {NULL, 0};
+    fcl_status st = fcl_mpi_attention_forward(g_m, &c.d, t[DEV_Q], t[DEV_K], t[DEV_V], t[DEV_O],
+                                              no_lse, 0, NULL, &ev);
+    EXPECT(st == FCL_OK && ev != NULL, "cl_mem forward of the bad calls' problem: %s",
+           fcl_status_string(st));
+    if (ev != NULL)
+        clReleaseEvent(ev), ev = NULL;
+    t = bw.t;
+    st = fcl_mpi_attention_backward(g_m, &bw.d, t[DEV_Q], t[DEV_K], t[DEV_V], t[DEV_O], t[DEV_LSE],
+                                    t[DEV_DOUT], t[DEV_DQ], t[DEV_DK], t[DEV_DV], 0, NULL, NULL);
+    EXPECT(st == FCL_OK, "cl_mem backward of the bad calls' problem: %s", fcl_status_string(st));
+    EXPECT(clFinish(g_queue) == CL_SUCCESS, "clFinish");
+    cl_mem all[] = {c.in, c.out_tail, c.out, c.small, c.foreign};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
+        if (all[i] != NULL)
+            clReleaseMemObject(all[i]);
+    if (other != NULL)
+        clReleaseContext(other);
+    free(values);
+}
+
 static void shard_geometry(void)
 {
     fcl_mpi_desc d;
@@ -419,6 +746,8 @@ int main(int argc, char **argv)
     EXPECT(st == FCL_OK, "fcl_mpi_create: %s", fcl_status_string(st));
     if (st == FCL_OK) {
         EXPECT(fcl_mpi_rank(g_m) == g_rank && fcl_mpi_size(g_m) == g_size, "rank and size");
+        g_cl = fcl_context_cl_context(fcl_mpi_context(g_m));
+        g_queue = fcl_context_cl_queue(fcl_mpi_context(g_m));
         shard_geometry();
         const int last = g_size - 1;
         /* Small shapes and few head_dims (several ranks share two cores
@@ -451,6 +780,7 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i)
             if (bad[i].want != FCL_OK)
                 run_bad_call(&bad[i]);
+        bad_device_calls();
         /* the ranks still work together after the errors */
         run_case(&cases[quick ? 1 : 0], 0);
         /* a handle on the caller's context: used, and left alive by destroy */

@@ -87,16 +87,25 @@ fcl_status dist_check_call(fcl_mpi *m, const fcl_mpi_desc *d, dist_op op, dist_s
     return FCL_OK;
 }
 
-fcl_status dist_begin(fcl_mpi *m, const fcl_mpi_desc *desc, dist_op op, fcl_status local,
+fcl_status dist_begin(fcl_mpi *m, const fcl_mpi_desc *desc, dist_op op, const dist_io *io,
                       dist_shape *s, dist_buffers_fn get, void *buffers)
 {
     memset(&m->timing, 0, sizeof m->timing);
+    m->call_start = dist_now();
     const fcl_mpi_desc none = {0};
     const fcl_mpi_desc *d = desc != NULL ? desc : &none; /* a NULL desc is all zeros */
-    fcl_status st = desc == NULL ? FCL_ERROR_NULL_ARGUMENT : local;
+    fcl_status st = desc == NULL ? FCL_ERROR_NULL_ARGUMENT : dist_check_args(io, op);
     if (st == FCL_OK)
         st = dist_check_call(m, d, op, s);
+    if (st == FCL_OK)
+        st = dist_check_buffers(m, s, op, io);
     if (st == FCL_OK && m->size > 1)
         st = get(m, s, buffers);
     return dist_agree(m, d, op, st);
+}
+
+fcl_status dist_done(fcl_mpi *m, fcl_status st)
+{
+    m->timing.total_seconds = dist_now() - m->call_start;
+    return st;
 }

@@ -80,6 +80,7 @@ struct fcl_mpi {
     dist_kernels kernels[3];      /* by dtype; fp32 also sums partials */
     dist_buffer buffers[DIST_SLOTS];
     fcl_mpi_timing timing;
+    double call_start;            /* dist_now() when the call began (dist_begin) */
 };
 
 /* The kernels for storage type dt (built once per handle). */
@@ -103,17 +104,44 @@ typedef enum dist_op { DIST_FORWARD = 1, DIST_BACKWARD = 2 } dist_op;
 fcl_status dist_agree(fcl_mpi *m, const fcl_mpi_desc *d, dist_op op, fcl_status local);
 /* The lowest rank's error, else FCL_OK (FCL_ERROR_MPI if MPI fails). */
 fcl_status dist_first_error(MPI_Comm comm, fcl_status local);
+/* ---- what a call was given (tensors.c) ----------------------------------- */
+
+/* The tensors of the calls, in the backward's argument order. */
+enum { IO_Q, IO_K, IO_V, IO_O, IO_LSE, IO_DOUT, IO_DQ, IO_DK, IO_DV, DIST_TENSORS };
+
+/* The host form's arrays (only whether each is there) or the cl_mem form's
+ * buffers and wait list. */
+typedef struct dist_io {
+    unsigned given;               /* bit t: tensor t's array or buffer is not NULL */
+    const fcl_mpi_tensor *dev;    /* the cl_mem form's DIST_TENSORS tensors; NULL: host form */
+    cl_uint num_wait;
+    const cl_event *wait_list;
+} dist_io;
+
+dist_io dist_io_host(const void *const arrays[DIST_TENSORS]);
+dist_io dist_io_device(const fcl_mpi_tensor tensors[DIST_TENSORS], cl_uint num_wait,
+                       const cl_event *wait_list);
+/* The arguments alone: FCL_ERROR_NULL_ARGUMENT, FCL_ERROR_MISSING_LSE. */
+fcl_status dist_check_args(const dist_io *io, dist_op op);
+/* The cl_mem form's buffers (nothing for the host form): context, size,
+ * then aliasing of an output with any other tensor (flashcl_mpi.h). */
+fcl_status dist_check_buffers(fcl_mpi *m, const dist_shape *s, dist_op op, const dist_io *io);
+
 /* What every call checks on its own rank: fields, shard geometry. */
 fcl_status dist_check_desc(const fcl_mpi_desc *d, int ranks);
 /* The above, *sh, and flashcl's checks and kernel builds for the calls the
  * ring will make (no collective call). */
 fcl_status dist_check_call(fcl_mpi *m, const fcl_mpi_desc *d, dist_op op, dist_shape *sh);
-/* The start of every call: timing reset, the checks above after the
- * caller's own (`local`: its arrays), the ring's buffers from `get` (with
- * more than one rank), then dist_agree.  A NULL desc counts as all zeros. */
+/* The start of every call, of both forms: timing reset, the arguments'
+ * checks, the checks above, the cl_mem form's buffers, the ring's buffers
+ * from `get` (with more than one rank), then dist_agree.  A NULL desc
+ * counts as all zeros.  Nothing of the caller's is read or enqueued. */
 typedef fcl_status (*dist_buffers_fn)(fcl_mpi *m, const dist_shape *s, void *buffers);
-fcl_status dist_begin(fcl_mpi *m, const fcl_mpi_desc *desc, dist_op op, fcl_status local,
+fcl_status dist_begin(fcl_mpi *m, const fcl_mpi_desc *desc, dist_op op, const dist_io *io,
                       dist_shape *s, dist_buffers_fn get, void *buffers);
+/* The end of every call that got past dist_begin: its time in the timing;
+ * returns st. */
+fcl_status dist_done(fcl_mpi *m, fcl_status st);
 
 /* ---- the ring's pieces (ring.c) ------------------------------------------ */
 
@@ -135,6 +163,8 @@ size_t dist_kv_elems(const dist_shape *s, size_t rows);
 /* The whole local problem as one flashcl descriptor (the plain call, and
  * the checks before the ring). */
 void dist_plain_desc(const dist_shape *s, fcl_attention_desc *out);
+/* The cl_mem form's offsets in the plain descriptor (the one-rank call). */
+void dist_plain_offsets(const fcl_mpi_tensor t[DIST_TENSORS], fcl_attention_desc *out);
 /* The flashcl descriptor of `c`: Q-side tensors are this rank's (rows rows),
  * K-side ones the shard in hand of kv_rows rows, K then V in one buffer. */
 void dist_call_desc(const dist_shape *s, const dist_call *c, size_t kv_rows,
@@ -153,15 +183,15 @@ fcl_status dist_store(fcl_mpi *m, const dist_kernels *k, const dist_shape *sh, s
                       size_t n);
 /* combine.cl's merge of `num_parts` row arrays of this rank's queries
  * (part p at p * batch * heads_q * rows rows) into out (strided storage)
- * and, with write_lse, lse ((batch, heads_q, rows), +inf for a row that
- * saw no key). */
+ * and, with write_lse, lse ((batch, heads_q, rows) from float lse_offset,
+ * +inf for a row that saw no key). */
 fcl_status dist_combine(fcl_mpi *m, const dist_kernels *k, const dist_shape *sh, cl_mem parts,
                         cl_mem parts_lse, int num_parts, cl_mem out, const fcl_layout *ol,
-                        cl_mem lse, int write_lse);
-/* LSE rows q0 .. q0+n-1 of a (batch*heads, rows) array into a contiguous
- * (batch*heads, n) one. */
-fcl_status dist_gather_lse(fcl_mpi *m, cl_mem lse, size_t bh, size_t rows, size_t q0, size_t n,
-                           cl_mem out);
+                        cl_mem lse, size_t lse_offset, int write_lse);
+/* LSE rows q0 .. q0+n-1 of a (batch*heads, rows) array (from float
+ * lse_offset) into a contiguous (batch*heads, n) one. */
+fcl_status dist_gather_lse(fcl_mpi *m, cl_mem lse, size_t lse_offset, size_t bh, size_t rows,
+                           size_t q0, size_t n, cl_mem out);
 
 /* Messages of one step: K/V (and gradient sums) to the next rank, from the
  * previous one. */
@@ -179,9 +209,9 @@ fcl_status dist_post(fcl_mpi *m, dist_messages *msg, void *send, void *recv, siz
                      size_t recv_bytes, int tag);
 /* A receive from the previous rank now, and a send to the next one as soon
  * as `ready` (a read into `send`, whose event this takes over) completes,
- * while dist_finish_step polls. */
+ * while dist_finish_step polls (one such send a step). */
 fcl_status dist_post_after(fcl_mpi *m, dist_messages *msg, cl_event ready, void *send,
-                           void *recv, size_t bytes, int tag);
+                           void *recv, size_t send_bytes, size_t recv_bytes, int tag);
 /* Host memory to copy to the device as soon as a step's messages are in
  * (while the device still computes), on the copy queue; `done` receives
  * the copy's event.  The device buffer must be free by then. */
@@ -205,6 +235,18 @@ fcl_status dist_after_upload(fcl_mpi *m, cl_event *done);
 
 double dist_now(void);
 
+/* The cl_mem form's start: the context's queue waits for the caller's
+ * events (nothing of the caller's is read before). */
+fcl_status dist_wait_for(fcl_mpi *m, const dist_io *io);
+/* The cl_mem form's end, once the ranks agreed on success (`st`, from
+ * dist_first_error): `write` enqueues the outputs' writes; then the event
+ * the caller asked for, and the status every rank returns (the writes'
+ * enqueue errors shared).  *event is NULL unless FCL_OK. */
+typedef fcl_status (*dist_write_fn)(fcl_mpi *m, const dist_shape *s, void *buffers,
+                                    const fcl_mpi_tensor *out);
+fcl_status dist_end_device(fcl_mpi *m, fcl_status st, const dist_shape *s, dist_write_fn write,
+                           void *buffers, const dist_io *io, cl_event *event);
+
 /* The K/V shards' trip: step t computes with the shard of rank - t, in
  * dev[t % 2] (staged in host[t % 2]), while the next one arrives in the
  * other pair. */
@@ -213,14 +255,20 @@ typedef struct dist_kv_ring {
     cl_mem staging[2];
     void *host[2];
     cl_event ready;               /* the next shard's upload, NULL when done */
+    cl_event host_ready;          /* cl_mem form: the own shard's read into host[0], which
+                                     step 0's send waits for (NULL: nothing to wait for) */
 } dist_kv_ring;
 
 int dist_source(const dist_shape *s, int t);
 /* The buffers (before the collective check). */
 fcl_status dist_kv_begin(fcl_mpi *m, const dist_shape *s, dist_kv_ring *kv);
-/* This rank's own K and V as step 0's shard. */
+/* This rank's own K and V as step 0's shard: from host arrays, or (cl_mem
+ * form) copied on the device and read into host[0] on the copy queue while
+ * step 0 computes (kv->host_ready). */
 fcl_status dist_kv_load(fcl_mpi *m, const dist_shape *s, dist_kv_ring *kv, const void *k,
                         const void *v);
+fcl_status dist_kv_load_device(fcl_mpi *m, const dist_shape *s, dist_kv_ring *kv,
+                               const fcl_mpi_tensor *k, const fcl_mpi_tensor *v);
 /* Step t's messages: the shard in hand to the next rank, step t+1's from
  * the previous one (none at the last step). */
 fcl_status dist_kv_post(fcl_mpi *m, const dist_shape *s, dist_kv_ring *kv, int t,

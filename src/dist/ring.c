@@ -51,6 +51,16 @@ void dist_plain_desc(const dist_shape *s, fcl_attention_desc *out)
     out->causal = d->causal;
 }
 
+void dist_plain_offsets(const fcl_mpi_tensor t[DIST_TENSORS], fcl_attention_desc *out)
+{
+    fcl_layout *at[DIST_TENSORS] = {&out->q, &out->k,  &out->v,  &out->o, NULL,
+                                    &out->dout, &out->dq, &out->dk, &out->dv};
+    for (int i = 0; i < DIST_TENSORS; ++i)
+        if (at[i] != NULL)
+            at[i]->offset = t[i].offset;
+    out->lse_offset = t[IO_LSE].offset;
+}
+
 static fcl_layout rows_from(fcl_layout l, size_t first)
 {
     l.offset += first * l.stride_seq;
@@ -143,14 +153,15 @@ enum { COMBINE_COLS = DIST_COMBINE_COLS, COMBINE_WG = DIST_COMBINE_COLS * DIST_C
 
 fcl_status dist_combine(fcl_mpi *m, const dist_kernels *k, const dist_shape *sh, cl_mem parts,
                         cl_mem parts_lse, int num_parts, cl_mem out, const fcl_layout *ol,
-                        cl_mem lse, int write_lse)
+                        cl_mem lse, size_t lse_offset, int write_lse)
 {
     const fcl_mpi_desc *d = sh->d;
     const cl_long part_rows = (cl_long)(d->batch * d->heads_q * sh->rows);
     const cl_int np = num_parts, hd = (cl_int)d->head_dim, sq = (cl_int)sh->rows,
                  hq = (cl_int)d->heads_q, wl = write_lse;
     const cl_long off = (cl_long)ol->offset, sb = (cl_long)ol->stride_batch,
-                  shd = (cl_long)ol->stride_head, ss = (cl_long)ol->stride_seq, lse_off = 0;
+                  shd = (cl_long)ol->stride_head, ss = (cl_long)ol->stride_seq,
+                  lse_off = (cl_long)lse_offset;
     const cl_mem no_sinks = NULL; /* the ring attention has no sinks */
     const arg a[] = {ARG(parts), ARG(parts_lse), ARG(np), ARG(part_rows), ARG(hd), ARG(sq),
                      ARG(hq), ARG(out), ARG(off), ARG(sb), ARG(shd), ARG(ss), ARG(lse),
@@ -160,10 +171,11 @@ fcl_status dist_combine(fcl_mpi *m, const dist_kernels *k, const dist_shape *sh,
     return launch(m, k->combine, a, 16, (size_t)part_rows * col_blocks * COMBINE_WG, 1, local);
 }
 
-fcl_status dist_gather_lse(fcl_mpi *m, cl_mem lse, size_t bh, size_t rows, size_t q0, size_t n,
-                           cl_mem out)
+fcl_status dist_gather_lse(fcl_mpi *m, cl_mem lse, size_t lse_offset, size_t bh, size_t rows,
+                           size_t q0, size_t n, cl_mem out)
 {
-    const size_t src_origin[3] = {q0 * sizeof(float), 0, 0}, dst_origin[3] = {0, 0, 0};
+    const size_t src_origin[3] = {(lse_offset + q0) * sizeof(float), 0, 0},
+                 dst_origin[3] = {0, 0, 0};
     const size_t region[3] = {n * sizeof(float), bh, 1};
     return clEnqueueCopyBufferRect(fcl_context_cl_queue(m->ctx), lse, out, src_origin, dst_origin,
                                    region, rows * sizeof(float), 0, n * sizeof(float), 0, 0,
@@ -224,15 +236,47 @@ fcl_status dist_after_upload(fcl_mpi *m, cl_event *done)
     return st;
 }
 
+fcl_status dist_wait_for(fcl_mpi *m, const dist_io *io)
+{
+    if (io->num_wait == 0)
+        return FCL_OK;
+    return clEnqueueMarkerWithWaitList(fcl_context_cl_queue(m->ctx), io->num_wait, io->wait_list,
+                                       NULL);
+}
+
+fcl_status dist_end_device(fcl_mpi *m, fcl_status st, const dist_shape *s, dist_write_fn write,
+                           void *buffers, const dist_io *io, cl_event *event)
+{
+    if (event != NULL)
+        *event = NULL;
+    if (st != FCL_OK)
+        return st; /* agreed: nothing is written anywhere */
+    cl_command_queue queue = fcl_context_cl_queue(m->ctx);
+    cl_event done = NULL;
+    st = write(m, s, buffers, io->dev);
+    if (st == FCL_OK && event != NULL)
+        st = clEnqueueMarkerWithWaitList(queue, 0, NULL, &done);
+    if (st == FCL_OK)
+        st = clFlush(queue);
+    st = dist_first_error(m->comm, st);
+    if (st != FCL_OK && done != NULL) {
+        clReleaseEvent(done);
+        done = NULL;
+    }
+    if (event != NULL)
+        *event = done;
+    return st;
+}
+
 fcl_status dist_post_after(fcl_mpi *m, dist_messages *msg, cl_event ready, void *send,
-                           void *recv, size_t bytes, int tag)
+                           void *recv, size_t send_bytes, size_t recv_bytes, int tag)
 {
     const int prev = (m->rank + m->size - 1) % m->size;
     msg->send_ready = ready;
     msg->send_buf = send;
-    msg->send_bytes = bytes;
+    msg->send_bytes = send_bytes;
     msg->send_tag = tag;
-    return post_pieces(m, msg, recv, bytes, prev, tag, 0);
+    return post_pieces(m, msg, recv, recv_bytes, prev, tag, 0);
 }
 
 /* The deferred send, once its read is done (wait: block for it). */
@@ -366,22 +410,54 @@ fcl_status dist_kv_load(fcl_mpi *m, const dist_shape *s, dist_kv_ring *kv, const
                                 kv->host[0], 0, NULL, NULL);
 }
 
+fcl_status dist_kv_load_device(fcl_mpi *m, const dist_shape *s, dist_kv_ring *kv,
+                               const fcl_mpi_tensor *k, const fcl_mpi_tensor *v)
+{
+    cl_command_queue queue = fcl_context_cl_queue(m->ctx);
+    const size_t half = s->kv_elems * s->elem;
+    DIST_TRY(clEnqueueCopyBuffer(queue, k->mem, kv->dev[0], k->offset * s->elem, 0, half, 0, NULL,
+                                 NULL));
+    DIST_TRY(clEnqueueCopyBuffer(queue, v->mem, kv->dev[0], v->offset * s->elem, half, half, 0,
+                                 NULL, NULL));
+    cl_event copied = NULL;
+    DIST_TRY(clEnqueueMarkerWithWaitList(queue, 0, NULL, &copied));
+    /* read on the copy queue, while step 0 computes on the context's */
+    fcl_status st = clFlush(queue);
+    if (st == FCL_OK)
+        st = clEnqueueReadBuffer(m->copy_queue, kv->dev[0], CL_FALSE, 0, 2 * half, kv->host[0], 1,
+                                 &copied, &kv->host_ready);
+    if (st == FCL_OK)
+        st = clFlush(m->copy_queue);
+    clReleaseEvent(copied);
+    return st;
+}
+
 fcl_status dist_kv_post(fcl_mpi *m, const dist_shape *s, dist_kv_ring *kv, int t,
                         dist_messages *msg)
 {
     if (t + 1 >= s->ranks)
         return FCL_OK;
-    return dist_post(m, msg, kv->host[t % 2], kv->host[(t + 1) % 2],
-                     kv_bytes(s, dist_source(s, t)), kv_bytes(s, dist_source(s, t + 1)), TAG_KV);
+    void *send = kv->host[t % 2], *recv = kv->host[(t + 1) % 2];
+    const size_t send_bytes = kv_bytes(s, dist_source(s, t)),
+                 recv_bytes = kv_bytes(s, dist_source(s, t + 1));
+    if (kv->host_ready != NULL) { /* the own shard, once read to host memory */
+        const cl_event ready = kv->host_ready;
+        kv->host_ready = NULL;
+        return dist_post_after(m, msg, ready, send, recv, send_bytes, recv_bytes, TAG_KV);
+    }
+    return dist_post(m, msg, send, recv, send_bytes, recv_bytes, TAG_KV);
 }
 
 void dist_kv_end(fcl_mpi *m, dist_kv_ring *kv)
 {
     if (m->copy_queue != NULL)
         clFinish(m->copy_queue);
-    if (kv->ready != NULL)
-        clReleaseEvent(kv->ready);
-    kv->ready = NULL;
+    cl_event *left[] = {&kv->ready, &kv->host_ready};
+    for (size_t i = 0; i < sizeof left / sizeof left[0]; ++i) {
+        if (*left[i] != NULL)
+            clReleaseEvent(*left[i]);
+        *left[i] = NULL;
+    }
 }
 
 int dist_kv_upload(const dist_shape *s, dist_kv_ring *kv, int t, dist_upload *up)
