@@ -228,7 +228,7 @@ for step in $steps; do
         [ "$np" -gt "$gpus" ] && continue
         f="$OUT/mpi_np${np}_$(echo "$seqlens" | tr , _).csv"
         "${mpi_env[@]}" timeout 590 mpirun.openmpi -np "$np" --bind-to none \
-          "$B/bench/flashcl-bench-mpi" --seqlens "$seqlens" --reps "$reps" --out "$f" 2>&1 \
+          "$B/bench/flashcl-bench-mpi" --seqlens "$seqlens" --reps "$reps" --form "${MPI_FORM:-both}" --out "$f" 2>&1 \
           | tee -a "$OUT/mpi.txt"
         files="$files $f"
       done
