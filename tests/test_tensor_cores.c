@@ -140,10 +140,12 @@ static fa_case base_case(uint64_t seed)
 /* Forward and backward against the reference; where the smallest tile of
  * a kind is refused (smallest_tile), its calls must be refused with
  * FCL_ERROR_NO_PLAN as their plan query predicts, outputs untouched. */
+static int forced_tile_refused; /* the forced tile's plan query says NO_PLAN */
+
 static void check_passes(const fa_case *c, int forward_too)
 {
     fa_result r;
-    int refused = 0;
+    int refused = forced_tile_refused;
     for (int i = 0; i < 3; ++i)
         refused = refused || smallest_tile(kinds[i], c->head_dim) == REFUSED;
     fa_accept_no_plan = refused;
@@ -280,10 +282,29 @@ static void test_dkdv_columns_split(void **state)
             c.dtype = t ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
             c.causal = t;
             c.var = &v;
-            if (smallest_tile(FCL_KERNEL_BACKWARD_DKDV, c.head_dim) == PLANS &&
-                local_count_factor == 1)
+            /* a forced tile does not fall back: where it does not fit
+             * the device (rusticl counts local memory twice and builds
+             * the emulated pieces for 32 work-items, one warp) the call
+             * must be refused exactly as its plan query says */
+            fcl_attention_desc d;
+            fcl_attention_desc_init(&d, c.batch, c.heads_q, c.heads_kv, c.seqlen_q, c.seqlen_k,
+                                    c.head_dim, c.dtype, c.layout);
+            fcl_plan plan;
+            const fcl_status q = fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &plan);
+            assert_true(q == FCL_OK || q == FCL_ERROR_NO_PLAN);
+            if (local_count_factor == 1 &&
+                smallest_tile(FCL_KERNEL_BACKWARD_DKDV, c.head_dim) == PLANS) {
+                assert_int_equal(q, FCL_OK);
                 assert_true(dkdv_columns_split(&c));
+            }
+            forced_tile_refused = q == FCL_ERROR_NO_PLAN;
+            if (forced_tile_refused)
+                print_message("forced split tile %dx%dx%dw%d at head_dim %zu does not fit this "
+                              "device's limits: refused, as predicted\n",
+                              shapes[i].rows, shapes[i].cols, shapes[i].warps, shapes[i].wd,
+                              c.head_dim);
             check_passes(&c, 0);
+            forced_tile_refused = 0;
         }
     }
     assert_int_equal(fcl_debug_set_tile(ctx, FCL_KERNEL_BACKWARD_DKDV, 0, 0, 0, 0), FCL_OK);
@@ -534,22 +555,34 @@ static void test_fused_dq(void **state)
     assert_int_equal(unsetenv("FLASHCL_BACKWARD_DQ"), 0);
 }
 
+/* After each test, whether it passed or failed: no forced tile is left to
+ * the next (a failed assertion leaves the test before its own reset). */
+static int clear_forced_tiles(void **state)
+{
+    (void)state;
+    forced_tile_refused = 0;
+    for (int i = 0; i < 3; ++i)
+        if (fcl_debug_set_tile(ctx, kinds[i], 0, 0, 0, 0) != FCL_OK)
+            return -1;
+    return 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_selection),
-        cmocka_unit_test(test_head_dims),
-        cmocka_unit_test(test_head_dim_256),
-        cmocka_unit_test(test_dkdv_columns_split),
-        cmocka_unit_test(test_value_head_dim),
-        cmocka_unit_test(test_lengths_and_layout),
-        cmocka_unit_test(test_scales),
-        cmocka_unit_test(test_variants),
-        cmocka_unit_test(test_sinks),
-        cmocka_unit_test(test_block_mask_short_tiles),
-        cmocka_unit_test(test_forced_tiles),
-        cmocka_unit_test(test_deterministic),
-        cmocka_unit_test(test_fused_dq),
+        cmocka_unit_test_teardown(test_selection, clear_forced_tiles),
+        cmocka_unit_test_teardown(test_head_dims, clear_forced_tiles),
+        cmocka_unit_test_teardown(test_head_dim_256, clear_forced_tiles),
+        cmocka_unit_test_teardown(test_dkdv_columns_split, clear_forced_tiles),
+        cmocka_unit_test_teardown(test_value_head_dim, clear_forced_tiles),
+        cmocka_unit_test_teardown(test_lengths_and_layout, clear_forced_tiles),
+        cmocka_unit_test_teardown(test_scales, clear_forced_tiles),
+        cmocka_unit_test_teardown(test_variants, clear_forced_tiles),
+        cmocka_unit_test_teardown(test_sinks, clear_forced_tiles),
+        cmocka_unit_test_teardown(test_block_mask_short_tiles, clear_forced_tiles),
+        cmocka_unit_test_teardown(test_forced_tiles, clear_forced_tiles),
+        cmocka_unit_test_teardown(test_deterministic, clear_forced_tiles),
+        cmocka_unit_test_teardown(test_fused_dq, clear_forced_tiles),
     };
     return cmocka_run_group_tests(tests, setup, fa_group_teardown);
 }
