@@ -508,8 +508,8 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
                 for (int i = 0; i < FCL_DQ_RM; ++i)
                     FCL_UNROLL
                     for (int n = 0; n < FCL_DQ_DN; ++n)
-                        dqs[i][n] = fcl_dq_exact(dSh, Kh, FCL_DQ_ROW(i), FCL_DQ_COL(n), cols, mask,
-                                                 sq.seqlen_q, r0, c0);
+                        dqs[i][n] = fcl_dq_exact(FCL_DQ_DS_TILE, Kh, FCL_DQ_ROW(i), FCL_DQ_COL(n),
+                                                 cols, mask, sq.seqlen_q, r0, c0);
             }
             FCL_DKDV_DQ_STAGE(dqs);
             const long sem = fcl_dq_sem_index(b, h, heads_q, sem_per_head, sq, r0);

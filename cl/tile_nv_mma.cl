@@ -498,8 +498,8 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
     (FCL_DKDV_KB * FCL_DKDV_WD) % WARPS != 0 || FCL_DKDV_MBA < 1 || FCL_DKDV_NCOL % 16 != 0
 #error "FCL_DKDV_WD: the warps must tile the score tile and the accumulators evenly"
 #endif
-#if FCL_FUSED_DQ || FCL_DKDV_PART != 0
-#error "FCL_DKDV_WD: one launch for dK and dV, without dQ"
+#if FCL_DKDV_PART != 0
+#error "FCL_DKDV_WD: one launch for dK and dV"
 #endif
 #define MB 1
 #define RM 2
@@ -567,6 +567,15 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
 #define FCL_DKDV_Q_BAD(buf, p, c) FCL_H_BAD(FCL_BUF(Qh, BR, buf), p, c)
 #define FCL_H_TILE_FCL_DKDV_Q_BAD(buf) FCL_BUF(Qh, BR, buf)
 #define FCL_DKDV_Q_CLEAN(buf, n) FCL_H_CLEAN(FCL_BUF(Qh, BR, buf), n)
+/* A score tile of this warp (rows FCL_ROW, columns FCL_COL) into T as
+ * 16-bit pairs, LD halves a row. */
+#define FCL_DKDV_SHARE(T, x, LD)                                                     \
+    FCL_UNROLL                                                                       \
+    for (int i_ = 0; i_ < RM; ++i_)                                                  \
+        FCL_UNROLL                                                                   \
+        for (int j_ = 0; j_ < RN; j_ += 2)                                           \
+            *(__local uint *)((T) + FCL_ROW(i_) * (LD) + FCL_COL(j_)) =              \
+                fcl_pack2(x[i_][j_], x[i_][j_ + 1])
 #if FCL_DKDV_WD == 1
 #define FCL_DKDV_ACC(dk, dv, st, dpt, buf)                              \
     do {                                                               \
@@ -574,15 +583,6 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
         if (FCL_WANT_DK) FCL_MMA_AB(dk, dpt, FCL_BUF(Qh, BR, buf), BR);  \
     } while (0)
 #else
-/* A score tile of this warp (rows FCL_ROW, columns FCL_COL) into T as
- * 16-bit pairs. */
-#define FCL_DKDV_SHARE(T, x)                                                         \
-    FCL_UNROLL                                                                       \
-    for (int i_ = 0; i_ < RM; ++i_)                                                  \
-        FCL_UNROLL                                                                   \
-        for (int j_ = 0; j_ < RN; j_ += 2)                                           \
-            *(__local uint *)((T) + FCL_ROW(i_) * LDP + FCL_COL(j_)) =               \
-                fcl_pack2(x[i_][j_], x[i_][j_ + 1])
 /* acc += TA TB over BR query rows: TA = this warp's keys of a shared score
  * tile (rows = keys, as stored: ldmatrix as FCL_MMA_ABT's A), TB = a Q or
  * dO tile (rows = query rows), the warp's NCOL columns. */
@@ -593,8 +593,8 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
  * block's first barrier (FCL_DKDV_BLOCK_BEGIN). */
 #define FCL_DKDV_ACC(dk, dv, st, dpt, buf)                    \
     do {                                                     \
-        FCL_DKDV_SHARE(Pth, st);                             \
-        FCL_DKDV_SHARE(dSth, dpt);                           \
+        FCL_DKDV_SHARE(Pth, st, LDP);                        \
+        FCL_DKDV_SHARE(dSth, dpt, LDP);                      \
         barrier(CLK_LOCAL_MEM_FENCE);                        \
         FCL_MMA_A_B(dv, FCL_DKDV_MBA, FCL_DKDV_LOAD_ST, Pth, FCL_BUF(dOh, BR, buf), \
                     FCL_DKDV_ACOL0, FCL_DKDV_NCOL, BR);                             \
@@ -623,8 +623,20 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
 #endif
 /* the share in fp32, staged for the adds, LDQ floats a row */
 #define LDQ (D_PAD + 4)
+#if FCL_DKDV_WD > 1
+/* the columns split: FCL_DKDV_ACC stored dS^T (LDP = LDS) and waited */
+#define FCL_DQ_DS_TILE dSth
+#define FCL_DQ_DS_STORE(dpt)
+#define FCL_DQ_DS_LOCAL
+#else
+#define FCL_DQ_DS_TILE dSh
+#define FCL_DQ_DS_STORE(dpt)                   \
+    FCL_DKDV_SHARE(dSh, dpt, LDS);             \
+    barrier(CLK_LOCAL_MEM_FENCE)
+#define FCL_DQ_DS_LOCAL __local ushort dSh[BC * LDS] FCL_ALIGNED;
+#endif
 #define FCL_DQ_LOCALS_FUSED                    \
-    __local ushort dSh[BC * LDS] FCL_ALIGNED;  \
+    FCL_DQ_DS_LOCAL                            \
     __local float dQs[BR * LDQ] FCL_ALIGNED;
 /* First query row block and first column of this warp's share. */
 #define FCL_DQ_ROWBLK0 (FCL_DQ_ROWB >= WARPS ? warp * FCL_DQ_MQ : warp % FCL_DQ_ROWB)
@@ -638,18 +650,13 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
                                    + (FCL_DQ_ROWBLK0 + (mq)) * 16 + ((lane >> 3) & 1) * 8, a)
 #define FCL_DKDV_DQ_SHARE(dqs, dpt)                                                          \
     do {                                                                                     \
-        FCL_UNROLL                                                                           \
-        for (int i_ = 0; i_ < RM; ++i_)                                                      \
-            FCL_UNROLL                                                                       \
-            for (int j_ = 0; j_ < RN; j_ += 2)                                               \
-                *(__local uint *)(dSh + FCL_ROW(i_) * LDS + FCL_COL(j_)) =                   \
-                    fcl_pack2(dpt[i_][j_], dpt[i_][j_ + 1]);                                 \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                        \
+        FCL_DQ_DS_STORE(dpt);                                                                \
         FCL_UNROLL                                                                           \
         for (int i_ = 0; i_ < FCL_DQ_RM; ++i_)                                               \
             FCL_UNROLL                                                                       \
             for (int n_ = 0; n_ < FCL_DQ_DN; ++n_) dqs[i_][n_] = 0.0f;                       \
-        FCL_MMA_A_B(dqs, FCL_DQ_MQ, FCL_DQ_LOAD_DS, dSh, Kh, FCL_DQ_COL0, FCL_DQ_NCOL, BC);  \
+        FCL_MMA_A_B(dqs, FCL_DQ_MQ, FCL_DQ_LOAD_DS, FCL_DQ_DS_TILE, Kh, FCL_DQ_COL0,           \
+                    FCL_DQ_NCOL, BC);                                                        \
     } while (0)
 
 /* Adds the share (rows [0, rows), head_dim columns) into dq (row stride

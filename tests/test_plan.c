@@ -276,11 +276,11 @@ static void test_tensor_core_plans(void **state)
             const fcl_status want = dims[i] > (size_t)fcl_mma_max_head_dim()
                                         ? FCL_ERROR_NO_PLAN
                                         : FCL_OK;
-            assert_int_equal(fcl_plan_make_mma(&h100->caps, kinds[k], dims[i], FCL_DTYPE_BF16, NULL,
-                                               NULL, 0, &ph),
+            assert_int_equal(fcl_plan_make_mma(&h100->caps, kinds[k], dims[i], FCL_DTYPE_BF16,
+                                               false, NULL, NULL, 0, &ph),
                              want);
-            assert_int_equal(fcl_plan_make_mma(&a100->caps, kinds[k], dims[i], FCL_DTYPE_FP16, NULL,
-                                               NULL, 0, &pa),
+            assert_int_equal(fcl_plan_make_mma(&a100->caps, kinds[k], dims[i], FCL_DTYPE_FP16,
+                                               false, NULL, NULL, 0, &pa),
                              want);
             if (want != FCL_OK)
                 continue;
@@ -297,22 +297,32 @@ static void test_tensor_core_plans(void **state)
             /* half the memory: a smaller plan that fits */
             fcl_plan_limits lim = {pa.pub.local_bytes / 2, 0};
             fcl_plan_full small;
-            assert_int_equal(fcl_plan_make_mma(&a100->caps, kinds[k], dims[i], FCL_DTYPE_FP16, &lim,
-                                               NULL, 0, &small),
+            assert_int_equal(fcl_plan_make_mma(&a100->caps, kinds[k], dims[i], FCL_DTYPE_FP16,
+                                               false, &lim, NULL, 0, &small),
                              FCL_OK);
             assert_true(small.pub.local_bytes <= lim.local_bytes);
         }
     fcl_plan_full p;
-    assert_int_equal(fcl_plan_make_mma(&h100->caps, FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP32, NULL,
-                                       NULL, 0, &p),
+    /* dK/dV computing dQ too (FLASHCL_BACKWARD_DQ) has its own default at
+     * d <= 128: 8 warps, the accumulators' columns over 2 of them (whole
+     * 16-column halves: d = 16 keeps the separate kernels' shape) */
+    for (int i = 0; i < 3; ++i) {
+        assert_int_equal(fcl_plan_make_mma(&h100->caps, FCL_KERNEL_BACKWARD_DKDV, dims[i],
+                                           FCL_DTYPE_FP16, true, NULL, NULL, 0, &p),
+                         FCL_OK);
+        assert_int_equal(p.dkdv_wd, i == 0 ? 1 : 2);
+        assert_int_equal(p.pub.work_group_size, i == 0 ? 128 : 256);
+    }
+    assert_int_equal(fcl_plan_make_mma(&h100->caps, FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP32, false,
+                                       NULL, NULL, 0, &p),
                      FCL_ERROR_NO_PLAN);
-    assert_int_equal(fcl_plan_make_mma(&h100->caps, FCL_KERNEL_FORWARD, 72, FCL_DTYPE_FP16, NULL,
-                                       NULL, 0, &p),
+    assert_int_equal(fcl_plan_make_mma(&h100->caps, FCL_KERNEL_FORWARD, 72, FCL_DTYPE_FP16, false,
+                                       NULL, NULL, 0, &p),
                      FCL_ERROR_NO_PLAN);
     /* a forced shape that is not whole 16-row blocks per warp */
     const fcl_tuned_tile odd = {40, 64, 2, 32, "test", 0};
-    assert_int_equal(fcl_plan_make_mma(&h100->caps, FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP16, NULL,
-                                       &odd, 0, &p),
+    assert_int_equal(fcl_plan_make_mma(&h100->caps, FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP16, false,
+                                       NULL, &odd, 0, &p),
                      FCL_ERROR_INVALID_VALUE);
 }
 

@@ -121,7 +121,7 @@ int fcl_mma_max_head_dim(void);
 bool fcl_mma_dkdv_split(const fcl_caps *caps, int emulated, const fcl_tuned_tile *forced,
                         size_t head_dim);
 fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
-                             fcl_dtype dtype, const fcl_plan_limits *limits,
+                             fcl_dtype dtype, bool fused_dq, const fcl_plan_limits *limits,
                              const fcl_tuned_tile *target, int emulated, fcl_plan_full *out);
 /* __local bytes of a portable-piece kernel (features: as fcl_plan_make). */
 uint64_t fcl_plan_local_bytes(fcl_kernel_kind kind, unsigned features, int rows, int cols,

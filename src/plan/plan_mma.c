@@ -49,8 +49,16 @@ typedef struct mma_shape {
  * The A100 (sm_80, 164 KiB usable) gets the same shapes where they fit its
  * memory (all but the d = 256 forward and dK/dV, which halve their inner
  * step by the rule below; test_plan checks it): derived, not measured. */
-static mma_shape default_shape(fcl_kernel_kind kind, int d)
+static mma_shape default_shape(fcl_kernel_kind kind, int d, bool fused_dq)
 {
+    /* dK/dV computing dQ too (FLASHCL_BACKWARD_DQ, an option): 8 warps,
+     * 128 keys, the accumulators' columns over 2 warps, which share dS^T
+     * through local memory for the dQ product as well; whole backward on
+     * the H100 (run 28, fp16, N 4096), ordered / any-order: d 128 171 / 209
+     * TFLOP/s against 99 / 117 with the shape below (the separate kernels:
+     * 197); d 64 156 / 191 against 125 / 161 (separate: 193). */
+    if (kind == FCL_KERNEL_BACKWARD_DKDV && fused_dq && d <= 128)
+        return d <= 64 ? (mma_shape){8, 2, 128, 2} : (mma_shape){8, 2, 64, 2};
     switch (kind) {
     case FCL_KERNEL_FORWARD:
         return d <= 128 ? (mma_shape){4, 2, 64, 1} : (mma_shape){8, 1, 128, 1};
@@ -175,13 +183,13 @@ bool fcl_mma_dkdv_split(const fcl_caps *caps, int emulated, const fcl_tuned_tile
     if (forced != NULL)
         return forced->wd <= 1;
     const int d = (int)head_dim;
-    mma_shape s = default_shape(FCL_KERNEL_BACKWARD_DKDV, d);
+    mma_shape s = default_shape(FCL_KERNEL_BACKWARD_DKDV, d, false);
     return s.wd <= 1 || !fit_shape(FCL_KERNEL_BACKWARD_DKDV, d, emulated,
                                    caps->local_mem_usable, caps->max_work_group_size, &s);
 }
 
 fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
-                             fcl_dtype dtype, const fcl_plan_limits *limits,
+                             fcl_dtype dtype, bool fused_dq, const fcl_plan_limits *limits,
                              const fcl_tuned_tile *target, int emulated, fcl_plan_full *out)
 {
     if (head_dim < 16 || head_dim > (size_t)fcl_mma_max_head_dim() || head_dim % 16 != 0 ||
@@ -190,7 +198,7 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
     memset(out, 0, sizeof *out);
     const int d = (int)head_dim;
     const bool dkdv = kind == FCL_KERNEL_BACKWARD_DKDV;
-    mma_shape s = default_shape(kind, d);
+    mma_shape s = default_shape(kind, d, fused_dq);
     if (target != NULL) {
         /* rows x cols of the S tile: (BR, BC), or (BC, BR) for dK/dV */
         const int own = dkdv ? target->cols : target->rows;

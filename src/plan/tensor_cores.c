@@ -21,8 +21,8 @@ static bool tiles_fit(const fcl_context *ctx, fcl_kernel_kind kind, size_t head_
 {
     fcl_plan_full p;
     const fcl_kernel_kind k = kind == FCL_KERNEL_DECODE ? FCL_KERNEL_FORWARD : kind;
-    return fcl_plan_make_mma(&ctx->caps, k, head_dim, dtype, NULL, NULL, ctx->emulate_tensor_cores,
-                             &p) == FCL_OK;
+    return fcl_plan_make_mma(&ctx->caps, k, head_dim, dtype, false, NULL, NULL,
+                             ctx->emulate_tensor_cores, &p) == FCL_OK;
 }
 
 bool fcl_uses_tensor_cores(const fcl_context *ctx, const fcl_attention_desc *d,

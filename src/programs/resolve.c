@@ -117,7 +117,8 @@ static fcl_status make_plan(fcl_context *ctx, fcl_resolved *r)
             FCL_TRY(fcl_decode_target(&ctx->caps, b, FCL_PIECE_PORTABLE, &decode_target));
             forced = &decode_target;
         }
-        return fcl_plan_make_mma(&ctx->caps, b->kind, b->head_dim, b->dtype, &r->limits, forced,
+        return fcl_plan_make_mma(&ctx->caps, b->kind, b->head_dim, b->dtype,
+                                 (b->features & FCL_BUILD_FUSED_DQ) != 0, &r->limits, forced,
                                  ctx->emulate_tensor_cores, &r->plan);
     }
     const bool cpu_piece = !ctx->portable_only && fcl_cpu_piece_width(&ctx->caps) > 0 &&
