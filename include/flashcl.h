@@ -100,9 +100,10 @@ FCL_API const char *fcl_version_string(void);
  * FCL_ERROR_DEVICE_LOOP_LIMIT: on a device that silently ends kernel loops
  * after a fixed number of iterations (Mesa's llvmpipe, found by a probe at
  * context creation) the forward splits long key ranges into chunks it can
- * walk; a call that still needs longer loops (the backward over many keys
- * or query rows, packed sequences, a forced num_splits too small) is
- * refused with it before anything is enqueued. */
+ * walk; a call that still needs longer loops (the backward over many keys,
+ * or over many query rows times the query heads that share a K/V head,
+ * packed sequences, a forced num_splits too small) is refused with it
+ * before anything is enqueued. */
 #define FCL_STATUS_MAP(X)                                                              \
     X(OK, 0, "success")                                                                \
     X(ERROR_NULL_ARGUMENT, 1, "a required pointer argument is NULL")                   \

@@ -523,7 +523,7 @@ static int kv_run_full(fcl_context *ctx, const kv_case *c, const kv_fp8 *fp8, in
     memcpy(kc0, st.kc, cache_bytes);
     memcpy(vc0, st.vc, vcache_bytes);
     fcl_kvcache_host a = kv_host_arrays(&st);
-    const size_t out_bytes = st.nq * st.oes;
+    const size_t out_bytes = st.no * st.oes; /* O has head_dim_v columns */
     unsigned char *o0 = malloc(out_bytes);
     memcpy(o0, st.o, out_bytes);
     fcl_status s = fcl_attention_kvcache_host(ctx, &st.desc, &a);
@@ -531,9 +531,16 @@ static int kv_run_full(fcl_context *ctx, const kv_case *c, const kv_fp8 *fp8, in
         /* a device that ends long loops (loop_limit.c): a refusal passes when
          * the plan query predicts it and nothing was written */
         fcl_plan p;
-        const int ok = fcl_kvcache_plan_query(ctx, &st.desc, &p) == s &&
-                       memcmp(st.kc, kc0, cache_bytes) == 0 && memcmp(st.vc, vc0, cache_bytes) == 0 &&
-                       memcmp(st.o, o0, out_bytes) == 0;
+        const fcl_status predicted = fcl_kvcache_plan_query(ctx, &st.desc, &p);
+        const int kept = memcmp(st.kc, kc0, cache_bytes) == 0 &&
+                         memcmp(st.vc, vc0, vcache_bytes) == 0 && memcmp(st.o, o0, out_bytes) == 0;
+        const int ok = predicted == s && kept;
+        if (!ok)
+            printf("kvcache: plan query %s; K cache %s, V cache %s, O %s\n",
+                   fcl_status_string(predicted),
+                   memcmp(st.kc, kc0, cache_bytes) ? "written" : "untouched",
+                   memcmp(st.vc, vc0, vcache_bytes) ? "written" : "untouched",
+                   memcmp(st.o, o0, out_bytes) ? "written" : "untouched");
         printf("kvcache: %s (B=%zu d=%zu sq=%zu new=%zu %s page=%zu cap=%zu)%s\n",
                fcl_status_string(s), c->batch, c->head_dim, c->seqlen_q, c->seqlen_new,
                fcl_dtype_name(c->dtype), c->page_size, c->capacity,

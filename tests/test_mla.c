@@ -95,7 +95,17 @@ static void test_h100_profile(void **state)
     kv_state st;
     kv_init_shared(&decode_cases[0], MLA_DV, 0, &st);
     fcl_plan shared;
-    assert_int_equal(fcl_kvcache_plan_query(ctx, &st.desc, &shared), FCL_OK);
+    const fcl_status q = fcl_kvcache_plan_query(ctx, &st.desc, &shared);
+    if (q == FCL_ERROR_DEVICE_LOOP_LIMIT) {
+        /* the profile's tiles on a device that ends long loops (llvmpipe):
+         * no plan to look at; the calls must be refused as predicted */
+        print_message("the H100 profile's plan on this device: %s\n", fcl_status_string(q));
+        kv_free(&st);
+        assert_int_equal(kv_run_shared(ctx, &decode_cases[0], MLA_DV, 0), 1);
+        fcl_context_destroy(ctx);
+        return;
+    }
+    assert_int_equal(q, FCL_OK);
     assert_int_equal(shared.kernel, FCL_KERNEL_DECODE);
     assert_string_equal(shared.variant, "portable-fma");
     assert_int_equal(shared.head_dim, MLA_D);

@@ -365,9 +365,11 @@ static void test_small_local_memory_builds(void **state)
             }
     }
     /* the smallest plans compute right: 16 KiB at head_dim 256 (as
-     * rusticl counts, two keys a tile, thread grids of 2), causal, GQA */
+     * rusticl counts, two keys a tile, thread grids of 2), causal, GQA
+     * (9 rows: dK/dV walks both query heads' rows, 18 of them, which this
+     * smallest plan's loop bound still allows on llvmpipe) */
     assert_int_equal(fcl_debug_limit_local_mem(ctx, small_mems[0]), FCL_OK);
-    fa_case c = {1, 2, 1, 19, 23, 256, FCL_DTYPE_FP16, 1, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 7, NULL};
+    fa_case c = {1, 2, 1, 9, 23, 256, FCL_DTYPE_FP16, 1, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 7, NULL};
     fa_result res;
     assert_true(fa_check_backward(ctx, &c, &res)); /* its forward included */
     fcl_context_destroy(ctx);
@@ -416,6 +418,29 @@ static void test_kvcache_append_limit(fcl_context *ctx)
     assert_true(kv_run(ctx, &c));
 }
 
+/* dK/dV walks the query rows of every query head that shares its K/V head:
+ * 8 heads of half the rows the limit allows were checked as half, and the
+ * call returned FCL_OK with dK and dV wrong (flashcl-check on llvmpipe:
+ * dV off by 0.77 at 8/1 heads, 200 x 333, head_dim 128, fp16).  Now the
+ * plan query and the call refuse it, outputs untouched. */
+static void test_backward_gqa_limit(fcl_context *ctx)
+{
+    fcl_attention_desc d;
+    fcl_attention_desc_init(&d, 1, 8, 1, 16, 16, 128, FCL_DTYPE_FP16, FCL_LAYOUT_BSHD);
+    fcl_plan p;
+    assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &p), FCL_OK);
+    d.seqlen_q = (size_t)(fcl_loop_max_outer(ctx, &p) / 2);
+    assert_true(d.seqlen_q > 0);
+    assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &p),
+                     FCL_ERROR_DEVICE_LOOP_LIMIT);
+    const int refused = fa_loop_refusals;
+    fa_case c = {1, 8, 1, d.seqlen_q, 16, 128, FCL_DTYPE_FP16, 0, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0},
+                 14, NULL};
+    fa_result res;
+    assert_true(fa_check_backward(ctx, &c, &res));
+    assert_int_equal(fa_loop_refusals, refused + 1);
+}
+
 static void test_loop_limit(void **state)
 {
     (void)state;
@@ -450,6 +475,7 @@ static void test_loop_limit(void **state)
                   NULL};
     assert_true(fa_check_backward(ctx, &bc, &res));
     assert_int_equal(fa_loop_refusals, refused + 1);
+    test_backward_gqa_limit(ctx);
     test_kvcache_append_limit(ctx);
     fcl_context_destroy(ctx);
 

@@ -787,9 +787,7 @@ static int refusal(fcl_status s)
     return s == FCL_ERROR_DEVICE_LOOP_LIMIT || (fa_accept_no_plan && s == FCL_ERROR_NO_PLAN);
 }
 
-/* The refusal fcl_plan_query predicts for a call of d (the first of the
- * backward's two kernels that has one), or FCL_OK. */
-static fcl_status refusal_prediction(fcl_context *ctx, const fcl_attention_desc *d, int backward)
+fcl_status fa_refusal_prediction(fcl_context *ctx, const fcl_attention_desc *d, int backward)
 {
     fcl_plan p;
     const fcl_status a =
@@ -822,7 +820,7 @@ static int call_outcome(fcl_context *ctx, const fcl_attention_desc *d, int backw
                         const dev_tensor *const *outs, int num_outs)
 {
     const char *what = backward ? "backward" : "forward";
-    const fcl_status predicted = refusal_prediction(ctx, d, backward);
+    const fcl_status predicted = fa_refusal_prediction(ctx, d, backward);
     if ((refusal(s) || refusal(predicted)) && s != predicted) {
         fprintf(stderr, "%s: %s, where its plan query says %s\n", what, fcl_status_string(s),
                 fcl_status_string(predicted));

@@ -161,6 +161,10 @@ int fa_check_forward(fcl_context *ctx, const fa_case *c, fa_result *res);
 int fa_check_backward(fcl_context *ctx, const fa_case *c, fa_result *res);
 /* Calls refused for the device's loop limit so far (see fa_check_forward). */
 extern int fa_loop_refusals;
+/* The refusal fcl_plan_query predicts for a call of d (the first of the
+ * backward's two kernels that has one; FCL_ERROR_NO_PLAN only where
+ * fa_accept_no_plan is set), or FCL_OK. */
+fcl_status fa_refusal_prediction(fcl_context *ctx, const fcl_attention_desc *d, int backward);
 /* Set by a test that has shown, from the device's own count of local memory,
  * that no plan of its case can fit (test_tensor_cores: the emulated pieces
  * on rusticl): a call refused with FCL_ERROR_NO_PLAN then passes as above,

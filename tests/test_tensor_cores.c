@@ -310,20 +310,22 @@ static void test_dkdv_columns_split(void **state)
     assert_int_equal(fcl_debug_set_tile(ctx, FCL_KERNEL_BACKWARD_DKDV, 0, 0, 0, 0), FCL_OK);
 }
 
-/* Every head dim the pieces take, both 16-bit types, causal on every other. */
+/* Every head dim the pieces take, both 16-bit types, causal and not. */
 static void test_head_dims(void **state)
 {
     (void)state;
+    /* one 16-bit type a head dim, the other at the next: the types differ
+     * only in the conversions (warp_*.cl), which every head dim shares, and
+     * each emulated build costs CI minutes on the CPU implementations */
     const size_t dims[4] = {16, 32, 64, 128};
-    for (int t = 0; t < 2; ++t)
-        for (int i = 0; i < 4; ++i) {
-            fa_case c = base_case(7000 + (uint64_t)(10 * t + i));
-            c.dtype = t ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
-            c.head_dim = dims[i];
-            c.causal = (i + t) % 2;
-            assert_tensor_core_plans(c.head_dim, c.dtype);
-            check_both(&c);
-        }
+    for (int i = 0; i < 4; ++i) {
+        fa_case c = base_case(7000 + (uint64_t)i);
+        c.dtype = i % 2 ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
+        c.head_dim = dims[i];
+        c.causal = (i / 2) % 2;
+        assert_tensor_core_plans(c.head_dim, c.dtype);
+        check_both(&c);
+    }
 }
 
 /* More queries than keys and the reverse, one-row sequences, BHSD. */

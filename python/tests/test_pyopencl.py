@@ -10,6 +10,19 @@ cl = pytest.importorskip("pyopencl")
 cla = pytest.importorskip("pyopencl.array")
 
 
+def queue_keeping_context(device):
+    """A queue on a new context, the Context object kept with it (as
+    queue.keep).  OpenCL says a queue retains its context, and PoCL and Mesa
+    keep it; Intel's CPU runtime (2026.22.10) frees the context once PyOpenCL
+    releases the Context object although the queue still holds it, and then
+    every call on the queue fails with CL_INVALID_CONTEXT (NOTES.md, "Intel's
+    OpenCL CPU runtime")."""
+    context = cl.Context([device])
+    queue = cl.CommandQueue(context)
+    queue.keep = context
+    return queue
+
+
 @pytest.fixture(scope="module")
 def queue(ctx):
     # the device the default context uses (FLASHCL_DEVICE or the first GPU, else any)
@@ -17,7 +30,7 @@ def queue(ctx):
     for platform in cl.get_platforms():
         for device in platform.get_devices():
             if device.name == want:
-                return cl.CommandQueue(cl.Context([device]))
+                return queue_keeping_context(device)
     pytest.fail("PyOpenCL does not see the device %r" % want)
 
 
@@ -98,7 +111,7 @@ def test_kvcache_appends_into_the_device_cache(rng, wrapped, queue):
 
 
 def test_arrays_of_another_context_are_refused(rng, queue, wrapped):
-    other = cl.CommandQueue(cl.Context([queue.device]))
+    other = queue_keeping_context(queue.device)
     q, k, v = (cla.to_device(other, rand(rng, (1, 8, 1, 16), "fp32")) for _ in range(3))
     with pytest.raises(flashcl.Error) as e:
         flashcl.attention(q, k, v, context=wrapped)

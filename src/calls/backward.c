@@ -193,6 +193,13 @@ static fcl_status enqueue_sink_grad(fcl_context *ctx, fcl_resolved *dq, const ba
     return err;
 }
 
+size_t fcl_backward_loop_outer(const fcl_attention_desc *desc, fcl_kernel_kind kind)
+{
+    if (kind == FCL_KERNEL_BACKWARD_DQ)
+        return desc->seqlen_k;
+    return desc->seqlen_q * (desc->heads_q / desc->heads_kv);
+}
+
 fcl_backward_builds fcl_backward_builds_of(const fcl_context *ctx, const fcl_attention_desc *desc,
                                            unsigned features)
 {
@@ -250,10 +257,12 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
     FCL_TRY(fcl_resolve(ctx, &bb.dkdv[0], &r_dkdv[0]));
     if (split)
         FCL_TRY(fcl_resolve(ctx, &bb.dkdv[1], &r_dkdv[1]));
-    /* a device that ends long loops (loop_limit.c): dQ walks the keys,
-     * dK/dV the query rows; the stated lengths, as the plan query sees them */
-    FCL_TRY(fcl_loop_check(ctx, &r_dq->plan.pub, desc->seqlen_k));
-    FCL_TRY(fcl_loop_check(ctx, &r_dkdv[0]->plan.pub, desc->seqlen_q));
+    /* a device that ends long loops (loop_limit.c): the stated lengths, as
+     * the plan query sees them */
+    FCL_TRY(fcl_loop_check(ctx, &r_dq->plan.pub,
+                           fcl_backward_loop_outer(desc, FCL_KERNEL_BACKWARD_DQ)));
+    FCL_TRY(fcl_loop_check(ctx, &r_dkdv[0]->plan.pub,
+                           fcl_backward_loop_outer(desc, FCL_KERNEL_BACKWARD_DKDV)));
 
     fcl_status st = FCL_OK;
     const size_t batch = desc->varlen ? 1 : desc->batch;

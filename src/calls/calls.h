@@ -183,6 +183,11 @@ typedef struct fcl_backward_builds {
 } fcl_backward_builds;
 fcl_backward_builds fcl_backward_builds_of(const fcl_context *ctx, const fcl_attention_desc *desc,
                                            unsigned features);
+/* The outer loop's length of one work-group of a backward kernel, as
+ * fcl_loop_check takes it: the keys for dQ; for dK/dV the query rows of
+ * every query head that shares the work-group's K/V head (flash_bwd.cl walks
+ * heads_q / heads_kv heads of seqlen_q rows each). */
+size_t fcl_backward_loop_outer(const fcl_attention_desc *desc, fcl_kernel_kind kind);
 
 /* ---- host-pointer calls (host_calls.c) ------------------------------------- */
 

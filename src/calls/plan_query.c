@@ -27,8 +27,8 @@ fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *desc, fcl_
     fcl_resolved *r = NULL;
     const bool dq = kernel == FCL_KERNEL_BACKWARD_DQ;
     FCL_TRY(fcl_resolve(ctx, dq ? &bb.dq : &bb.dkdv[0], &r));
-    /* as the call: dQ walks the keys, dK/dV the query rows (loop_limit.c) */
-    FCL_TRY(fcl_loop_check(ctx, &r->plan.pub, dq ? desc->seqlen_k : desc->seqlen_q));
+    /* as the call (loop_limit.c) */
+    FCL_TRY(fcl_loop_check(ctx, &r->plan.pub, fcl_backward_loop_outer(desc, kernel)));
     *plan = r->plan.pub;
     plan->pack = 1;
     plan->num_splits = 1;
