@@ -293,6 +293,9 @@ static void test_tensor_core_plans(void **state)
                 assert_true(pa.pub.br * pa.pub.bc < ph.pub.br * ph.pub.bc);
             }
             assert_int_equal(pa.tile_mma, 1);
+            /* four-float atomic adds for the fused dQ on sm_90 alone */
+            assert_int_equal(ph.red_v4, 1);
+            assert_int_equal(pa.red_v4, 0);
             assert_int_equal(pa.pub.work_group_size, 32 * (size_t)pa.ty);
             /* half the memory: a smaller plan that fits */
             fcl_plan_limits lim = {pa.pub.local_bytes / 2, 0};

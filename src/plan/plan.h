@@ -77,6 +77,8 @@ typedef struct fcl_plan_full {
     int tile_cpu;                 /* the CPU piece (tile_cpu.cl): tile rows per vector, else 0 */
     int dkdv_wd;                  /* tensor-core dK/dV: warps its accumulators' columns are
                                      split over (FCL_DKDV_WD), 1 otherwise */
+    int red_v4;                   /* tensor cores on sm_90+: the fused dQ adds four floats
+                                     an instruction (FCL_RED_V4) */
 } fcl_plan_full;
 
 /* Limits a plan must respect beyond the caps: lowered after a build or
