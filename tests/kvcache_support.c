@@ -532,15 +532,14 @@ static int kv_run_full(fcl_context *ctx, const kv_case *c, const kv_fp8 *fp8, in
          * the plan query predicts it and nothing was written */
         fcl_plan p;
         const fcl_status predicted = fcl_kvcache_plan_query(ctx, &st.desc, &p);
-        const int kept = memcmp(st.kc, kc0, cache_bytes) == 0 &&
-                         memcmp(st.vc, vc0, vcache_bytes) == 0 && memcmp(st.o, o0, out_bytes) == 0;
-        const int ok = predicted == s && kept;
+        const int k_kept = memcmp(st.kc, kc0, cache_bytes) == 0,
+                  v_kept = memcmp(st.vc, vc0, vcache_bytes) == 0,
+                  o_kept = memcmp(st.o, o0, out_bytes) == 0;
+        const int ok = predicted == s && k_kept && v_kept && o_kept;
         if (!ok)
             printf("kvcache: plan query %s; K cache %s, V cache %s, O %s\n",
-                   fcl_status_string(predicted),
-                   memcmp(st.kc, kc0, cache_bytes) ? "written" : "untouched",
-                   memcmp(st.vc, vc0, vcache_bytes) ? "written" : "untouched",
-                   memcmp(st.o, o0, out_bytes) ? "written" : "untouched");
+                   fcl_status_string(predicted), k_kept ? "untouched" : "written",
+                   v_kept ? "untouched" : "written", o_kept ? "untouched" : "written");
         printf("kvcache: %s (B=%zu d=%zu sq=%zu new=%zu %s page=%zu cap=%zu)%s\n",
                fcl_status_string(s), c->batch, c->head_dim, c->seqlen_q, c->seqlen_new,
                fcl_dtype_name(c->dtype), c->page_size, c->capacity,

@@ -205,16 +205,37 @@ static void test_value_head_dim(void **state)
     }
 }
 
-/* Whether the dK/dV kernel of `c` is planned with its accumulators'
- * columns split over warps (plan_mma.c says so in the plan's reason). */
-static bool dkdv_columns_split(const fa_case *c)
+/* The plan query of c's dK/dV kernel (its variants aside). */
+static fcl_status dkdv_plan(const fa_case *c, fcl_plan *plan)
 {
     fcl_attention_desc d;
     fcl_attention_desc_init(&d, c->batch, c->heads_q, c->heads_kv, c->seqlen_q, c->seqlen_k,
                             c->head_dim, c->dtype, c->layout);
+    return fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, plan);
+}
+
+/* Whether the dK/dV kernel of `c` is planned with its accumulators'
+ * columns split over warps (plan_mma.c says so in the plan's reason). */
+static bool dkdv_columns_split(const fa_case *c)
+{
     fcl_plan plan;
-    return fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &plan) == FCL_OK &&
-           strstr(plan.reason, "columns split over") != NULL;
+    return dkdv_plan(c, &plan) == FCL_OK && strstr(plan.reason, "columns split over") != NULL;
+}
+
+/* A local window (left, right) when !packed, else packed sequences of
+ * lengths lq and lk. */
+static fa_variants window_or_packed(int packed, long left, long right, const int *lq,
+                                    const int *lk)
+{
+    fa_variants v = fa_no_variants();
+    if (!packed) {
+        v.window_left = left;
+        v.window_right = right;
+    } else {
+        v.seqlens_q = lq;
+        v.seqlens_k = lk;
+    }
+    return v;
 }
 
 /* head_dim 256: dK/dV in one launch, its accumulators' columns split over
@@ -268,47 +289,35 @@ static void test_dkdv_columns_split(void **state)
                          FCL_OK);
         /* one case a shape, alternating (each 8-warp emulated build costs
          * minutes of CI on the CPU implementations) */
-        {
-            const int t = (int)(i % 2);
-            fa_variants v = fa_no_variants();
-            if (t == 0) {
-                v.window_left = 30;
-                v.window_right = 7;
-            } else {
-                v.seqlens_q = lq;
-                v.seqlens_k = lk;
-            }
-            fa_case c = base_case(7060 + (uint64_t)(10 * i + t));
-            c.seqlen_q = 90;
-            c.seqlen_k = 61;
-            c.head_dim = shapes[i].head_dim;
-            c.dtype = t ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
-            c.causal = t;
-            c.var = &v;
-            /* a forced tile does not fall back: where it does not fit
-             * the device (rusticl counts local memory twice and builds
-             * the emulated pieces for 32 work-items, one warp) the call
-             * must be refused exactly as its plan query says */
-            fcl_attention_desc d;
-            fcl_attention_desc_init(&d, c.batch, c.heads_q, c.heads_kv, c.seqlen_q, c.seqlen_k,
-                                    c.head_dim, c.dtype, c.layout);
-            fcl_plan plan;
-            const fcl_status q = fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &plan);
-            assert_true(q == FCL_OK || q == FCL_ERROR_NO_PLAN);
-            if (local_count_factor == 1 &&
-                smallest_tile(FCL_KERNEL_BACKWARD_DKDV, c.head_dim) == PLANS) {
-                assert_int_equal(q, FCL_OK);
-                assert_true(dkdv_columns_split(&c));
-            }
-            forced_tile_refused = q == FCL_ERROR_NO_PLAN;
-            if (forced_tile_refused)
-                print_message("forced split tile %dx%dx%dw%d at head_dim %zu does not fit this "
-                              "device's limits: refused, as predicted\n",
-                              shapes[i].rows, shapes[i].cols, shapes[i].warps, shapes[i].wd,
-                              c.head_dim);
-            check_passes(&c, 0);
-            forced_tile_refused = 0;
+        const int t = (int)(i % 2);
+        fa_variants v = window_or_packed(t, 30, 7, lq, lk);
+        fa_case c = base_case(7060 + (uint64_t)(10 * i + t));
+        c.seqlen_q = 90;
+        c.seqlen_k = 61;
+        c.head_dim = shapes[i].head_dim;
+        c.dtype = t ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
+        c.causal = t;
+        c.var = &v;
+        /* a forced tile does not fall back: where it does not fit the
+         * device (rusticl counts local memory twice and builds the emulated
+         * pieces for 32 work-items, one warp) the call must be refused
+         * exactly as its plan query says */
+        fcl_plan plan;
+        const fcl_status q = dkdv_plan(&c, &plan);
+        assert_true(q == FCL_OK || q == FCL_ERROR_NO_PLAN);
+        if (local_count_factor == 1 &&
+            smallest_tile(FCL_KERNEL_BACKWARD_DKDV, c.head_dim) == PLANS) {
+            assert_int_equal(q, FCL_OK);
+            assert_true(dkdv_columns_split(&c));
         }
+        forced_tile_refused = q == FCL_ERROR_NO_PLAN;
+        if (forced_tile_refused)
+            print_message("forced split tile %dx%dx%dw%d at head_dim %zu does not fit this "
+                          "device's limits: refused, as predicted\n",
+                          shapes[i].rows, shapes[i].cols, shapes[i].warps, shapes[i].wd,
+                          c.head_dim);
+        check_passes(&c, 0);
+        forced_tile_refused = 0;
     }
     assert_int_equal(fcl_debug_set_tile(ctx, FCL_KERNEL_BACKWARD_DKDV, 0, 0, 0, 0), FCL_OK);
 }
@@ -540,16 +549,9 @@ static void test_fused_dq(void **state)
     assert_false(fused_for(&d, 128, 0));
     for (int m = 1; m < 3; ++m) {
         assert_int_equal(setenv("FLASHCL_BACKWARD_DQ", modes[m], 1), 0);
-        assert_int_equal(fused_for(&d, 128, 0), m > 0 && fusable);
+        assert_int_equal(fused_for(&d, 128, 0), fusable);
         for (int t = 0; t < 2; ++t) {
-            fa_variants v = fa_no_variants();
-            if (t == 0) {
-                v.window_left = 70;
-                v.window_right = 25;
-            } else {
-                v.seqlens_q = lq;
-                v.seqlens_k = lk;
-            }
+            fa_variants v = window_or_packed(t, 70, 25, lq, lk);
             fa_case c = {2, 4, 2, 150, 203, 64, FCL_DTYPE_FP16, t, 0.0f, FCL_LAYOUT_BSHD, 0,
                          {0, 0, 0}, 7500 + (uint64_t)(10 * m + t), &v};
             c.dtype = m == 1 ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;

@@ -14,9 +14,11 @@ fcl_status fcl_debug_set_tile(fcl_context *ctx, fcl_kernel_kind kind, int rows, 
         return FCL_ERROR_NULL_ARGUMENT;
     if ((int)kind < 0 || (int)kind >= FCL_KERNEL_KINDS)
         return FCL_ERROR_INVALID_VALUE;
-    if (rows == 0) { /* back to the table */
-        ctx->has_tile_override[kind] = 0;
-        fcl_forget_resolved(ctx); /* the next call plans again */
+    if (rows == 0) { /* back to the table; nothing to plan again if none was forced */
+        if (ctx->has_tile_override[kind]) {
+            ctx->has_tile_override[kind] = 0;
+            fcl_forget_resolved(ctx); /* the next call plans again */
+        }
         return FCL_OK;
     }
     if (rows < 1 || cols < 1 || ty < 1 || tx < 1)
