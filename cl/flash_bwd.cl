@@ -16,7 +16,7 @@
  *                       sum happens there, in a fixed order); built with
  *                       FCL_DKDV_PART it computes one of them, and the host
  *                       launches it twice (tensor cores above head_dim 128
- *                       where FCL_DKDV_WD, the accumulators' columns split
+ *                       where FCL_WD, the accumulators' columns split
  *                       over warps, does not fit)
  * On tensor cores the dK/dV kernel can compute dQ too (FCL_FUSED_DQ, below),
  * five products instead of seven; the dQ kernel then does not run.

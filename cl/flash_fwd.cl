@@ -22,8 +22,9 @@
  * FCL_FWD_TILE_MID (where K and V tiles are loaded: both at the start of a
  * tile, or in the background, see the loop), FCL_FWD_QK, FCL_ROWS_MAX /
  * FCL_ROWS_SUM (over the work-items sharing a row), FCL_FIRST_IN_ROW,
- * FCL_FWD_SET_P (the probabilities of FCL_RW rows, one column) and
- * FCL_FWD_PV, FCL_FWD_V_BAD / FCL_FWD_V_CLEAN (the V tile's non-finite
+ * FCL_FWD_SET_P (the probabilities of FCL_RW rows, one column),
+ * optionally FCL_FWD_SHARE_P (hands them to other work-items before the
+ * middle of the tile, whose barrier makes them visible) and FCL_FWD_PV, FCL_FWD_V_BAD / FCL_FWD_V_CLEAN (the V tile's non-finite
  * elements, see "non-finite operands" in common.cl), and the exponential it
  * uses: FCL_EXP_UNITS
  * converts a score to the units of FCL_EXP, FCL_NATURAL_UNITS converts back
@@ -49,6 +50,11 @@
  * every row of a bad sequence is NaN (a chunk's NaN spreads in the merge)
  * and no key of it is read.
  */
+
+/* a piece whose P V reads only the work-item's own probabilities shares none */
+#ifndef FCL_FWD_SHARE_P
+#define FCL_FWD_SHARE_P(s) (void)0
+#endif
 
 /* the output accumulators' rows: the score tile's, unless the piece says (common.cl) */
 #ifndef FCL_ACC_RM
@@ -267,6 +273,7 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
                 FCL_FWD_SET_P(s, iv, j, p);
             }
         }
+        FCL_FWD_SHARE_P(s);
         FCL_FWD_TILE_MID(next < key_end, k_rows, next, sq.seqlen_k - next);
         /* a non-finite V element reaches the rows that see its key alone */
         FCL_GUARD_NONFINITE(acc, 0, mask, blocks, cover, sq.seqlen_q, r0, rows, c0, cols,

@@ -5,7 +5,7 @@
  * tests, with the emulated operations of warp_emulated.cl), fp16/bf16
  * storage or (forward only) FP8 storage decoded to fp16 as it is loaded,
  * head_dim a multiple of 16 up to 256 (dK/dV above 128 with its
- * accumulators' columns split over warps, FCL_DKDV_WD, or built twice,
+ * accumulators' columns split over warps, FCL_WD, or built twice,
  * FCL_DKDV_PART), and rows aligned to 8 elements.
  *
  * Layout: WARPS = TY warps; each owns MB blocks of 16 consecutive rows of the
@@ -21,6 +21,9 @@
 #if FCL_TILE_MMA
 
 #define WARPS TY
+#ifndef FCL_WD
+#define FCL_WD 1
+#endif
 #define LDH (D_PAD + 8)
 /* 16-byte copies per work-item for one tile of BC keys */
 #define FCL_KEY_TILE_STEPS ((BC * (D_PAD / 8) + WG - 1) / WG)
@@ -127,7 +130,7 @@
 #define FCL_MMA_AB(acc, p, TB, KLEN) FCL_MMA_A_B(acc, MB, FCL_A_FROM_REGS, p, TB, 0, D_PAD, KLEN)
 
 /* Across the four lanes that share a row; the same order in every lane. */
-#define FCL_ROWS_MAX(v)                                                  \
+#define FCL_LANES_MAX(v)                                                  \
     do {                                                                 \
         FCL_UNROLL                                                       \
         for (int i_ = 0; i_ < RM; ++i_) {                                \
@@ -136,7 +139,7 @@
         }                                                                \
     } while (0)
 
-#define FCL_ROWS_SUM(v)                                                  \
+#define FCL_LANES_SUM(v)                                                  \
     do {                                                                 \
         FCL_UNROLL                                                       \
         for (int i_ = 0; i_ < RM; ++i_) {                                \
@@ -144,6 +147,20 @@
             v[i_] += fcl_shfl_xor(v[i_], 2);                             \
         }                                                                \
     } while (0)
+
+#define FCL_ROWS_MAX(v) FCL_LANES_MAX(v)
+#define FCL_ROWS_SUM(v) FCL_LANES_SUM(v)
+
+/* A register tile x[RM][cols / 4] of this warp (rows FCL_ROW, columns
+ * FCL_COL) into T as 16-bit pairs, LD halves a row: how a warp hands a
+ * score tile to the warps that multiply it by another operand's columns. */
+#define FCL_SHARE_TILE(T, x, cols, LD)                                               \
+    FCL_UNROLL                                                                       \
+    for (int i_ = 0; i_ < RM; ++i_)                                                  \
+        FCL_UNROLL                                                                   \
+        for (int j_ = 0; j_ < (cols) / 4; j_ += 2)                                   \
+            *(__local uint *)((T) + FCL_ROW(i_) * (LD) + FCL_COL(j_)) =              \
+                fcl_pack2(x[i_][j_], x[i_][j_ + 1])
 
 /* 8 elements of a row as 8 16-bit tile values.  FP8 is decoded to fp16:
  * exact for both formats (E4M3's 3 mantissa bits and exponents 2^-9 ..
@@ -286,16 +303,117 @@ inline void fcl_load_tile_h_async(__local ushort *dst, int nrows, __global const
  * P V. */
 #if defined(FCL_KERNEL_FORWARD)
 
+#if FCL_WD == 1
+/* Warps own 16 * MB query rows each, every key of the tile and all of
+ * head_dim: S, P and O stay in registers. */
 #define MB (BR / (16 * WARPS))
 #define RM (2 * MB)
+#define FCL_FWD_KN BC
 #define RN (BC / 4)
 #define DN (D_PAD / 4)
+#define FCL_FWD_SROW0 (warp * 16 * MB)
+#define FCL_FWD_KEY0 0
+#define FCL_FWD_LOCALS_SPLIT
+#else
+/* FCL_WD > 1: head_dims whose accumulator would not fit a lane's registers
+ * (16 rows x d is d / 2 floats a lane: 288 at MLA's 576), as FlashMLA
+ * splits V's columns over warps.  The RB = BR / 16 row blocks each have WD
+ * warps; warp w takes row block w % RB and part w / RB:
+ *   S = Q K^T: the part's BC / WD keys (KN), so a row's max is combined
+ *     over its WD warps through __local (rowx), and its sum at the end;
+ *   O += P V: the part's NCOL = D_PAD / WD head_dim columns over all BC
+ *     keys, P read back from __local (Ps, 16-bit, as the product takes it)
+ *     by ldmatrix.
+ * Every warp of a row therefore rescales its columns by the same max. */
+#define FCL_FWD_RB (BR / 16)
+#define FCL_FWD_KN (BC / FCL_WD)
+#define FCL_FWD_NCOL (D_PAD / FCL_WD)
+#if BR % 16 != 0 || WARPS != FCL_FWD_RB * FCL_WD || FCL_FWD_KN % 16 != 0 || FCL_FWD_NCOL % 16 != 0
+#error "FCL_WD: the warps must tile the score tile and the accumulators evenly"
+#endif
+#define MB 1
+#define RM 2
+#define RN (FCL_FWD_KN / 4)
+#define DN (FCL_FWD_NCOL / 4)
+#define FCL_FWD_PART (warp / FCL_FWD_RB)
+#define FCL_FWD_SROW0 ((warp % FCL_FWD_RB) * 16)
+#define FCL_FWD_KEY0 (FCL_FWD_PART * FCL_FWD_KN)
+#undef FCL_ROW
+#undef FCL_COL
+#undef FCL_OCOL
+#undef FCL_FIRST_IN_ROW
+#define FCL_ROW(i) (FCL_FWD_SROW0 + grp + 8 * ((i) & 1))
+#define FCL_COL(j) (FCL_FWD_KEY0 + 8 * ((j) >> 1) + 2 * tig + ((j) & 1))
+#define FCL_OCOL(n) (FCL_FWD_PART * FCL_FWD_NCOL + 8 * ((n) >> 1) + 2 * tig + ((n) & 1))
+#define FCL_FIRST_IN_ROW (tig == 0 && FCL_FWD_PART == 0)
+#define LDP (BC + 8)
+#define FCL_FWD_LOCALS_SPLIT                    \
+    __local ushort Ps[BR * LDP] FCL_ALIGNED;    \
+    __local float rowx[FCL_WD * BR] FCL_ALIGNED;
+/* v[RM] (equal in a row's four lanes) combined by OP over the row's WD
+ * warps, parts in order (a sum is the same in every warp and run).  rowx
+ * is free again after the barrier that follows the next read of it. */
+#define FCL_FWD_PARTS(v, OP)                                                   \
+    do {                                                                       \
+        if (tig == 0) {                                                        \
+            FCL_UNROLL                                                         \
+            for (int i_ = 0; i_ < RM; ++i_) rowx[FCL_FWD_PART * BR + FCL_ROW(i_)] = v[i_]; \
+        }                                                                      \
+        barrier(CLK_LOCAL_MEM_FENCE);                                          \
+        FCL_UNROLL                                                             \
+        for (int i_ = 0; i_ < RM; ++i_) {                                      \
+            float t_ = rowx[FCL_ROW(i_)];                                      \
+            for (int p_ = 1; p_ < FCL_WD; ++p_) t_ = OP(t_, rowx[p_ * BR + FCL_ROW(i_)]); \
+            v[i_] = t_;                                                        \
+        }                                                                      \
+    } while (0)
+#define FCL_FWD_ADD(a, b) ((a) + (b))
+#undef FCL_ROWS_MAX
+#undef FCL_ROWS_SUM
+#define FCL_ROWS_MAX(v)              \
+    do {                             \
+        FCL_LANES_MAX(v);            \
+        FCL_FWD_PARTS(v, fmax);      \
+    } while (0)
+/* after the loop: rowx's last reads were before the last tile's middle barrier */
+#define FCL_ROWS_SUM(v)                 \
+    do {                                \
+        FCL_LANES_SUM(v);               \
+        FCL_FWD_PARTS(v, FCL_FWD_ADD);  \
+    } while (0)
+/* the warp's P (its keys) for the other parts' products */
+#define FCL_FWD_SHARE_P(s) FCL_SHARE_TILE(Ps, s, FCL_FWD_KN, LDP)
+/* A fragments of P: this warp's 16 rows of Ps, 16 keys from 16 kk */
+#define FCL_FWD_LOAD_P(TA, mb, kk, a)                                                     \
+    fcl_ldmatrix_x4(TA, (FCL_FWD_SROW0 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDP        \
+                            + (kk) * 16 + (lane >> 4) * 8, a)
+#endif
 #define FCL_FWD_IDS FCL_MMA_IDS
+
+/* K and V tiles.  Two caches: one buffer each, V of this tile streaming in
+ * during Q K^T and the softmax, K of the next during P V (FlashAttention-2).
+ * One shared cache (FCL_FEAT_SHARED_KV: V is the first head_dim_v columns of
+ * K's rows, MLA): no V tile, K has two buffers, and the next tile's K
+ * streams in while this one is multiplied twice. */
+#if FCL_HAS(FCL_FEAT_SHARED_KV)
+#define FCL_FWD_KV_LOCALS __local ushort Kh[2 * BC * LDH] FCL_ALIGNED;
+#define FCL_FWD_KT(buf) (Kh + (buf) * (BC * LDH))
+#define FCL_FWD_KCUR FCL_FWD_KT(kcur_)
+#define FCL_FWD_VT FCL_FWD_KCUR
+#define FCL_FWD_KBUF_STATE int kcur_ = 0, knext_ = 0
+#else
+#define FCL_FWD_KV_LOCALS                       \
+    __local ushort Kh[BC * LDH] FCL_ALIGNED;    \
+    __local ushort Vh[BC * LDH] FCL_ALIGNED;
+#define FCL_FWD_KCUR Kh
+#define FCL_FWD_VT Vh
+#define FCL_FWD_KBUF_STATE (void)0
+#endif
 
 #define FCL_FWD_LOCALS                                      \
     __local ushort Qh[BR * LDH] FCL_ALIGNED;                \
-    __local ushort Kh[BC * LDH] FCL_ALIGNED;                \
-    __local ushort Vh[BC * LDH] FCL_ALIGNED;                \
+    FCL_FWD_KV_LOCALS                                       \
+    FCL_FWD_LOCALS_SPLIT                                    \
     FCL_WARP_SCRATCH
 
 #define FCL_FWD_LOAD_Q(q_rows, r0, rows, head_dim, negate)                                   \
@@ -342,9 +460,9 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
     fcl_cp_async_commit();
 }
 
-#define FCL_FWD_KEY_STATE int pg_now[FCL_KEY_TILE_STEPS], pg_next[FCL_KEY_TILE_STEPS]
-#define FCL_FWD_LOAD_K(k_rows, c0, cols, pg)                                          \
-    fcl_load_key_tile_paged_async(Kh, K, fcl_tile_rows(k_rows, true, c0), pg, (cols), D_PAD, lid)
+#define FCL_FWD_PG_STATE int pg_now[FCL_KEY_TILE_STEPS], pg_next[FCL_KEY_TILE_STEPS]
+#define FCL_FWD_LOAD_K_INTO(dst, k_rows, c0, cols, pg)                                     \
+    fcl_load_key_tile_paged_async(dst, K, fcl_tile_rows(k_rows, true, c0), pg, (cols), D_PAD, lid)
 #define FCL_FWD_LOAD_V(v_rows, c0, cols)                                                \
     fcl_load_key_tile_paged_async(Vh, V, fcl_tile_rows(v_rows, true, c0), pg_now, (cols), \
                                   head_dim_v, lid)
@@ -358,9 +476,9 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
         for (int k_ = 0; k_ < FCL_KEY_TILE_STEPS; ++k_) pg_now[k_] = pg_next[k_]; \
     } while (0)
 #else
-#define FCL_FWD_KEY_STATE (void)0
-#define FCL_FWD_LOAD_K(k_rows, c0, cols, pg) \
-    fcl_load_rows_h_async(Kh, BC, K, fcl_tile_rows(k_rows, true, c0), true, (cols), D_PAD, lid)
+#define FCL_FWD_PG_STATE (void)0
+#define FCL_FWD_LOAD_K_INTO(dst, k_rows, c0, cols, pg)                                   \
+    fcl_load_rows_h_async(dst, BC, K, fcl_tile_rows(k_rows, true, c0), true, (cols), D_PAD, lid)
 #define FCL_FWD_LOAD_V(v_rows, c0, cols)                                                     \
     fcl_load_rows_h_async(Vh, BC, V, fcl_tile_rows(v_rows, true, c0), true, (cols), head_dim_v, \
                           lid)
@@ -369,10 +487,42 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
 #define FCL_FWD_PAGES_ADVANCE() (void)0
 #endif
 
-#define FCL_FWD_PREFETCH_K(k_rows, c0, cols)        \
-    do {                                            \
-        FCL_FWD_PAGES_NOW(k_rows, c0, cols);        \
-        FCL_FWD_LOAD_K(k_rows, c0, cols, pg_now);   \
+#define FCL_FWD_KEY_STATE  \
+    FCL_FWD_PG_STATE;      \
+    FCL_FWD_KBUF_STATE
+
+#if FCL_HAS(FCL_FEAT_SHARED_KV)
+#define FCL_FWD_PREFETCH_K(k_rows, c0, cols)                             \
+    do {                                                                 \
+        FCL_FWD_PAGES_NOW(k_rows, c0, cols);                             \
+        FCL_FWD_LOAD_K_INTO(FCL_FWD_KT(0), k_rows, c0, cols, pg_now);    \
+    } while (0)
+
+/* This tile's K has arrived, and every warp is done with the other buffer
+ * (the previous tile's): the next tile's K goes there at once. */
+#define FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, more, next, next_cols, head_dim) \
+    do {                                                                              \
+        fcl_cp_async_wait_all();                                                      \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                 \
+        kcur_ = knext_;                                                               \
+        if (more) {                                                                   \
+            knext_ = kcur_ ^ 1;                                                       \
+            FCL_FWD_PAGES_NEXT(k_rows, next, next_cols);                              \
+            FCL_FWD_LOAD_K_INTO(FCL_FWD_KT(knext_), k_rows, next, next_cols, pg_next); \
+        }                                                                             \
+    } while (0)
+
+/* P of every part visible to every warp (the split); nothing else to wait for */
+#if FCL_WD > 1
+#define FCL_FWD_TILE_MID(more, k_rows, next, cols) barrier(CLK_LOCAL_MEM_FENCE)
+#else
+#define FCL_FWD_TILE_MID(more, k_rows, next, cols) (void)0
+#endif
+#else
+#define FCL_FWD_PREFETCH_K(k_rows, c0, cols)                     \
+    do {                                                         \
+        FCL_FWD_PAGES_NOW(k_rows, c0, cols);                     \
+        FCL_FWD_LOAD_K_INTO(Kh, k_rows, c0, cols, pg_now);       \
     } while (0)
 
 /* K has arrived, and every warp is done with the previous tile's V; the
@@ -386,24 +536,34 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
             FCL_FWD_PAGES_NEXT(k_rows, next, next_cols);                              \
     } while (0)
 
-/* V has arrived, and every warp is done with K: fetch the next K. */
-#define FCL_FWD_TILE_MID(more, k_rows, next, cols)      \
-    do {                                                \
-        fcl_cp_async_wait_all();                        \
-        barrier(CLK_LOCAL_MEM_FENCE);                   \
-        if (more) {                                     \
-            FCL_FWD_LOAD_K(k_rows, next, cols, pg_next); \
-            FCL_FWD_PAGES_ADVANCE();                    \
-        }                                               \
+/* V has arrived, and every warp is done with K (and has shared its P, the
+ * split): fetch the next K. */
+#define FCL_FWD_TILE_MID(more, k_rows, next, cols)                 \
+    do {                                                           \
+        fcl_cp_async_wait_all();                                   \
+        barrier(CLK_LOCAL_MEM_FENCE);                              \
+        if (more) {                                                \
+            FCL_FWD_LOAD_K_INTO(Kh, k_rows, next, cols, pg_next);  \
+            FCL_FWD_PAGES_ADVANCE();                               \
+        }                                                          \
     } while (0)
+#endif
 
-#define FCL_FWD_QK(s) FCL_MMA_ABT(s, Qh, warp * 16 * MB, Kh, BC)
+#define FCL_FWD_QK(s) \
+    FCL_MMA_ABT(s, Qh, FCL_FWD_SROW0, FCL_FWD_KCUR + FCL_FWD_KEY0 * LDH, FCL_FWD_KN)
 #define FCL_FWD_SET_P(s, i, j, p) (s[i][j] = (p)) /* P stays in the score registers */
-#define FCL_FWD_PV(acc, s) FCL_MMA_AB(acc, s, Vh, BC)
-/* The operand of P V, V (common.cl, "non-finite operands") */
-#define FCL_FWD_V_BAD(X, p, c) FCL_H_BAD(Vh, p, c)
-#define FCL_H_TILE_FCL_FWD_V_BAD(X) (Vh)
-#define FCL_FWD_V_CLEAN(X, n) FCL_H_CLEAN(Vh, n)
+#if FCL_WD == 1
+#define FCL_FWD_PV(acc, s) FCL_MMA_AB(acc, s, FCL_FWD_VT, BC)
+#else
+#define FCL_FWD_PV(acc, s)                                                                 \
+    FCL_MMA_A_B(acc, 1, FCL_FWD_LOAD_P, Ps, FCL_FWD_VT, FCL_FWD_PART * FCL_FWD_NCOL,       \
+                FCL_FWD_NCOL, BC)
+#endif
+/* The operand of P V, V (common.cl, "non-finite operands"); with a shared
+ * cache K's tile, whose products with Q are done by then */
+#define FCL_FWD_V_BAD(X, p, c) FCL_H_BAD(FCL_FWD_VT, p, c)
+#define FCL_H_TILE_FCL_FWD_V_BAD(X) (FCL_FWD_VT)
+#define FCL_FWD_V_CLEAN(X, n) FCL_H_CLEAN(FCL_FWD_VT, n)
 
 #endif
 
@@ -461,10 +621,7 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
 
 #elif defined(FCL_KERNEL_DKDV)
 
-#ifndef FCL_DKDV_WD
-#define FCL_DKDV_WD 1
-#endif
-#if FCL_DKDV_WD == 1
+#if FCL_WD == 1
 /* Warps own keys (the transposed score tile) and all of head_dim; P^T and
  * dS^T stay in registers. */
 #define MB (BC / (16 * WARPS))
@@ -476,7 +633,7 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
 #define FCL_DKDV_QN BR
 #define FCL_DKDV_LOCALS_SPLIT
 #else
-/* FCL_DKDV_WD > 1: the accumulators' head_dim columns split over WD warps,
+/* FCL_WD > 1: the accumulators' head_dim columns split over WD warps,
  * as FlashAttention-2's dK/dV does at large head dims, so that dK and dV
  * both fit one launch (two accumulators of 2 * MB * d / 4 floats a lane
  * would not at d = 256).  The score tiles and the accumulators then have
@@ -492,14 +649,14 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
 #define FCL_DKDV_KB (BC / 16)
 #define FCL_DKDV_QPARTS (WARPS / FCL_DKDV_KB)
 #define FCL_DKDV_QN (BR / FCL_DKDV_QPARTS)
-#define FCL_DKDV_MBA (FCL_DKDV_KB * FCL_DKDV_WD / WARPS)
-#define FCL_DKDV_NCOL (D_PAD / FCL_DKDV_WD)
+#define FCL_DKDV_MBA (FCL_DKDV_KB * FCL_WD / WARPS)
+#define FCL_DKDV_NCOL (D_PAD / FCL_WD)
 #if WARPS % FCL_DKDV_KB != 0 || BR % (16 * FCL_DKDV_QPARTS) != 0 || \
-    (FCL_DKDV_KB * FCL_DKDV_WD) % WARPS != 0 || FCL_DKDV_MBA < 1 || FCL_DKDV_NCOL % 16 != 0
-#error "FCL_DKDV_WD: the warps must tile the score tile and the accumulators evenly"
+    (FCL_DKDV_KB * FCL_WD) % WARPS != 0 || FCL_DKDV_MBA < 1 || FCL_DKDV_NCOL % 16 != 0
+#error "FCL_WD: the warps must tile the score tile and the accumulators evenly"
 #endif
 #if FCL_DKDV_PART != 0
-#error "FCL_DKDV_WD: one launch for dK and dV"
+#error "FCL_WD: one launch for dK and dV"
 #endif
 #define MB 1
 #define RM 2
@@ -512,8 +669,8 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
 #undef FCL_OCOL
 #define FCL_ROW(i) (FCL_DKDV_SROW0 + grp + 8 * ((i) & 1))
 #define FCL_COL(j) (FCL_DKDV_SQ0 + 8 * ((j) >> 1) + 2 * tig + ((j) & 1))
-#define FCL_DKDV_AROW0 ((warp / FCL_DKDV_WD) * FCL_DKDV_MBA * 16)
-#define FCL_DKDV_ACOL0 ((warp % FCL_DKDV_WD) * FCL_DKDV_NCOL)
+#define FCL_DKDV_AROW0 ((warp / FCL_WD) * FCL_DKDV_MBA * 16)
+#define FCL_DKDV_ACOL0 ((warp % FCL_WD) * FCL_DKDV_NCOL)
 #define FCL_ACC_RM (2 * FCL_DKDV_MBA)
 #define FCL_ACC_ROW(i) (FCL_DKDV_AROW0 + ((i) >> 1) * 16 + grp + 8 * ((i) & 1))
 #define FCL_OCOL(n) (FCL_DKDV_ACOL0 + 8 * ((n) >> 1) + 2 * tig + ((n) & 1))
@@ -567,16 +724,8 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
 #define FCL_DKDV_Q_BAD(buf, p, c) FCL_H_BAD(FCL_BUF(Qh, BR, buf), p, c)
 #define FCL_H_TILE_FCL_DKDV_Q_BAD(buf) FCL_BUF(Qh, BR, buf)
 #define FCL_DKDV_Q_CLEAN(buf, n) FCL_H_CLEAN(FCL_BUF(Qh, BR, buf), n)
-/* A score tile of this warp (rows FCL_ROW, columns FCL_COL) into T as
- * 16-bit pairs, LD halves a row. */
-#define FCL_DKDV_SHARE(T, x, LD)                                                     \
-    FCL_UNROLL                                                                       \
-    for (int i_ = 0; i_ < RM; ++i_)                                                  \
-        FCL_UNROLL                                                                   \
-        for (int j_ = 0; j_ < RN; j_ += 2)                                           \
-            *(__local uint *)((T) + FCL_ROW(i_) * (LD) + FCL_COL(j_)) =              \
-                fcl_pack2(x[i_][j_], x[i_][j_ + 1])
-#if FCL_DKDV_WD == 1
+#define FCL_DKDV_SHARE(T, x, LD) FCL_SHARE_TILE(T, x, 4 * RN, LD)
+#if FCL_WD == 1
 #define FCL_DKDV_ACC(dk, dv, st, dpt, buf)                              \
     do {                                                               \
         if (FCL_WANT_DV) FCL_MMA_AB(dv, st, FCL_BUF(dOh, BR, buf), BR);  \
@@ -623,7 +772,7 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
 #endif
 /* the share in fp32, staged for the adds, LDQ floats a row */
 #define LDQ (D_PAD + 4)
-#if FCL_DKDV_WD > 1
+#if FCL_WD > 1
 /* the columns split: FCL_DKDV_ACC stored dS^T (LDP = LDS) and waited */
 #define FCL_DQ_DS_TILE dSth
 #define FCL_DQ_DS_STORE(dpt)

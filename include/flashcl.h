@@ -953,17 +953,17 @@ FCL_API fcl_status fcl_philox_host(fcl_context *ctx, size_t n, const uint32_t *c
  * (FCL_ERROR_INVALID_VALUE): rotary_dim > 0 (MLA rotates the last 64
  * columns, k_pe, which rotary_dim's first columns cannot name: rotate them
  * before the append); FP8 dtypes refuse it (FCL_ERROR_DTYPE_UNSUPPORTED).
- * The portable and CPU pieces load each key tile once for K and V (the
- * bytes moved are the cache's once); the NVIDIA tensor-core piece, which
- * stops at head_dim 256, reads V's columns again from the same rows when it
- * runs a shared call of head_dim <= 256.
+ * Every piece loads each key tile once for K and V (the bytes moved are
+ * the cache's once).
  * head_dim above 256 (up to 576; this call only, the forward and backward
  * stop at 256: FCL_ERROR_HEAD_DIM_UNSUPPORTED): the portable piece and the
  * CPU piece run it, with tiles the planner shrinks to the device's local
  * memory or cache share (fcl_kvcache_plan_query and flashcl-info
  * --head-dim 576 --head-dim-v 512 --shared-kv show them); the NVIDIA
- * tensor-core piece takes at most 256, so on an NVIDIA GPU such a call runs
- * the portable piece (fp32 multiply-adds on fp32 __local tiles). */
+ * tensor-core piece (fp16 and bf16) runs it when head_dim is a multiple of
+ * 64 and head_dim_v of 16, four warps to each 16-row block (plan variant
+ * nvidia-mma-sync, 16 to 64 rows, 64 keys a tile), and the portable piece
+ * otherwise or where those tiles do not fit the device's local memory. */
 typedef struct fcl_kvcache_desc {
     size_t batch;
     size_t heads_q;

@@ -11,10 +11,9 @@
  * across a page boundary, split-KV 1, 3, 7 and automatic, fp16, bf16 and
  * fp32, causal with several query rows, sinks.  They run on the CPU piece
  * (PoCL's default), the portable piece (portable_only), and the emulated
- * H100 profile, where head_dim 576 is past the tensor cores and the plan is
- * the portable piece's; then the cl_mem form, smaller shared caches on
- * emulated tensor cores (which read V's columns again), the plan, and every
- * bad input.
+ * H100 profile, whose plan is the portable piece's; then the cl_mem form, smaller shared caches on
+ * emulated tensor cores, head_dim 576 on them (the piece an NVIDIA GPU
+ * runs), the plan, and every bad input.
  */
 #include "internal.h"
 #include "kvcache_support.h"
@@ -71,7 +70,8 @@ static void test_default_piece(void **state)
     assert_int_equal(run_all(fa_ctx), 0);
 }
 
-/* The portable piece, which an NVIDIA GPU runs at head_dim 576. */
+/* The portable piece, which an NVIDIA GPU runs where its tensor cores do
+ * not (fp32, or head_dim not a multiple of 64). */
 static void test_portable_piece(void **state)
 {
     (void)state;
@@ -84,8 +84,8 @@ static void test_portable_piece(void **state)
     fcl_context_destroy(ctx);
 }
 
-/* The H100's plan (emulated): head_dim 576 is past the tensor cores, so the
- * portable piece with tiles sized for 228 KiB; the shared cache's plan holds
+/* The H100's plan (emulated): a profile plans the portable piece (only the
+ * real device runs the tensor cores), with tiles sized for 228 KiB; the shared cache's plan holds
  * no V tile, so it is smaller than two caches' plan of the same tile. */
 static void test_h100_profile(void **state)
 {
@@ -137,8 +137,8 @@ static void test_buffers(void **state)
     }
 }
 
-/* A shared cache below head_dim 256 on the emulated tensor cores (their
- * piece reads V's columns from K's rows again), and on the default piece:
+/* A shared cache below head_dim 256 on the emulated tensor cores (V's
+ * columns read from the K tile), and on the default piece:
  * any head_dim_v, GQA packing, contiguous and paged. */
 static void test_small_shared(void **state)
 {
@@ -156,6 +156,44 @@ static void test_small_shared(void **state)
         failures += !kv_run_shared(fa_ctx, &cases[i], dv[i], 0);
         failures += !kv_run_shared(mma, &cases[i], dv[i], 1);
     }
+    fcl_context_destroy(mma);
+    assert_int_equal(failures, 0);
+}
+
+/* head_dim 576 on the emulated tensor cores: the forward piece with each
+ * 16-row block's keys and V's columns split over 4 warps (tile_nv_mma.cl,
+ * FCL_WD), as an NVIDIA GPU runs MLA: one row block (16 heads), four (64
+ * packed rows of 128 heads, or 3 query rows x 16 heads with sinks), a
+ * shared cache and two caches, and a KV call with more rows than a decode
+ * plan (the forward kernel's plan).  The plans must be the split ones. */
+static void test_tensor_cores_576(void **state)
+{
+    (void)state;
+    static const int lens1[] = {40};
+    const kv_case many_rows = {1, 2, 1, MLA_D, 80, 80, FCL_DTYPE_FP16, 64, 192, lens1, 1, -1, 0, 0, 0, 9};
+    fcl_context *mma = test_context(NULL);
+    assert_non_null(mma);
+    assert_int_equal(fcl_debug_emulate_tensor_cores(mma, 1), FCL_OK);
+    const kv_case *plans[] = {&decode_cases[0], &decode_cases[1], &causal_cases[0], &many_rows};
+    const size_t rows[] = {16, 64, 64, 32}; /* the planner's first choice */
+    for (size_t i = 0; i < 4; ++i) {
+        kv_state st;
+        kv_init_shared(plans[i], MLA_DV, 0, &st);
+        fcl_plan p;
+        assert_int_equal(fcl_kvcache_plan_query(mma, &st.desc, &p), FCL_OK);
+        kv_free(&st);
+        assert_string_equal(p.variant, "emulated-mma-sync");
+        assert_int_equal(p.kernel, i == 3 ? FCL_KERNEL_FORWARD : FCL_KERNEL_DECODE);
+        /* the rows asked for, or fewer where the device's memory says so */
+        assert_true(p.br % 16 == 0 && p.br <= rows[i] && p.br >= 16);
+        assert_int_equal(p.work_group_size, 32 * 4 * p.br / 16); /* 4 warps a row block */
+    }
+    int failures = 0;
+    failures += !kv_run_shared(mma, &decode_cases[0], MLA_DV, 0);
+    failures += !kv_run_shared(mma, &decode_cases[1], MLA_DV, 1);
+    failures += !kv_run_shared(mma, &causal_cases[0], MLA_DV, 1);
+    failures += !kv_run_shared(mma, &many_rows, MLA_DV, 0);
+    failures += !kv_run_value_dim(mma, &decode_cases[0], MLA_DV); /* two caches */
     fcl_context_destroy(mma);
     assert_int_equal(failures, 0);
 }
@@ -260,7 +298,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_inputs),   cmocka_unit_test(test_buffers),
-        cmocka_unit_test(test_small_shared), cmocka_unit_test(test_h100_profile),
+        cmocka_unit_test(test_small_shared),
+        cmocka_unit_test(test_tensor_cores_576), cmocka_unit_test(test_h100_profile),
         cmocka_unit_test(test_default_piece), cmocka_unit_test(test_portable_piece),
     };
     return cmocka_run_group_tests(tests, fa_group_setup, fa_group_teardown);

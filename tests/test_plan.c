@@ -273,7 +273,7 @@ static void test_tensor_core_plans(void **state)
     for (int k = 0; k < 3; ++k)
         for (int i = 0; i < 4; ++i) {
             fcl_plan_full ph, pa;
-            const fcl_status want = dims[i] > (size_t)fcl_mma_max_head_dim()
+            const fcl_status want = dims[i] > (size_t)fcl_mma_max_head_dim(kinds[k])
                                         ? FCL_ERROR_NO_PLAN
                                         : FCL_OK;
             assert_int_equal(fcl_plan_make_mma(&h100->caps, kinds[k], dims[i], FCL_DTYPE_BF16,
@@ -313,7 +313,7 @@ static void test_tensor_core_plans(void **state)
         assert_int_equal(fcl_plan_make_mma(&h100->caps, FCL_KERNEL_BACKWARD_DKDV, dims[i],
                                            FCL_DTYPE_FP16, true, NULL, NULL, 0, &p),
                          FCL_OK);
-        assert_int_equal(p.dkdv_wd, i == 0 ? 1 : 2);
+        assert_int_equal(p.wd, i == 0 ? 1 : 2);
         assert_int_equal(p.pub.work_group_size, i == 0 ? 128 : 256);
     }
     assert_int_equal(fcl_plan_make_mma(&h100->caps, FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP32, false,

@@ -181,8 +181,16 @@ fcl_status fcl_decode_target(const fcl_caps *caps, const fcl_build *build, fcl_p
          * 16 x 16: 93.1 / 90.9%; 16 x 32: 89.9 / 76.3%; 16 x 64: 75.6 /
          * 62.0% (a page holding whole tiles needs one page-table read a
          * tile, not one a row). */
-        const int warps = (pow2_at_least(rows) + 15) / 16;
-        *out = (fcl_tuned_tile){16 * warps, 16, warps, 32, "decode: 16 rows a warp, 16 keys", 0};
+        const int blocks = (pow2_at_least(rows) + 15) / 16;
+        if (build->head_dim > 256) {
+            /* MLA's 576: each 16-row block's keys and V's columns over 4
+             * warps (plan_mma.c); 64 keys a tile, 16 a warp; not yet tuned */
+            *out = (fcl_tuned_tile){16 * blocks, 64, 4 * blocks, 32,
+                                    "decode above head_dim 256: 4 warps a 16-row block, 64 keys",
+                                    4};
+            return FCL_OK;
+        }
+        *out = (fcl_tuned_tile){16 * blocks, 16, blocks, 32, "decode: 16 rows a warp, 16 keys", 0};
         return FCL_OK;
     }
     if (!fcl_tuned_lookup(caps, FCL_KERNEL_DECODE, build->head_dim, piece, out))

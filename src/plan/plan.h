@@ -51,7 +51,8 @@ fcl_build fcl_build_of(fcl_kernel_kind kind, size_t head_dim, fcl_dtype dtype, u
 typedef struct fcl_tuned_tile {
     int rows, cols, ty, tx;
     const char *entry;           /* which entry matched, for the plan's report */
-    int wd;                      /* tensor-core dK/dV only: warps over head_dim (0, 1: none) */
+    int wd;                      /* tensor cores: warps over head_dim's columns (0, 1: none;
+                                    dK/dV, and the forward above head_dim 256) */
 } fcl_tuned_tile;
 
 /* Which tile piece a table entry is for: the portable one (cl/tile_portable.cl)
@@ -75,8 +76,9 @@ typedef struct fcl_plan_full {
     int tile_mma;                 /* the tensor-core piece (tile_nv_mma.cl) */
     int mma_emulated;             /* ... on emulated warp operations (tests) */
     int tile_cpu;                 /* the CPU piece (tile_cpu.cl): tile rows per vector, else 0 */
-    int dkdv_wd;                  /* tensor-core dK/dV: warps its accumulators' columns are
-                                     split over (FCL_DKDV_WD), 1 otherwise */
+    int wd;                       /* tensor cores: warps the accumulators' columns are split
+                                     over (FCL_WD: dK/dV, and the forward above head_dim
+                                     256), 1 otherwise */
     int red_v4;                   /* tensor cores on sm_90+: the fused dQ adds four floats
                                      an instruction (FCL_RED_V4) */
 } fcl_plan_full;
@@ -111,8 +113,10 @@ void fcl_plan_effective_limits(const fcl_caps *caps, const fcl_plan_limits *limi
  * `target` (forced by a tuning tool): rows x cols of the S tile as for
  * fcl_plan_make, ty = warps.  `emulated`: the warp operations of
  * cl/warp_emulated.cl (tests on any device). */
-/* The largest head_dim the tensor-core kernels take: 256 for each. */
-int fcl_mma_max_head_dim(void);
+/* The largest head_dim the tensor-core kernel of `kind` takes: 576 for the
+ * forward and decode (above 256 with the accumulators' columns split over
+ * warps, head_dim a multiple of 64), 256 for the backward. */
+int fcl_mma_max_head_dim(fcl_kernel_kind kind);
 /* Whether the tensor-core dK/dV of this head_dim runs as two launches, dV
  * and then dK (FCL_BUILD_DV_ONLY / FCL_BUILD_DK_ONLY): one d-wide
  * accumulator per lane each, as the other kernels have.  Above head_dim 128

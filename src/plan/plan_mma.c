@@ -22,8 +22,9 @@
 
 /* warps; 16-row blocks per warp of the accumulators' rows; the other
  * operand's rows per step; warps the accumulators' columns are split over
- * (dK/dV only, FCL_DKDV_WD: the kernel's rows are then 16 * mb * warps / wd
- * keys, and its score tiles are shared out as tile_nv_mma.cl says). */
+ * (FCL_WD: the kernel's rows are then 16 * mb * warps / wd, and its score
+ * tiles are shared out as tile_nv_mma.cl says; dK/dV above head_dim 128,
+ * the forward and decode above 256 with mb = 1). */
 typedef struct mma_shape {
     int warps, mb, inner, wd;
 } mma_shape;
@@ -59,6 +60,11 @@ static mma_shape default_shape(fcl_kernel_kind kind, int d, bool fused_dq)
      * 197); d 64 156 / 191 against 125 / 161 (separate: 193). */
     if (kind == FCL_KERNEL_BACKWARD_DKDV && fused_dq && d <= 128)
         return d <= 64 ? (mma_shape){8, 2, 128, 2} : (mma_shape){8, 2, 64, 2};
+    /* Above 256 (MLA's 576, decoding or the KV call's many rows): 32 rows
+     * by 64 keys, V's columns over 4 warps (72 accumulators a lane at 576);
+     * not yet tuned. */
+    if ((kind == FCL_KERNEL_FORWARD || kind == FCL_KERNEL_DECODE) && d > 256)
+        return (mma_shape){8, 1, 64, 4};
     switch (kind) {
     case FCL_KERNEL_FORWARD:
         return d <= 128 ? (mma_shape){4, 2, 64, 1} : (mma_shape){8, 1, 128, 1};
@@ -79,13 +85,18 @@ static mma_shape default_shape(fcl_kernel_kind kind, int d, bool fused_dq)
 /* Rows the kernel owns: query rows, or keys for dK/dV. */
 static int shape_rows(mma_shape s) { return 16 * s.mb * s.warps / s.wd; }
 
-/* Whether the warps tile a split dK/dV evenly (tile_nv_mma.cl's
- * FCL_DKDV_WD checks, in the same words). */
-static bool shape_valid(int d, mma_shape s)
+/* Whether the warps tile a split kernel evenly (tile_nv_mma.cl's FCL_WD
+ * checks, in the same words).  The forward's split: warps = row blocks x
+ * wd, each warp a 16-row block, the keys and head_dim's columns in wd
+ * parts of multiples of 16. */
+static bool shape_valid(fcl_kernel_kind kind, int d, mma_shape s)
 {
     if (s.wd == 1)
-        return true;
-    if ((16 * s.mb * s.warps) % s.wd != 0)
+        return kind == FCL_KERNEL_BACKWARD_DKDV || kind == FCL_KERNEL_BACKWARD_DQ || d <= 256;
+    if (kind == FCL_KERNEL_FORWARD || kind == FCL_KERNEL_DECODE)
+        return s.mb == 1 && s.warps % s.wd == 0 && s.inner % (16 * s.wd) == 0 &&
+               d % (16 * s.wd) == 0;
+    if (kind != FCL_KERNEL_BACKWARD_DKDV || (16 * s.mb * s.warps) % s.wd != 0)
         return false;
     const int kb = shape_rows(s) / 16;
     if (kb < 1 || s.warps % kb != 0)
@@ -103,7 +114,10 @@ static uint64_t shape_bytes(fcl_kernel_kind kind, int d, mma_shape s, int emulat
     switch (kind) {
     case FCL_KERNEL_FORWARD:
     case FCL_KERNEL_DECODE:
+        /* Q, and K and V (or two K buffers of a shared cache) */
         bytes = (rows + 2 * inner) * row_bytes + 4;
+        if (s.wd > 1) /* P as 16-bit rows of inner + 8, a float a row and part */
+            bytes += rows * (inner + 8) * 2 + (uint64_t)s.wd * rows * 4;
         break;
     case FCL_KERNEL_BACKWARD_DQ:
         bytes = (2 * rows + 4 * inner) * row_bytes + 4;
@@ -137,16 +151,22 @@ static const char *kernel_words(fcl_kernel_kind kind)
 /* Registers per lane for one 16-row block: an accumulator is d / 2 floats,
  * 128 at d = 256.  dK/dV holds two, so above d = 128 it splits their columns
  * over warps, or (a forced shape without that) computes one per launch (the
- * dK launch recomputes S^T: five products instead of four). */
-int fcl_mma_max_head_dim(void) { return 256; }
-
-/* The next smaller shape to try: fewer rows per step, then fewer row blocks
- * per warp, then fewer warps (never fewer than a split's column groups);
- * false when none is left.  The caller skips the shapes a split cannot
- * tile (shape_valid). */
-static bool shrink(mma_shape *s)
+ * dK launch recomputes S^T: five products instead of four).  The forward
+ * splits above 256. */
+int fcl_mma_max_head_dim(fcl_kernel_kind kind)
 {
-    if (s->inner > 16)
+    return kind == FCL_KERNEL_FORWARD || kind == FCL_KERNEL_DECODE ? 576 : 256;
+}
+
+/* The next smaller shape to try: fewer rows per step (never fewer than
+ * 16 per part of a split forward's keys), then fewer row blocks per warp,
+ * then fewer warps (never fewer than a split's column groups); false when
+ * none is left.  The caller skips the shapes a split cannot tile
+ * (shape_valid). */
+static bool shrink(fcl_kernel_kind kind, mma_shape *s)
+{
+    const bool key_parts = s->wd > 1 && kind != FCL_KERNEL_BACKWARD_DKDV;
+    if (s->inner > 16 * (key_parts ? s->wd : 1))
         s->inner /= 2;
     else if (s->mb > 1)
         s->mb /= 2;
@@ -162,9 +182,9 @@ static bool shrink(mma_shape *s)
 static bool fit_shape(fcl_kernel_kind kind, int d, int emulated, uint64_t local_limit,
                       size_t wg_limit, mma_shape *s)
 {
-    while (!shape_valid(d, *s) || shape_bytes(kind, d, *s, emulated) > local_limit ||
+    while (!shape_valid(kind, d, *s) || shape_bytes(kind, d, *s, emulated) > local_limit ||
            (size_t)(32 * s->warps) > wg_limit) {
-        if (!shrink(s))
+        if (!shrink(kind, s))
             return false;
     }
     return true;
@@ -178,7 +198,7 @@ static const mma_shape two_launch_dkdv = {4, 1, 64, 1};
 bool fcl_mma_dkdv_split(const fcl_caps *caps, int emulated, const fcl_tuned_tile *forced,
                         size_t head_dim)
 {
-    if (head_dim <= 128 || head_dim > (size_t)fcl_mma_max_head_dim())
+    if (head_dim <= 128 || head_dim > (size_t)fcl_mma_max_head_dim(FCL_KERNEL_BACKWARD_DKDV))
         return false;
     if (forced != NULL)
         return forced->wd <= 1;
@@ -192,7 +212,7 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
                              fcl_dtype dtype, bool fused_dq, const fcl_plan_limits *limits,
                              const fcl_tuned_tile *target, int emulated, fcl_plan_full *out)
 {
-    if (head_dim < 16 || head_dim > (size_t)fcl_mma_max_head_dim() || head_dim % 16 != 0 ||
+    if (head_dim < 16 || head_dim > (size_t)fcl_mma_max_head_dim(kind) || head_dim % 16 != 0 ||
         dtype == FCL_DTYPE_FP32)
         return FCL_ERROR_NO_PLAN;
     memset(out, 0, sizeof *out);
@@ -204,10 +224,10 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
         const int own = dkdv ? target->cols : target->rows;
         s.warps = target->ty;
         s.inner = dkdv ? target->rows : target->cols;
-        s.wd = dkdv && target->wd > 1 ? target->wd : 1;
+        s.wd = target->wd > 1 && kind != FCL_KERNEL_BACKWARD_DQ ? target->wd : 1;
         s.mb = s.warps > 0 ? own * s.wd / (16 * s.warps) : 0;
         if (s.warps < 1 || s.mb < 1 || own != shape_rows(s) || s.inner < 16 ||
-            s.inner % 16 != 0 || !shape_valid(d, s))
+            s.inner % 16 != 0 || !shape_valid(kind, d, s))
             return FCL_ERROR_INVALID_VALUE;
     }
     uint64_t local_limit;
@@ -231,7 +251,7 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
     out->force_unroll = !emulated; /* emulated: CPUs, see FCL_FORCE_UNROLL */
     out->tile_mma = 1;
     out->mma_emulated = emulated;
-    out->dkdv_wd = s.wd;
+    out->wd = s.wd;
     /* red.global.v4.f32 (sm_90, PTX 8.1): the fused dQ's adds, run 28 */
     out->red_v4 = !emulated && caps->nv_compute_capability >= 90;
     /* 16-bit tiles on chip */
@@ -246,14 +266,19 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
                     emulated ? "emulated-mma-sync" : "nvidia-mma-sync");
     fcl_copy_string(pub->source, sizeof pub->source,
                     target ? target->entry : "tensor-core default");
+    char shared_rows[64] = "";
+    if (s.wd > 1 && !dkdv) /* the forward's split: warps share rows */
+        fcl_appendf(shared_rows, sizeof shared_rows, " (%d warps a block: keys, O's columns split)",
+                    s.wd);
     fcl_appendf(pub->reason, sizeof pub->reason,
                 "tensor cores: mma.sync m16n8k16 (%s inputs, fp32 accumulation); %s: "
-                "%d warps x %d rows each, %d per step; 16-bit tiles (M counted in 16-bit "
+                "%d warps x %d rows each%s, %d per step; 16-bit tiles (M counted in 16-bit "
                 "elements); the paper's rule ignores registers: every product of a warp stays "
                 "in its registers%s",
-                fcl_dtype_name(dtype), kernel_words(kind), s.warps, 16 * s.mb, s.inner,
+                fcl_dtype_name(dtype), kernel_words(kind), s.warps, 16 * s.mb,
+                shared_rows, s.inner,
                 emulated ? "; warp operations emulated in OpenCL C (a test mode)" : "");
-    if (s.wd > 1)
+    if (s.wd > 1 && dkdv)
         fcl_appendf(pub->reason, sizeof pub->reason,
                     "; dK and dV columns split over %d warps each (P^T, dS^T shared through "
                     "local memory)",

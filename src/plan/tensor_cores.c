@@ -43,7 +43,7 @@ bool fcl_uses_tensor_cores(const fcl_context *ctx, const fcl_attention_desc *d,
      * to head_dim_v */
     return !ctx->portable_only && device && dtype_ok && d->head_dim % 16 == 0 &&
            fcl_head_dim_v(d) % 16 == 0 &&
-           d->head_dim <= (size_t)fcl_mma_max_head_dim() && rows_aligned(&d->q) &&
+           d->head_dim <= (size_t)fcl_mma_max_head_dim(kind) && rows_aligned(&d->q) &&
            rows_aligned(&d->k) && rows_aligned(&d->v) && (!backward || rows_aligned(&d->dout)) &&
            tiles_fit(ctx, kind, d->head_dim, d->dtype);
 }

@@ -13,7 +13,7 @@
 fcl_status fcl_debug_set_tile(fcl_context *ctx, fcl_kernel_kind kind, int rows, int cols, int ty,
                               int tx);
 /* The tile forced for `kind` (fcl_debug_set_tile first) splits the
- * tensor-core dK/dV accumulators' columns over `wd` warps (FCL_DKDV_WD;
+ * tensor-core dK/dV accumulators' columns over `wd` warps (FCL_WD;
  * 1: no split, which above head_dim 128 means two launches). */
 fcl_status fcl_debug_set_tile_split(fcl_context *ctx, fcl_kernel_kind kind, int wd);
 /* Tests: plan and build the tensor-core pieces on any device, with the
