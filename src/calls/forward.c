@@ -85,7 +85,11 @@ fcl_split fcl_forward_splits(const fcl_context *ctx, const fcl_plan *p, size_t g
         const size_t target =
             p->kernel == FCL_KERNEL_DECODE ? resident_groups(&ctx->caps, p) : ctx->caps.compute_units;
         if (2 * groups <= target) {
-            n = div_up(target, groups);
+            /* as many chunks as fill the slots once, no more: rounding up
+             * started a second wave nearly empty (MLA decoding: 64 and 16
+             * row blocks on 132 slots ran 192 and 144 groups, 1.45 and
+             * 1.09 waves; NOTES.md, run 30) */
+            n = target / groups;
             const size_t by_keys = tiles / MIN_TILES_PER_SPLIT;
             n = n < by_keys ? n : by_keys;
             n = n < MAX_AUTO_SPLITS ? n : MAX_AUTO_SPLITS;
