@@ -13,7 +13,9 @@
  * infinities next to masked scores, which every kernel's exact path handles
  * (its extra barriers checked too); attention sinks in the forward (split
  * and not, their merge), the backward's sink gradient (its reduction's
- * barriers) and the KV-cache call.  The results are also checked against
+ * barriers) and the KV-cache call; one shared K/V cache (MLA) on the
+ * device's plan and on the emulated tensor cores' split of a 16-row block
+ * over 4 warps.  The results are also checked against
  * the reference.  Exit
  * status 0 only if every case passed; the ctest wrapper additionally fails
  * on any Oclgrind report (tests/run_oclgrind.cmake). */
@@ -195,6 +197,26 @@ int main(void)
     failures += !fa_check_forward(ctx, &sc_split, &r);
     failures += !kv_run_sinks(ctx, &kv[0]);
     fcl_context_destroy(ctx);
+    /* one shared K/V cache (MLA's form, V = K's first head_dim_v columns:
+     * 16 packed heads, sinks, pages) on the device's plan and
+     * on the emulated tensor cores, there with the split that head_dims
+     * above 256 get (forced at 64: 4 warps a 16-row block, row maxima and
+     * sums and P through __local, K's two buffers): their bounds and
+     * initialisation.  The emulated warp operations hold work-group
+     * barriers of their own, which hide a missing one between warps; the
+     * GPU runs of test_mla check that ordering on real warps. */
+    static const int lens_mla[1] = {100}; /* a whole tile of 64 keys, then an edge tile */
+    const kv_case mla = {1, 16, 1, 64, 1, 1, FCL_DTYPE_FP16, 16, 112, lens_mla, 1, -1, 0, 0, 1, 17};
+    for (int i = 0; i < 2; ++i) {
+        ctx = test_context(NULL);
+        if (ctx == NULL || fcl_debug_emulate_tensor_cores(ctx, i == 1) != FCL_OK)
+            return 1;
+        if (i == 1 && (fcl_debug_set_tile(ctx, FCL_KERNEL_DECODE, 16, 64, 4, 32) != FCL_OK ||
+                       fcl_debug_set_tile_split(ctx, FCL_KERNEL_DECODE, 4) != FCL_OK))
+            return 1;
+        failures += !kv_run_shared(ctx, &mla, 48, 1);
+        fcl_context_destroy(ctx);
+    }
     printf("oclgrind cases: %d failure(s)\n", failures);
     return failures != 0;
 }
