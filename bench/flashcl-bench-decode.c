@@ -69,7 +69,8 @@ typedef struct config {
     size_t copy_mib;
     int reps, inner;
     int portable_only;
-    int tile[4];                   /* --decode-tile: rows, cols, ty, tx of the decode plan */
+    int tile[5];                   /* --decode-tile: rows, cols, ty, tx (and wd, tensor cores:
+                                      warps a row block's keys and columns split over) */
     int sequential_pages;          /* --sequential-pages: page table in order, not shuffled */
     int splits;                    /* --splits: forced split-KV chunks (0: the plan's) */
     int profile;                   /* --profile: a call's span and its last kernel, from
@@ -273,7 +274,7 @@ static void usage(void)
             "       [--seqlens 1024,8192,32768,131072] [--rows 1,4] [--pages 0,16,256]\n"
             "       [--prefill-seqlens 128,256,512,1024] [--heads-q 32] [--heads-kv 8]\n"
             "       [--head-dim 128] [--max-cache-mib 40000] [--copy-mib 1024] [--reps 20]\n"
-            "       [--inner 10] [--portable-only] [--decode-tile ROWS,COLS,TY,TX]\n"
+            "       [--inner 10] [--portable-only] [--decode-tile ROWS,COLS,TY,TX[,WD]]\n"
             "       [--sequential-pages] [--splits N] [--profile] [--append N]\n"
             "       [--rotary R [--rotary-interleaved]] [--head-dim-v DV] [--shared-kv]\n"
             "       [--out results.csv]\n");
@@ -320,7 +321,8 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--rotary")) c.rotary = strtoull(v, NULL, 10), ++i;
         else if (!strcmp(a, "--rotary-interleaved")) c.rotary_interleaved = 1;
         else if (!strcmp(a, "--decode-tile")) {
-            if (sscanf(v, "%d,%d,%d,%d", &c.tile[0], &c.tile[1], &c.tile[2], &c.tile[3]) != 4) {
+            if (sscanf(v, "%d,%d,%d,%d,%d", &c.tile[0], &c.tile[1], &c.tile[2], &c.tile[3],
+                       &c.tile[4]) < 4) {
                 usage();
                 return 2;
             }
@@ -346,6 +348,8 @@ int main(int argc, char **argv)
     }
     if (c.tile[0] > 0)
         CHECK(fcl_debug_set_tile(g_ctx, FCL_KERNEL_DECODE, c.tile[0], c.tile[1], c.tile[2], c.tile[3]));
+    if (c.tile[0] > 0 && c.tile[4] > 1)
+        CHECK(fcl_debug_set_tile_split(g_ctx, FCL_KERNEL_DECODE, c.tile[4]));
     fcl_device_info info;
     fcl_context_device_info(g_ctx, &info);
     const double bw = copy_bandwidth(c.copy_mib, c.reps);

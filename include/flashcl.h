@@ -961,9 +961,10 @@ FCL_API fcl_status fcl_philox_host(fcl_context *ctx, size_t n, const uint32_t *c
  * memory or cache share (fcl_kvcache_plan_query and flashcl-info
  * --head-dim 576 --head-dim-v 512 --shared-kv show them); the NVIDIA
  * tensor-core piece (fp16 and bf16) runs it when head_dim is a multiple of
- * 64 and head_dim_v of 16, four warps to each 16-row block (plan variant
- * nvidia-mma-sync, 16 to 64 rows, 64 keys a tile), and the portable piece
- * otherwise or where those tiles do not fit the device's local memory. */
+ * 32 and head_dim_v of 16, two or four warps to each 16-row block (plan
+ * variant nvidia-mma-sync, 16 to 64 rows, 32 or 64 keys a tile), and the
+ * portable piece otherwise or where those tiles do not fit the device's
+ * local memory. */
 typedef struct fcl_kvcache_desc {
     size_t batch;
     size_t heads_q;

@@ -71,7 +71,7 @@ static void test_default_piece(void **state)
 }
 
 /* The portable piece, which an NVIDIA GPU runs where its tensor cores do
- * not (fp32, or head_dim not a multiple of 64). */
+ * not (fp32, or head_dim not a multiple of 32). */
 static void test_portable_piece(void **state)
 {
     (void)state;
@@ -161,8 +161,9 @@ static void test_small_shared(void **state)
 }
 
 /* head_dim 576 on the emulated tensor cores: the forward piece with each
- * 16-row block's keys and V's columns split over 4 warps (tile_nv_mma.cl,
- * FCL_WD), as an NVIDIA GPU runs MLA: one row block (16 heads), four (64
+ * 16-row block's keys and V's columns split over 4 warps, or 2 where there
+ * are several blocks (tile_nv_mma.cl, FCL_WD), as an NVIDIA GPU runs MLA:
+ * one row block (16 heads), four (64
  * packed rows of 128 heads, or 3 query rows x 16 heads with sinks), a
  * shared cache and two caches, and a KV call with more rows than a decode
  * plan (the forward kernel's plan).  The plans must be the split ones. */
@@ -175,7 +176,7 @@ static void test_tensor_cores_576(void **state)
     assert_non_null(mma);
     assert_int_equal(fcl_debug_emulate_tensor_cores(mma, 1), FCL_OK);
     const kv_case *plans[] = {&decode_cases[0], &decode_cases[1], &causal_cases[0], &many_rows};
-    const size_t rows[] = {16, 64, 64, 32}; /* the planner's first choice */
+    const size_t rows[] = {16, 64, 64, 64}; /* the planner's first choice */
     for (size_t i = 0; i < 4; ++i) {
         kv_state st;
         kv_init_shared(plans[i], MLA_DV, 0, &st);
@@ -191,8 +192,8 @@ static void test_tensor_cores_576(void **state)
         assert_int_equal(q, FCL_OK);
         if (strcmp(p.variant, "emulated-mma-sync") != 0) {
             /* the portable piece only where not even the smallest split
-             * tile (16 rows, 64 keys, 4 warps) fits the device */
-            const fcl_tuned_tile smallest = {16, 64, 4, 32, "test", 4};
+             * tile (16 rows, 32 keys, 2 warps) fits the device */
+            const fcl_tuned_tile smallest = {16, 32, 2, 32, "test", 2};
             fcl_plan_full f;
             assert_int_equal(fcl_plan_make_mma(&mma->caps, FCL_KERNEL_DECODE, MLA_D, plans[i]->dtype,
                                                false, NULL, &smallest, 1, &f),
@@ -200,9 +201,10 @@ static void test_tensor_cores_576(void **state)
             continue;
         }
         assert_int_equal(p.kernel, i == 3 ? FCL_KERNEL_FORWARD : FCL_KERNEL_DECODE);
-        /* the rows asked for, or fewer where the device's memory says so */
+        /* the rows asked for, or fewer where the device's memory says so;
+         * 4 warps to one 16-row block, 2 to each of several */
         assert_true(p.br % 16 == 0 && p.br <= rows[i] && p.br >= 16);
-        assert_int_equal(p.work_group_size, 32 * 4 * p.br / 16); /* 4 warps a row block */
+        assert_int_equal(p.work_group_size, 32 * (p.br == 16 ? 4 : 2) * p.br / 16);
     }
     int failures = 0;
     failures += !kv_run_shared(mma, &decode_cases[0], MLA_DV, 0);

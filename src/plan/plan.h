@@ -115,7 +115,7 @@ void fcl_plan_effective_limits(const fcl_caps *caps, const fcl_plan_limits *limi
  * cl/warp_emulated.cl (tests on any device). */
 /* The largest head_dim the tensor-core kernel of `kind` takes: 576 for the
  * forward and decode (above 256 with the accumulators' columns split over
- * warps, head_dim a multiple of 64), 256 for the backward. */
+ * warps, head_dim a multiple of 32), 256 for the backward. */
 int fcl_mma_max_head_dim(fcl_kernel_kind kind);
 /* Whether the tensor-core dK/dV of this head_dim runs as two launches, dV
  * and then dK (FCL_BUILD_DV_ONLY / FCL_BUILD_DK_ONLY): one d-wide

@@ -60,11 +60,11 @@ static mma_shape default_shape(fcl_kernel_kind kind, int d, bool fused_dq)
      * 197); d 64 156 / 191 against 125 / 161 (separate: 193). */
     if (kind == FCL_KERNEL_BACKWARD_DKDV && fused_dq && d <= 128)
         return d <= 64 ? (mma_shape){8, 2, 128, 2} : (mma_shape){8, 2, 64, 2};
-    /* Above 256 (MLA's 576, decoding or the KV call's many rows): 32 rows
-     * by 64 keys, V's columns over 4 warps (72 accumulators a lane at 576);
-     * not yet tuned. */
+    /* Above 256 (MLA's 576, decoding or the KV call's many rows): 64 rows
+     * by 32 keys, each 16-row block's keys and V's columns over 2 warps
+     * (144 accumulators a lane at 576), the best decode tile of run 32. */
     if ((kind == FCL_KERNEL_FORWARD || kind == FCL_KERNEL_DECODE) && d > 256)
-        return (mma_shape){8, 1, 64, 4};
+        return (mma_shape){8, 1, 32, 2};
     switch (kind) {
     case FCL_KERNEL_FORWARD:
         return d <= 128 ? (mma_shape){4, 2, 64, 1} : (mma_shape){8, 1, 128, 1};
@@ -158,15 +158,26 @@ int fcl_mma_max_head_dim(fcl_kernel_kind kind)
     return kind == FCL_KERNEL_FORWARD || kind == FCL_KERNEL_DECODE ? 576 : 256;
 }
 
-/* The next smaller shape to try: fewer rows per step (never fewer than
- * 16 per part of a split forward's keys), then fewer row blocks per warp,
- * then fewer warps (never fewer than a split's column groups); false when
- * none is left.  The caller skips the shapes a split cannot tile
- * (shape_valid). */
+/* The next smaller shape to try: fewer rows per step, then fewer row
+ * blocks per warp, then fewer warps (never fewer than a split's column
+ * groups); false when none is left.  A split forward keeps 16 keys a warp
+ * at least, and before dropping row blocks gives each fewer warps (2 at
+ * least: its accumulators' columns must still fit).  The caller skips the
+ * shapes a split cannot tile (shape_valid). */
 static bool shrink(fcl_kernel_kind kind, mma_shape *s)
 {
-    const bool key_parts = s->wd > 1 && kind != FCL_KERNEL_BACKWARD_DKDV;
-    if (s->inner > 16 * (key_parts ? s->wd : 1))
+    if (s->wd > 1 && kind != FCL_KERNEL_BACKWARD_DKDV) {
+        if (s->inner > 16 * s->wd)
+            s->inner /= 2;
+        else if (s->wd > 2)
+            s->wd /= 2, s->warps /= 2; /* the same rows, fewer warps to each */
+        else if (s->warps > s->wd)
+            s->warps /= 2;
+        else
+            return false;
+        return true;
+    }
+    if (s->inner > 16)
         s->inner /= 2;
     else if (s->mb > 1)
         s->mb /= 2;
