@@ -394,7 +394,69 @@ static void test_tensor_core_local_bytes(void **state)
         assert_int_equal(r->plan.tile_mma, 1);
         assert_local_bytes_planned(ctx, r);
     }
+    /* the split of a 16-row block over warps (head_dim above 256): the
+     * decode plan of one block (4 warps) and of two (2 warps each) */
+    for (int rows = 16; rows <= 32; rows += 16) {
+        fcl_resolved *r = NULL;
+        fcl_build b = fcl_build_of(FCL_KERNEL_DECODE, 320, FCL_DTYPE_FP16, FCL_BUILD_TILE_MMA);
+        b.rows = rows;
+        assert_int_equal(fcl_resolve(ctx, &b, &r), FCL_OK);
+        assert_int_equal(r->plan.wd, rows == 16 ? 4 : 2);
+        assert_local_bytes_planned(ctx, r);
+    }
     fcl_context_destroy(ctx);
+}
+
+/* Head dims above 256 on tensor cores (MLA): each 16-row block's keys and
+ * V's columns over 4 warps (one block, head_dim a multiple of 64) or 2
+ * (otherwise), shrunk to fewer
+ * warps a block before fewer blocks where memory is short; a head_dim that
+ * is no multiple of 32 has no such plan (the portable piece runs it). */
+static void test_tensor_core_split_plans(void **state)
+{
+    (void)state;
+    const fcl_profile *h100 = fcl_profile_find("nvidia-h100");
+    const fcl_profile *a100 = fcl_profile_find("nvidia-a100");
+    const size_t dims[] = {288, 320, 544, 576, 560};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; ++i)
+        for (int rows = 16; rows <= 64; rows *= 4)
+            for (int p = 0; p < 2; ++p) {
+                const fcl_caps *caps = p ? &a100->caps : &h100->caps;
+                fcl_build b = fcl_build_of(FCL_KERNEL_DECODE, dims[i], FCL_DTYPE_BF16,
+                                           FCL_BUILD_TILE_MMA);
+                b.rows = rows;
+                fcl_tuned_tile t;
+                assert_int_equal(fcl_decode_target(caps, &b, FCL_PIECE_PORTABLE, &t), FCL_OK);
+                fcl_plan_full f;
+                const fcl_status st = fcl_plan_make_mma(caps, FCL_KERNEL_DECODE, dims[i],
+                                                        FCL_DTYPE_BF16, false, NULL, &t, 0, &f);
+                if (dims[i] % 32 != 0) {
+                    assert_int_equal(st, FCL_ERROR_INVALID_VALUE); /* the target cannot tile it */
+                    continue;
+                }
+                assert_int_equal(st, FCL_OK);
+                assert_true(f.pub.local_bytes <= caps->local_mem_usable);
+                assert_int_equal(f.pub.work_group_size, 32 * f.ty);
+                assert_int_equal(f.ty, f.wd * (int)f.pub.br / 16); /* warps = blocks x wd */
+                assert_int_equal(f.pub.bc % (16 * (size_t)f.wd), 0);
+                /* the H100 holds every first choice; the A100's 164 KiB
+                 * not 4 warps x 64 keys at 544 and 576, which give a block
+                 * 2 warps instead */
+                const bool four = rows == 16 && dims[i] % 64 == 0 && (p == 0 || dims[i] < 544);
+                assert_int_equal(f.wd, four ? 4 : 2);
+                assert_int_equal(f.pub.br, (size_t)rows);
+            }
+    /* the default of the forward kernel's plan (more rows than decoding) */
+    fcl_plan_full f;
+    assert_int_equal(fcl_plan_make_mma(&h100->caps, FCL_KERNEL_FORWARD, 560, FCL_DTYPE_FP16,
+                                       false, NULL, NULL, 0, &f),
+                     FCL_ERROR_NO_PLAN);
+    assert_int_equal(fcl_plan_make_mma(&h100->caps, FCL_KERNEL_FORWARD, 576, FCL_DTYPE_FP16,
+                                       false, NULL, NULL, 0, &f),
+                     FCL_OK);
+    assert_int_equal(f.wd, 2);
+    assert_int_equal(f.pub.br, 64);
+    assert_int_equal(f.pub.bc, 32);
 }
 
 /* Mesa's llvmpipe ends a work-item's loops after 65535 iterations in all
@@ -568,6 +630,7 @@ int main(void)
         cmocka_unit_test(test_failed_replan_recovers),
         cmocka_unit_test(test_tensor_core_plans),
         cmocka_unit_test(test_tensor_core_local_bytes),
+        cmocka_unit_test(test_tensor_core_split_plans),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

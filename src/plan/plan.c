@@ -185,12 +185,13 @@ fcl_status fcl_decode_target(const fcl_caps *caps, const fcl_build *build, fcl_p
         if (build->head_dim > 256) {
             /* MLA's 576: each 16-row block's keys and V's columns over 4
              * warps (64 keys a tile, 72 accumulators a lane) for one block,
-             * over 2 (32 keys, 144) for more.  H100, fp16, B 16/64, 16k/64k
+             * over 2 (32 keys, 144) for more or where head_dim / 4 is no
+             * multiple of 16.  H100, fp16, B 16/64, 16k/64k
              * tokens, % of copy (NOTES.md, run 32): 16 rows, 4 warps x 64
              * keys 65.6-89.9, 2 x 32 61.6-93.9, 2 x 64 46.7-55.7; 64 rows,
              * 2 warps a block x 32 keys 19.1-26.9, against 4 x 64 (which
              * plans 32 rows: 234 KiB at 64) 16.4-21.2 */
-            if (blocks == 1)
+            if (blocks == 1 && build->head_dim % 64 == 0) /* 4 parts of 16-column steps */
                 *out = (fcl_tuned_tile){16, 64, 4, 32,
                                         "decode above head_dim 256: 4 warps a 16-row block, 64 keys",
                                         4};
