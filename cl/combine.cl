@@ -52,7 +52,9 @@ inline float fcl_merge_lse(__local const float *lse, int n)
  * block): the parts' LSE are read at once into __local memory and merged;
  * then each work-item sums its column over its slice of the parts with
  * weights exp(LSE_s - LSE) (0 for an empty part), four loads in flight,
- * and the slices are added in order.  A merge is latency, not bandwidth:
+ * and the slices are added in order.  `sinks` holds heads_q logits when
+ * `arrays` has FCL_ARRAY_SINKS, else it is a placeholder ("optional
+ * arrays", common.cl).  A merge is latency, not bandwidth:
  * one work-item per column walking the parts one by one took 0.33 us a
  * part on an H100 (40 us for 128 parts, more than the attention itself:
  * NOTES.md, run 16).  Every sum has a fixed order. */
@@ -61,7 +63,7 @@ void fcl_combine(__global const float *part_o, __global const float *part_lse, i
                  long part_rows, int head_dim, int seqlen_q, int heads_q,
                  __global fcl_ostorage *O, long o_off, long o_sb, long o_sh, long o_ss,
                  __global float *LSE, long lse_off, int write_lse,
-                 __global const float *sinks)
+                 __global const float *sinks, int arrays)
 {
     __local float part[FCL_COMBINE_MAX_SPLITS];
     __local float slice_sum[FCL_COMBINE_SLICES][FCL_COMBINE_COLS];
@@ -77,7 +79,8 @@ void fcl_combine(__global const float *part_o, __global const float *part_lse, i
     for (int s = lid; s < num_splits; s += FCL_COMBINE_WG) part[s] = part_lse[s * part_rows + row];
     barrier(CLK_LOCAL_MEM_FENCE);
     const float keys_lse = fcl_merge_lse(part, num_splits);
-    const float lse = sinks != 0 ? fcl_lse_add(keys_lse, sinks[h]) : keys_lse;
+    const float sink = fcl_optional(sinks, h, arrays, FCL_ARRAY_SINKS, -INFINITY);
+    const float lse = (arrays & FCL_ARRAY_SINKS) ? fcl_lse_add(keys_lse, sink) : keys_lse;
 
     float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (col < head_dim && isfinite(lse)) {

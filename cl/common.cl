@@ -530,6 +530,28 @@ inline long fcl_lse_index(int b, int h, int heads_q, int lse_rows, const fcl_seq
     return head * lse_rows + s.q_row0 + row;
 }
 
+/* ---- optional arrays -------------------------------------------------------
+ * A per-head array a call may leave out (the sinks, FP8's descales) is never
+ * a NULL argument: the host binds a one-float placeholder in its place and
+ * says which arrays are real in the kernel's `arrays` bits.  fcl_optional
+ * reads element i of a real array, else gives `absent`; its load runs
+ * whatever the bit says and stays in bounds (index 0 of the placeholder), so
+ * a compiler that hoists a load past its condition reads nothing it must
+ * not.  Intel's CPU runtime (2026.2) did that to `sinks != 0 ? sinks[h] : x`
+ * (one address for the whole work-group, between two branches that differ
+ * per work-item): its 8-wide form loaded from NULL and crashed (NOTES.md,
+ * "Intel"). */
+#define FCL_ARRAY_DESCALE_Q 1
+#define FCL_ARRAY_DESCALE_K 2
+#define FCL_ARRAY_DESCALE_V 4
+#define FCL_ARRAY_SINKS 8
+inline float fcl_optional(__global const float *a, long i, int arrays, int bit, float absent)
+{
+    const bool real = (arrays & bit) != 0;
+    const float x = a[real ? i : 0];
+    return real ? x : absent;
+}
+
 /* ---- attention sinks -------------------------------------------------------
  * log(exp(a) + exp(b)) without overflow: a row's log-sum-exp `a` (-inf when
  * it saw no key) with a sink logit `b` joined (flash_fwd.cl's last step and

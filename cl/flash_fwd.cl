@@ -84,11 +84,13 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
                  /* KV-cache calls (FCL_FEAT_KVCACHE) */
                  __global const int *cache_lens, int seqlen_new, __global const int *page_table,
                  long pt_stride, int num_pages,
-                 /* FP8: descales per (batch, query head) and (batch, K/V head), 0: 1.0 */
+                 /* FP8: descales per (batch, query head) and (batch, K/V head), absent: 1.0 */
                  __global const float *descale_q, __global const float *descale_k,
                  __global const float *descale_v,
-                 /* attention sinks: heads_q logits, 0: none (joined here, or by the merge) */
-                 __global const float *sinks)
+                 /* attention sinks: heads_q logits (joined here, or by the merge) */
+                 __global const float *sinks,
+                 /* which of the four are real: FCL_ARRAY_* ("optional arrays", common.cl) */
+                 int arrays)
 {
     FCL_FWD_LOCALS;
 #if FCL_HAS(FCL_FEAT_KVCACHE)
@@ -123,8 +125,9 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
 #error "FP8 descales are per query head: no GQA packing"
 #endif
     const long bhk = (long)b * (heads_q / q_per_kv) + hk;
-    scale *= (descale_q != 0 ? descale_q[bh] : 1.0f) * (descale_k != 0 ? descale_k[bhk] : 1.0f);
-    const float out_scale = descale_v != 0 ? descale_v[bhk] : 1.0f;
+    scale *= fcl_optional(descale_q, bh, arrays, FCL_ARRAY_DESCALE_Q, 1.0f) *
+             fcl_optional(descale_k, bhk, arrays, FCL_ARRAY_DESCALE_K, 1.0f);
+    const float out_scale = fcl_optional(descale_v, bhk, arrays, FCL_ARRAY_DESCALE_V, 1.0f);
 #else
     const float out_scale = 1.0f;
 #endif
@@ -289,7 +292,7 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
      * joins the row's sum here when the keys are not split (the merge adds
      * it otherwise): LSE becomes log(exp(LSE) + exp(sink)) and O shrinks by
      * exp(old LSE - new LSE). */
-    const bool add_sink = sinks != 0 && num_splits <= 1;
+    const bool add_sink = (arrays & FCL_ARRAY_SINKS) && num_splits <= 1;
     fcl_rows o_rows = fcl_rows_strided(o_off + fcl_batch_offset(b, o_sb) + h * o_sh +
                                        sq.q_row0 * o_ss, o_ss);
     o_rows.sh = o_sh;
@@ -303,7 +306,8 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
         const float m_i = FCL_R(m, i);
         const float keys_lse = (l_i > 0.0f) ? FCL_NATURAL_UNITS(m_i * exp_scale) + log(l_i)
                                             : -INFINITY;
-        const float lse_all = add_sink ? fcl_lse_add(keys_lse, sinks[head]) : keys_lse;
+        const float sink = fcl_optional(sinks, head, arrays, FCL_ARRAY_SINKS, -INFINITY);
+        const float lse_all = add_sink ? fcl_lse_add(keys_lse, sink) : keys_lse;
         /* (a NaN sink makes even a row without keys NaN, as the merge does) */
         const float inv = (l_i > 0.0f) ? out_scale / l_i * (add_sink ? exp(keys_lse - lse_all) : 1.0f)
                                        : (isnan(lse_all) ? NAN : 0.0f);

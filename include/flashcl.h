@@ -553,7 +553,8 @@ FCL_API void fcl_context_options_init(fcl_context_options *opts);
 
 /*! fcl_context_create() :
  * Picks a device (see fcl_context_options), creates an OpenCL context and an
- * in-order queue on it, and probes the device once (fcl_device_info).
+ * in-order queue on it, probes the device once (fcl_device_info) and
+ * creates the context's one 4-byte buffer ("Device memory accounting").
  * `opts` may be NULL (defaults).
  * @return FCL_OK and a new context in *out; otherwise *out is NULL and the
  *         status says why (FCL_ERROR_NO_DEVICE, FCL_ERROR_DEVICE_NOT_FOUND,
@@ -564,8 +565,9 @@ FCL_API fcl_status fcl_context_create(const fcl_context_options *opts, fcl_conte
  * Wraps a caller's own OpenCL objects: the queue must belong to `cl_ctx` and
  * `device`.  They are retained (clRetain*) and released on destroy; the
  * caller keeps its own references.  No data is ever copied: the caller passes
- * its own cl_mem buffers to the calls below.  `opts` may be NULL; its device
- * indices are ignored.
+ * its own cl_mem buffers to the calls below.  The context's one 4-byte
+ * buffer ("Device memory accounting") is created in `cl_ctx`.  `opts` may
+ * be NULL; its device indices are ignored.
  * @return FCL_OK and *out, or an error (*out is then NULL). */
 FCL_API fcl_status fcl_context_create_from_cl(cl_context cl_ctx, cl_command_queue queue,
                                               cl_device_id device,
@@ -1136,7 +1138,10 @@ FCL_API fcl_status fcl_kvcache_plan_query(fcl_context *ctx, const fcl_kvcache_de
 /* ------------------------------------------------------------------------ */
 
 /* Every device buffer flashcl allocates for itself goes through one path
- * that keeps these counts (the caller's own buffers are not counted). */
+ * that keeps these counts (the caller's own buffers are not counted).  A
+ * context holds one 4-byte buffer from its creation to its destruction
+ * (bound where a call leaves out an optional array, so that no kernel gets
+ * a NULL argument), counted here too. */
 typedef struct fcl_memory_stats {
     uint64_t allocations;          /* buffers created */
     uint64_t current_bytes;        /* live now */

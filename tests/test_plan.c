@@ -400,7 +400,19 @@ static void test_tensor_core_local_bytes(void **state)
         fcl_resolved *r = NULL;
         fcl_build b = fcl_build_of(FCL_KERNEL_DECODE, 320, FCL_DTYPE_FP16, FCL_BUILD_TILE_MMA);
         b.rows = rows;
-        assert_int_equal(fcl_resolve(ctx, &b, &r), FCL_OK);
+        const fcl_status st = fcl_resolve(ctx, &b, &r);
+        if (st == FCL_ERROR_NO_PLAN) {
+            /* a device too small for any split tile (llvmpipe's 32 KiB):
+             * the planner says so before building */
+            fcl_tuned_tile t;
+            fcl_plan_full f;
+            assert_int_equal(fcl_decode_target(&ctx->caps, &b, FCL_PIECE_PORTABLE, &t), FCL_OK);
+            assert_int_equal(fcl_plan_make_mma(&ctx->caps, FCL_KERNEL_DECODE, 320, FCL_DTYPE_FP16,
+                                               false, NULL, &t, 1, &f),
+                             FCL_ERROR_NO_PLAN);
+            continue;
+        }
+        assert_int_equal(st, FCL_OK);
         assert_int_equal(r->plan.wd, rows == 16 ? 4 : 2);
         assert_local_bytes_planned(ctx, r);
     }

@@ -2,9 +2,9 @@
  * reference: the forward and the backward (dQ, dK, dV and dsinks) with
  * windows, causal masks, GQA, packed sequences, ALiBi, softcap, dropout,
  * every storage type and FP8; split-KV forced (the merge adds the sink once);
- * rows that see no key (O = 0, LSE = sink); non-finite sinks as the header
- * says; bitwise repeatable dsinks; and every bad input's status with nothing
- * written.  The KV-cache call's sinks are in test_kvcache, the emulated
+ * rows that see no key (O = 0, LSE = sink); calls without sinks on an
+ * emulated GPU's plan; non-finite sinks as the header says; bitwise
+ * repeatable dsinks; and every bad input's status with nothing written.  The KV-cache call's sinks are in test_kvcache, the emulated
  * profiles' in test_profiles and test_tensor_cores. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -118,6 +118,31 @@ static void test_split_kv(void **state)
         assert_true(fa_check_forward(ctx, &c, &r));
         assert_true(fa_check_deterministic(ctx, &c, 0));
     }
+}
+
+/* A call without sinks binds a placeholder there, never NULL (cl/common.cl,
+ * "optional arrays"): Intel's CPU runtime (2026.2) loaded from the NULL it
+ * had before and crashed in every emulated GPU profile's portable forward
+ * (its register loops unrolled, many work-items a group; NOTES.md, "Intel").
+ * The smallest profile's (256 work-items), fp32, head_dim 64, causal,
+ * 70 x 90: without sinks, with them, and split without them (the merge's
+ * read). */
+static void test_absent_sinks_gpu_profile(void **state)
+{
+    (void)state;
+    fcl_context *gpu = test_context("small-32k");
+    assert_non_null(gpu);
+    const fa_variants none = fa_no_variants(), sinks = with_sinks();
+    fa_variants split = none;
+    split.num_splits = 3;
+    const fa_variants *vars[] = {&none, &sinks, &split};
+    for (int i = 0; i < 3; ++i) {
+        const fa_case c = {1, 2, 2, 70, 90, 64, FCL_DTYPE_FP32, 1, 0, FCL_LAYOUT_BSHD, 0,
+                           {0, 0, 0}, 450 + (uint64_t)i, vars[i]};
+        fa_result r;
+        assert_true(fa_check_forward(gpu, &c, &r));
+    }
+    fcl_context_destroy(gpu);
 }
 
 /* FP8 inputs: the sink is a logit, not scaled by the descales. */
@@ -387,6 +412,7 @@ int main(void)
         cmocka_unit_test(test_with_variants),
         cmocka_unit_test(test_varlen),
         cmocka_unit_test(test_split_kv),
+        cmocka_unit_test(test_absent_sinks_gpu_profile),
         cmocka_unit_test(test_fp8),
         cmocka_unit_test(test_repeatable),
         cmocka_unit_test(test_rows_without_keys),

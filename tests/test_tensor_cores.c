@@ -357,7 +357,11 @@ static void test_lengths_and_layout(void **state)
 }
 
 /* Plain attention takes the row max over raw q.k and puts the scale into
- * the exponent, negating Q for a negative scale; softcap scales first. */
+ * the exponent, negating Q for a negative scale; softcap scales first.
+ * Each case runs on kernels another test builds too (each emulated build
+ * costs CI a minute on the CPU implementations): fp16 those of
+ * test_lengths_and_layout, bf16 those of test_head_dims, and softcap those
+ * of test_variants' softcap case, whose block mask keeps every block here. */
 static void test_scales(void **state)
 {
     (void)state;
@@ -365,11 +369,14 @@ static void test_scales(void **state)
     for (int i = 0; i < 3; ++i) {
         fa_variants v = fa_no_variants();
         v.softcap = 2.0f;
+        v.block_m = 16;
+        v.block_n = 32;
+        v.block_density = 1.0;
         fa_case c = base_case(7300 + (uint64_t)i);
         c.scale = scales[i];
         c.causal = i == 1;
         c.head_dim = 32;
-        c.dtype = i == 1 ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
+        c.dtype = i == 0 ? FCL_DTYPE_FP16 : FCL_DTYPE_BF16;
         c.var = i == 2 ? &v : NULL;
         check_both(&c);
     }
@@ -399,7 +406,8 @@ static void test_variants(void **state)
         fa_case c = base_case(7200 + (uint64_t)t);
         c.var = &v;
         c.head_dim = 32;
-        c.dtype = t == 1 ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
+        /* packed sequences in bf16: the kernels of test_sinks' packed case */
+        c.dtype = t == 0 ? FCL_DTYPE_FP16 : FCL_DTYPE_BF16;
         c.causal = t == 2;
         check_both(&c);
     }
@@ -432,6 +440,9 @@ static void test_sinks(void **state)
         c.var = &v;
         c.dtype = i == 1 ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
         c.causal = i != 2;
+        /* packed at head_dim 32: the kernels of test_variants' packed case */
+        if (i == 1)
+            c.head_dim = 32;
         if (i == 2) {
             c.seqlen_q = 2;
             c.heads_q = 8;
@@ -453,7 +464,7 @@ static void test_block_mask_short_tiles(void **state)
         v.block_m = 16;
         v.block_n = 32;
         v.block_density = t ? 0.5 : 1.0;
-        fa_case c = {1, 1, 1, 64, 64, dims[t], t ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16, t, 0.0f,
+        fa_case c = {1, 1, 1, 64, 64, dims[t], t ? FCL_DTYPE_FP16 : FCL_DTYPE_BF16, t, 0.0f,
                      FCL_LAYOUT_BSHD, 0, {0, 0, 0}, 7500 + (uint64_t)t, &v};
         fcl_attention_desc d;
         fcl_attention_desc_init(&d, 1, 1, 1, 64, 64, c.head_dim, c.dtype, FCL_LAYOUT_BSHD);
@@ -494,9 +505,11 @@ static void test_forced_tiles(void **state)
     } else {
         print_message("the forced tile was re-planned here: %s\n", p.reason);
     }
+    /* one storage type, so both cases run on one build of the forced tile
+     * (the 16-bit types differ only in conversions, which the default
+     * tiles' tests check in both) */
     for (int t = 0; t < 2; ++t) {
         fa_case c = base_case(7300 + (uint64_t)t);
-        c.dtype = t ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
         c.causal = t;
         check_both(&c);
     }
@@ -585,6 +598,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_selection, clear_forced_tiles),
         cmocka_unit_test_teardown(test_head_dims, clear_forced_tiles),
+        /* early: test_nonfinite takes its ordered fused kernel from PoCL's
+         * kernel cache when this program built it first */
+        cmocka_unit_test_teardown(test_fused_dq, clear_forced_tiles),
         cmocka_unit_test_teardown(test_head_dim_256, clear_forced_tiles),
         cmocka_unit_test_teardown(test_dkdv_columns_split, clear_forced_tiles),
         cmocka_unit_test_teardown(test_value_head_dim, clear_forced_tiles),
@@ -595,7 +611,6 @@ int main(void)
         cmocka_unit_test_teardown(test_block_mask_short_tiles, clear_forced_tiles),
         cmocka_unit_test_teardown(test_forced_tiles, clear_forced_tiles),
         cmocka_unit_test_teardown(test_deterministic, clear_forced_tiles),
-        cmocka_unit_test_teardown(test_fused_dq, clear_forced_tiles),
     };
     return cmocka_run_group_tests(tests, setup, fa_group_teardown);
 }

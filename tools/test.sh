@@ -4,12 +4,17 @@
 # FLASHCL_DEVICE=P:D runs the device tests on another device.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# each block's wall time, for NOTES.md's table of CI's time
+mark=$SECONDS
+took() { echo "flashcl: $1 took $((SECONDS - mark)) s"; mark=$SECONDS; }
 bash tools/deps.sh test
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DFLASHCL_BUILD_TESTS=ON \
       -DCMAKE_C_FLAGS="-Werror" >/dev/null
 cmake --build build -j "$(nproc)"
+took "configure and build"
 cd build
 ctest --output-on-failure -j "$(nproc)" --timeout 1500
+took "the tests on the default device"
 # Every device test again on the other implementations here, each block with
 # ctest -j2 in the order of the costs the PoCL run above recorded (longest
 # first).  A block runs every test that takes a device but those named in its
@@ -23,6 +28,7 @@ other_device_tests() { # <label> <out: regex of names> <env...>
   shift 2
   echo "flashcl: the device tests on $label (out here: ${out//|/, })"
   env "$@" ctest --output-on-failure -j "$(nproc)" --timeout 1500 -E "^($not_device|$out)\$"
+  took "the device tests on $label"
 }
 # Mesa's rusticl (its llvmpipe CPU device), found by name.  Its kernel
 # builds are slow; Mesa's shader cache (~/.cache/mesa_shader_cache) shares
@@ -62,4 +68,5 @@ else
 fi
 # the same again under the sanitizers, with injected faults and the fuzzer
 cd .. && bash tools/sanitize.sh
+took "the sanitizers, faults and fuzzer"
 for s in "${skipped[@]}"; do echo "flashcl: SKIPPED $s"; done

@@ -90,6 +90,8 @@ typedef struct fcl_variants {
     int block_m, block_n, block_nbn;
     cl_mem descale_q, descale_k, descale_v; /* FP8: per-head descales, NULL = 1.0 */
     cl_mem sinks;                 /* heads_q sink logits, NULL: none */
+    /* (the kernels get the context's placeholder and a bit for a NULL one:
+     * FCL_ARRAY_*, "optional arrays" in cl/common.cl) */
     /* the longest query and key sequences, which size the launches:
      * seqlen_q and seqlen_k, or for packed sequences the longest ones
      * cu_seqlens hold (a generous stated maximum costs no empty groups) */

@@ -15,6 +15,19 @@ enum { FCL_COMBINE_COLS = 32, FCL_COMBINE_WG = 256 };
 
 static size_t div_up(size_t a, size_t b) { return (a + b - 1) / b; }
 
+/* The kernels' optional arrays ("optional arrays", cl/common.cl): bits of
+ * their `arrays` argument, set for each array the call has. */
+enum { FCL_ARRAY_DESCALE_Q = 1, FCL_ARRAY_DESCALE_K = 2, FCL_ARRAY_DESCALE_V = 4,
+       FCL_ARRAY_SINKS = 8 };
+
+/* Binds an optional array, or the context's placeholder when the call has
+ * none (kernels never get NULL); returns `bit` when the array is real. */
+static int arg_optional(fcl_args *a, const fcl_context *ctx, cl_mem m, int bit)
+{
+    fcl_arg_mem(a, m != NULL ? m : ctx->placeholder);
+    return m != NULL ? bit : 0;
+}
+
 /* The largest divisor of q_per_kv whose packed rows still fit a decode plan. */
 static int pack_factor(size_t q_per_kv, size_t seqlen_q)
 {
@@ -211,10 +224,11 @@ static fcl_status set_forward_args(const fcl_resolved *r, cl_kernel kernel, cons
     fcl_arg_mem(&a, j->page_table);
     fcl_arg_long(&a, j->page_table_stride);
     fcl_arg_int(&a, j->num_pages);
-    fcl_arg_mem(&a, j->var->descale_q);
-    fcl_arg_mem(&a, j->var->descale_k);
-    fcl_arg_mem(&a, j->var->descale_v);
-    fcl_arg_mem(&a, j->var->sinks);
+    int arrays = arg_optional(&a, c->ctx, j->var->descale_q, FCL_ARRAY_DESCALE_Q);
+    arrays |= arg_optional(&a, c->ctx, j->var->descale_k, FCL_ARRAY_DESCALE_K);
+    arrays |= arg_optional(&a, c->ctx, j->var->descale_v, FCL_ARRAY_DESCALE_V);
+    arrays |= arg_optional(&a, c->ctx, j->var->sinks, FCL_ARRAY_SINKS);
+    fcl_arg_int(&a, arrays);
     *groups = base_groups * (size_t)c->split.num_splits;
     return a.err;
 }
@@ -241,7 +255,8 @@ static fcl_status enqueue_combine(fcl_context *ctx, fcl_resolved *r, const forwa
     fcl_arg_mem(&a, j->lse);
     fcl_arg_long(&a, (int64_t)d->lse_offset);
     fcl_arg_int(&a, j->lse != NULL);
-    fcl_arg_mem(&a, j->var->sinks); /* joined once, here */
+    /* the sinks are joined once, here */
+    fcl_arg_int(&a, arg_optional(&a, ctx, j->var->sinks, FCL_ARRAY_SINKS));
     err = a.err;
     const size_t local = FCL_COMBINE_WG;
     const size_t global = part_rows(d) * div_up(fcl_head_dim_v(d), FCL_COMBINE_COLS) * local;

@@ -1,5 +1,6 @@
 /* context.c - creating and destroying a context: device choice, one probe of
- * the device (with its usable on-chip memory), the queue, the emulated profile. */
+ * the device (with its usable on-chip memory), the queue, the emulated
+ * profile, the placeholder buffer of absent optional arrays. */
 #include "device/context.h"
 #include "device/device.h"
 
@@ -57,7 +58,12 @@ static fcl_status finish_setup(fcl_context *ctx, const fcl_context_options *opts
     ctx->build_log = fcl_strdup("");
     if (ctx->build_log == NULL)
         return FCL_ERROR_OUT_OF_HOST_MEMORY;
-    return FCL_OK;
+    /* kernels never get a NULL array: an absent one is bound to this */
+    float zero = 0.0f;
+    fcl_status st = FCL_OK;
+    ctx->placeholder = fcl_buffer_create(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                                         sizeof zero, &zero, &st);
+    return st;
 }
 
 fcl_status fcl_context_create(const fcl_context_options *opts, fcl_context **out)
@@ -149,6 +155,7 @@ void fcl_context_destroy(fcl_context *ctx)
         return;
     fcl_forget_resolved(ctx);
     fcl_scratch_release(ctx);
+    fcl_buffer_release(ctx, ctx->placeholder, sizeof(float));
     for (size_t i = 0; i < ctx->num_programs; ++i) {
         clReleaseProgram(ctx->programs[i].program);
         free(ctx->programs[i].key);

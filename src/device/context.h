@@ -30,6 +30,8 @@ struct fcl_context {
     char *build_log;
     fcl_memory_stats mem;
     fcl_scratch scratch[FCL_SCRATCH_COUNT];
+    cl_mem placeholder;           /* one float, bound for an optional array a call
+                                     leaves out ("optional arrays", cl/common.cl) */
     cl_event scratch_busy;        /* completes when the last call using scratch is done */
     uint64_t cache_max_bytes;     /* the disk cache's size bound (disk_cache.c) */
     unsigned cache_loads;         /* programs the disk cache gave, and took: for tests */

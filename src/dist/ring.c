@@ -162,13 +162,16 @@ fcl_status dist_combine(fcl_mpi *m, const dist_kernels *k, const dist_shape *sh,
     const cl_long off = (cl_long)ol->offset, sb = (cl_long)ol->stride_batch,
                   shd = (cl_long)ol->stride_head, ss = (cl_long)ol->stride_seq,
                   lse_off = (cl_long)lse_offset;
-    const cl_mem no_sinks = NULL; /* the ring attention has no sinks */
+    /* The ring attention has no sinks: the `arrays` bits say so, and the
+     * kernel's one read of that argument (element 0, cl/common.cl's
+     * "optional arrays") goes to parts_lse, never to NULL. */
+    const cl_int no_arrays = 0;
     const arg a[] = {ARG(parts), ARG(parts_lse), ARG(np), ARG(part_rows), ARG(hd), ARG(sq),
                      ARG(hq), ARG(out), ARG(off), ARG(sb), ARG(shd), ARG(ss), ARG(lse),
-                     ARG(lse_off), ARG(wl), ARG(no_sinks)};
+                     ARG(lse_off), ARG(wl), ARG(parts_lse), ARG(no_arrays)};
     const size_t col_blocks = (d->head_dim + COMBINE_COLS - 1) / COMBINE_COLS;
     const size_t local[2] = {COMBINE_WG, 1};
-    return launch(m, k->combine, a, 16, (size_t)part_rows * col_blocks * COMBINE_WG, 1, local);
+    return launch(m, k->combine, a, 17, (size_t)part_rows * col_blocks * COMBINE_WG, 1, local);
 }
 
 fcl_status dist_gather_lse(fcl_mpi *m, cl_mem lse, size_t lse_offset, size_t bh, size_t rows,
