@@ -36,6 +36,13 @@
 #if FCL_WGMMA
 #define FCL_H_AT(r, c) FCL_WG_AT(r, c)
 #define FCL_H_HALVES(rows) ((rows) * D_PAD)
+/* Copy e of a tile's 16-byte copies: 8 consecutive copies fill the 8 rows
+ * of one core matrix (128 contiguous bytes, no two in one bank), and a
+ * warp's 32 copies take 64 contiguous bytes of each of 8 rows from global
+ * memory.  Row-major order (below) puts 8 consecutive copies 128 bytes
+ * apart here, all in the same four banks: an 8-way conflict. */
+#define FCL_TILE_COPY_ROW(e, chunks) ((((e) >> 3) / (chunks)) * 8 + ((e) & 7))
+#define FCL_TILE_COPY_COL(e, chunks) (((e) >> 3) % (chunks))
 /* tiles written by ordinary stores or cp.async are read by the tensor
  * cores' (async) proxy after the next barrier */
 #define FCL_TILE_WRITTEN() fcl_wg_proxy_fence()
@@ -45,6 +52,9 @@
 #else
 #define FCL_H_AT(r, c) ((r) * LDH + (c))
 #define FCL_H_HALVES(rows) ((rows) * LDH)
+/* the row and 8-value column block of copy e of a tile, row-major */
+#define FCL_TILE_COPY_ROW(e, chunks) ((e) / (chunks))
+#define FCL_TILE_COPY_COL(e, chunks) ((e) % (chunks))
 #define FCL_TILE_WRITTEN() (void)0
 #endif
 /* 16-byte copies per work-item for one tile of BC keys */
@@ -289,7 +299,7 @@ inline void fcl_load_rows_h(__local ushort *dst, int nrows, __global const fcl_s
     const uint flip = negate ? 0x80008000u : 0u;
     const int chunks = D_PAD / 8;
     FCL_FOR_TILE_CHUNKS(e, nrows * chunks, lid) {
-        const int r = e / chunks, c = e - r * chunks;
+        const int r = FCL_TILE_COPY_ROW(e, chunks), c = FCL_TILE_COPY_COL(e, chunks);
         uint4 x = (uint4)(0u);
         if (r < nvalid && c * 8 < width)
             x = fcl_load8_h(src + fcl_row_offset(src_rows, keys, r) + c * 8) ^ flip;
@@ -305,7 +315,7 @@ inline void fcl_load_rows_h_async(__local ushort *dst, int nrows, __global const
 {
     const int chunks = D_PAD / 8;
     FCL_FOR_TILE_CHUNKS(e, nrows * chunks, lid) {
-        const int r = e / chunks, c = e - r * chunks;
+        const int r = FCL_TILE_COPY_ROW(e, chunks), c = FCL_TILE_COPY_COL(e, chunks);
         const bool valid = r < nvalid && c * 8 < width;
         fcl_copy8_h_async(dst + FCL_H_AT(r, c * 8),
                        src + (valid ? fcl_row_offset(src_rows, keys, r) + c * 8 : 0), valid);
@@ -468,7 +478,7 @@ inline void fcl_key_tile_pages(int *pg, const fcl_rows t, int nvalid, int lid)
     const int chunks = D_PAD / 8;
     FCL_UNROLL
     for (int k = 0; k < FCL_KEY_TILE_STEPS; ++k) {
-        const int e = lid + k * WG, r = e / chunks;
+        const int e = lid + k * WG, r = FCL_TILE_COPY_ROW(e, chunks);
         pg[k] = e < BC * chunks && r < nvalid ? t.pages[(t.first + r) / FCL_PAGE_SIZE] : 0;
     }
 }
@@ -481,7 +491,8 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
     const int chunks = D_PAD / 8;
     FCL_UNROLL
     for (int k = 0; k < FCL_KEY_TILE_STEPS; ++k) {
-        const int e = lid + k * WG, r = e / chunks, c = e - r * chunks;
+        const int e = lid + k * WG, r = FCL_TILE_COPY_ROW(e, chunks),
+                  c = FCL_TILE_COPY_COL(e, chunks);
         const bool valid = r < nvalid && c * 8 < width;
         const long at = t.base + (long)pg[k] * t.page_stride +
                         (long)((t.first + r) % FCL_PAGE_SIZE) * t.ss + c * 8;

@@ -43,10 +43,10 @@ inline int fcl_wg_row(int r)
 }
 inline int fcl_wg_col(int r) { return 8 * (r >> 2) + 2 * (get_local_id(0) & 3) + (r & 1); }
 
-inline void fcl_wgmma_ss(__local const ushort *ta, __local const ushort *tb, float d[32], ulong da,
-                         ulong db, int acc)
+inline void fcl_wgmma_ss_emulated(__local const ushort *ta, __local const ushort *tb, float *d,
+                                  ulong da, ulong db, int acc, int n)
 {
-    for (int r = 0; r < 32; ++r) {
+    for (int r = 0; r < n / 2; ++r) {
         const int row = fcl_wg_row(r), col = fcl_wg_col(r);
         float sum = acc ? d[r] : 0.0f;
         for (int k = 0; k < 16; ++k)
@@ -55,14 +55,14 @@ inline void fcl_wgmma_ss(__local const ushort *ta, __local const ushort *tb, flo
     }
 }
 
-inline void fcl_wgmma_rs_emulated(__local uint *x, __local const ushort *tb, float d[32],
-                                  const uint a[4], ulong db)
+inline void fcl_wgmma_rs_emulated(__local uint *x, __local const ushort *tb, float *d,
+                                  const uint a[4], ulong db, int n)
 {
     const int lid = (int)get_local_id(0), lane = lid & 31;
     __local uint *w = x + (lid - lane) * 6; /* this warp's 32 x 6 words */
     for (int i = 0; i < 4; ++i) w[lane * 6 + i] = a[i];
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int r = 0; r < 32; ++r) {
+    for (int r = 0; r < n / 2; ++r) {
         const int row = fcl_wg_row(r) & 15, col = fcl_wg_col(r); /* the warp's 16 rows */
         float sum = d[r];
         for (int k = 0; k < 16; ++k) {
@@ -76,10 +76,14 @@ inline void fcl_wgmma_rs_emulated(__local uint *x, __local const ushort *tb, flo
     barrier(CLK_LOCAL_MEM_FENCE);
 }
 
-#define fcl_wgmma_rs_t(tb, d, a, db) fcl_wgmma_rs_emulated(fcl_warp_x, (tb), (d), (a), (db))
+#define fcl_wgmma_ss64(ta, tb, d, da, db, acc) fcl_wgmma_ss_emulated(ta, tb, d, da, db, acc, 64)
+#define fcl_wgmma_ss128(ta, tb, d, da, db, acc) fcl_wgmma_ss_emulated(ta, tb, d, da, db, acc, 128)
+#define fcl_wgmma_rs_t64(tb, d, a, db) fcl_wgmma_rs_emulated(fcl_warp_x, (tb), (d), (a), (db), 64)
+#define fcl_wgmma_rs_t128(tb, d, a, db) fcl_wgmma_rs_emulated(fcl_warp_x, (tb), (d), (a), (db), 128)
 #define fcl_wg_fence() ((void)0)
 #define fcl_wg_commit_wait() ((void)0)
 #define fcl_wg_proxy_fence() ((void)0)
 #define FCL_WG_KEEP(x) ((void)0)
+#define FCL_WG_KEEP_U(x) ((void)0)
 
 #endif

@@ -23,11 +23,12 @@
  *   MN-major (B = V for O += P V, the transpose bit set: k = key, n =
  *     head_dim column): element (k, n) at start + (n % 8) * 2 + (n / 8) * SBO
  *     + (k % 8) * 16 + (k / 8) * LBO, so SBO = 128, LBO = D_PAD * 16.
- * Operations (m64, N = 64, k16; f32 accumulators d[32] of the layout below):
- *   fcl_wgmma_ss(ta, tb, d, da, db, acc)  d = A B^T (+ d when acc), A and B
+ * Operations (m64, N = 64 or 128, k16; f32 accumulators d[N / 2] of the
+ * layout below; the N is in the name):
+ *   fcl_wgmma_ssN(ta, tb, d, da, db, acc) d = A B^T (+ d when acc), A and B
  *       K-major from descriptors da, db (ta, tb: the tiles they point into,
  *       for the emulation)
- *   fcl_wgmma_rs_t(tb, d, a, db)          d += A B, A from registers (the
+ *   fcl_wgmma_rs_tN(tb, d, a, db)         d += A B, A from registers (the
  *       mma.sync m16n8k16 A fragment of each warp's 16 rows, warp_ptx.cl),
  *       B MN-major from descriptor db
  *   fcl_wg_fence()                        before the first wgmma that reads
@@ -70,37 +71,66 @@ inline ulong fcl_wg_desc(__local const ushort *tile, int bytes, int lbo, int sbo
 
 #if !FCL_MMA_EMULATE
 
-#define FCL_WG_REG_LIST                                                                  \
-    "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22," \
-    "%23,%24,%25,%26,%27,%28,%29,%30,%31}"
-#define FCL_WG_OUTS(d)                                                                     \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),   \
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),        \
-        "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),     \
-        "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),     \
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),     \
-        "+f"(d[31])
-#define FCL_WGMMA_OP "wgmma.mma_async.sync.aligned.m64n64k16.f32." FCL_MMA_TYPE "." FCL_MMA_TYPE
+/* The accumulator operands of an m64nNk16: N / 2 registers, %0 .. %(N/2-1). */
+#define FCL_WG_LIST32                                                                   \
+    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22," \
+    "%23,%24,%25,%26,%27,%28,%29,%30,%31"
+#define FCL_WG_LIST64                                                                     \
+    FCL_WG_LIST32 ",%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,"  \
+                  "%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+#define FCL_WG_OUT8(d, i)                                                              \
+    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]),          \
+        "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define FCL_WG_OUTS32(d) FCL_WG_OUT8(d, 0), FCL_WG_OUT8(d, 8), FCL_WG_OUT8(d, 16), FCL_WG_OUT8(d, 24)
+#define FCL_WG_OUTS64(d) FCL_WG_OUTS32(d), FCL_WG_OUT8(d, 32), FCL_WG_OUT8(d, 40), FCL_WG_OUT8(d, 48), \
+    FCL_WG_OUT8(d, 56)
+#define FCL_WGMMA_OP(n) \
+    "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32." FCL_MMA_TYPE "." FCL_MMA_TYPE
 
-inline void fcl_wgmma_ss(__local const ushort *ta, __local const ushort *tb, float d[32], ulong da,
-                         ulong db, int acc)
+/* fcl_wgmma_ss64 / ss128 and rs_t64 / rs_t128: N = 64 or 128 (the
+ * operand numbers after the accumulators are spelled out per N). */
+inline void fcl_wgmma_ss64(__local const ushort *ta, __local const ushort *tb, float d[32],
+                           ulong da, ulong db, int acc)
 {
     (void)ta;
     (void)tb;
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "// @sm90a@ " FCL_WGMMA_OP " " FCL_WG_REG_LIST ", %32, %33, p, 1, 1, 0, 0;\n}"
-                 : FCL_WG_OUTS(d)
+                 "// @sm90a@ " FCL_WGMMA_OP(64) " {" FCL_WG_LIST32 "}, %32, %33, p, 1, 1, 0, 0;\n}"
+                 : FCL_WG_OUTS32(d)
                  : "l"(da), "l"(db), "r"(acc)
                  : "memory");
 }
 
-inline void fcl_wgmma_rs_t(__local const ushort *tb, float d[32], const uint a[4], ulong db)
+inline void fcl_wgmma_ss128(__local const ushort *ta, __local const ushort *tb, float d[64],
+                            ulong da, ulong db, int acc)
+{
+    (void)ta;
+    (void)tb;
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "// @sm90a@ " FCL_WGMMA_OP(128) " {" FCL_WG_LIST64 "}, %64, %65, p, 1, 1, 0, 0;\n}"
+                 : FCL_WG_OUTS64(d)
+                 : "l"(da), "l"(db), "r"(acc)
+                 : "memory");
+}
+
+inline void fcl_wgmma_rs_t64(__local const ushort *tb, float d[32], const uint a[4], ulong db)
 {
     (void)tb;
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "// @sm90a@ " FCL_WGMMA_OP " " FCL_WG_REG_LIST
-                 ", {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}"
-                 : FCL_WG_OUTS(d)
+                 "// @sm90a@ " FCL_WGMMA_OP(64) " {" FCL_WG_LIST32
+                 "}, {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}"
+                 : FCL_WG_OUTS32(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1)
+                 : "memory");
+}
+
+inline void fcl_wgmma_rs_t128(__local const ushort *tb, float d[64], const uint a[4], ulong db)
+{
+    (void)tb;
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "// @sm90a@ " FCL_WGMMA_OP(128) " {" FCL_WG_LIST64
+                 "}, {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}"
+                 : FCL_WG_OUTS64(d)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1)
                  : "memory");
 }
@@ -116,9 +146,11 @@ inline void fcl_wg_commit_wait(void)
 /* fence.proxy.async is plain sm_90 PTX (8.0) */
 inline void fcl_wg_proxy_fence(void) { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
-/* Keeps the compiler from reading an accumulator before the wait that
- * makes it valid (the wgmma writes it in the background). */
+/* Keeps the compiler from moving a read or write of an accumulator (a
+ * float) or of an A register (a uint) across the fence, wgmmas and wait
+ * around it: the wgmma reads and writes them in the background. */
 #define FCL_WG_KEEP(x) asm volatile("" : "+f"(x)::"memory")
+#define FCL_WG_KEEP_U(x) asm volatile("" : "+r"(x)::"memory")
 
 #endif
 #endif

@@ -86,10 +86,12 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, size_t head_dim, fcl_dtype 
                     emulated ? "emulated-wgmma" : "nvidia-wgmma");
     fcl_copy_string(pub->source, sizeof pub->source, target ? target->entry : "wgmma default");
     fcl_appendf(pub->reason, sizeof pub->reason,
-                "tensor cores: wgmma m64n64k16 (%s inputs, fp32 accumulation; opted in by "
-                "FLASHCL_WGMMA); forward: %d warpgroup%s of 64 query rows, %d keys per step; "
-                "Q, K, V as 16-bit core matrices from descriptors, P from registers%s",
-                fcl_dtype_name(dtype), s.warpgroups, s.warpgroups > 1 ? "s" : "", s.keys,
+                "tensor cores: wgmma m64nNk16, N %d for Q K^T and %d for P V (%s inputs, "
+                "fp32 accumulation; opted in by FLASHCL_WGMMA); forward: %d warpgroup%s of 64 "
+                "query rows, %d keys per step; Q, K, V as 16-bit core matrices from "
+                "descriptors, P from registers%s",
+                s.keys % 128 == 0 ? 128 : 64, d % 128 == 0 ? 128 : 64, fcl_dtype_name(dtype),
+                s.warpgroups, s.warpgroups > 1 ? "s" : "", s.keys,
                 emulated ? "; warpgroup operations emulated in OpenCL C (a test mode)" : "");
     return FCL_OK;
 }
