@@ -32,6 +32,13 @@ static const char *plan_variant(fcl_kernel_kind kind, size_t seqlen_q, size_t he
     return plan.variant;
 }
 
+/* Set where not even the smallest tile (one warpgroup, 64 keys, d 64)
+ * has a plan: a device whose own count of the emulated kernel's local
+ * memory exceeds what it has (rusticl's llvmpipe counts the emulation's
+ * __local twice and has 32 KiB).  Every call must then be refused with
+ * FCL_ERROR_NO_PLAN, as its plan query predicts, outputs untouched. */
+static int wgmma_refused;
+
 /* The real instructions on sm_90, else the emulation. */
 static int setup(void **state)
 {
@@ -40,6 +47,20 @@ static int setup(void **state)
     if (strcmp(plan_variant(FCL_KERNEL_FORWARD, 128, 64, FCL_DTYPE_FP16), "nvidia-wgmma") != 0 &&
         fcl_debug_emulate_tensor_cores(ctx, 1) != FCL_OK)
         return -1;
+    if (fcl_debug_set_tile(ctx, FCL_KERNEL_FORWARD, 64, 64, 4, 32) != FCL_OK)
+        return -1;
+    fcl_attention_desc d;
+    fcl_plan plan;
+    fcl_attention_desc_init(&d, 1, 2, 2, 128, 96, 64, FCL_DTYPE_FP16, FCL_LAYOUT_BSHD);
+    const fcl_status q = fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan);
+    if (fcl_debug_set_tile(ctx, FCL_KERNEL_FORWARD, 0, 0, 0, 0) != FCL_OK ||
+        (q != FCL_OK && q != FCL_ERROR_NO_PLAN))
+        return -1;
+    wgmma_refused = q == FCL_ERROR_NO_PLAN;
+    if (wgmma_refused)
+        print_message("the smallest wgmma tile has no plan on this device (%s): every call "
+                      "must be refused as its plan query predicts\n",
+                      fcl_status_string(q));
     return 0;
 }
 
@@ -64,9 +85,19 @@ static void check(const fa_case *c)
                             c->head_dim, c->dtype, c->layout);
     d.causal = c->causal;
     fcl_plan plan;
+    fa_result r;
+    if (wgmma_refused) {
+        assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan), FCL_ERROR_NO_PLAN);
+        const int before = fa_no_plan_refusals;
+        fa_accept_no_plan = 1;
+        const int ok = fa_check_forward(ctx, c, &r);
+        fa_accept_no_plan = 0;
+        assert_true(ok);
+        assert_int_equal(fa_no_plan_refusals, before + 1);
+        return;
+    }
     assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan), FCL_OK);
     assert_non_null(strstr(plan.variant, "wgmma"));
-    fa_result r;
     assert_true(fa_check_forward(ctx, c, &r));
 }
 
@@ -77,6 +108,14 @@ static void check(const fa_case *c)
 static void test_selection(void **state)
 {
     (void)state;
+    if (wgmma_refused) {
+        /* refused, not another piece in its place; the other pieces'
+         * plans on such a device are test_tensor_cores' */
+        assert_string_equal(plan_variant(FCL_KERNEL_FORWARD, 128, 64, FCL_DTYPE_FP16), "");
+        assert_string_equal(plan_variant(FCL_KERNEL_FORWARD, 65, 128, FCL_DTYPE_BF16), "");
+        assert_null(strstr(plan_variant(FCL_KERNEL_FORWARD, 128, 64, FCL_DTYPE_FP32), "mma"));
+        return;
+    }
     assert_non_null(strstr(plan_variant(FCL_KERNEL_FORWARD, 128, 64, FCL_DTYPE_FP16), "wgmma"));
     assert_non_null(strstr(plan_variant(FCL_KERNEL_FORWARD, 65, 128, FCL_DTYPE_BF16), "wgmma"));
     assert_non_null(strstr(plan_variant(FCL_KERNEL_FORWARD, 128, 32, FCL_DTYPE_FP16), "mma-sync"));
@@ -119,9 +158,12 @@ static void test_forced_tiles(void **state)
         fcl_plan plan;
         fcl_attention_desc d;
         fcl_attention_desc_init(&d, 1, 2, 2, 128, 96, 64, FCL_DTYPE_FP16, FCL_LAYOUT_BSHD);
-        assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan), FCL_OK);
-        assert_int_equal(plan.br, tiles[i][0]);
-        assert_int_equal(plan.bc, tiles[i][1]);
+        const fcl_status q = fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan);
+        assert_int_equal(q, wgmma_refused ? FCL_ERROR_NO_PLAN : FCL_OK);
+        if (q == FCL_OK) {
+            assert_int_equal(plan.br, tiles[i][0]);
+            assert_int_equal(plan.bc, tiles[i][1]);
+        }
         fa_case c = base_case(9200 + (uint64_t)i);
         c.heads_q = 4;
         c.heads_kv = 2;
@@ -149,6 +191,32 @@ static void test_variants(void **state)
     check(&c);
 }
 
+/* Under lowered limits (a build that reported more local memory than
+ * planned) the plan shrinks in whole wgmma blocks of 64 keys, then to one
+ * warpgroup, and every plan it gives fits the limit; a forced 192-key tile
+ * once halved to 96, which the kernel refuses to build (rusticl). */
+static void test_shrink(void **state)
+{
+    (void)state;
+    const fcl_tuned_tile forced = {128, 192, 8, 32, "test", 1};
+    for (int i = 0; i < 2; ++i) {
+        for (uint64_t kib = 8; kib <= 160; kib += 4) {
+            const fcl_plan_limits limits = {kib * 1024, 1024};
+            fcl_plan_full f;
+            const fcl_status st = fcl_plan_make_wgmma(&ctx->caps, 64, FCL_DTYPE_FP16, &limits,
+                                                      i ? &forced : NULL, 0, &f);
+            if (st == FCL_ERROR_NO_PLAN) {
+                assert_true(kib * 1024 < (64 + 2 * 64) * 64 * 2 + 4); /* not even 64 x 64 */
+                continue;
+            }
+            assert_int_equal(st, FCL_OK);
+            assert_true(f.pub.bc % 64 == 0 && f.pub.br % 64 == 0);
+            assert_true(f.pub.local_bytes <= kib * 1024);
+            assert_int_equal(f.pub.work_group_size, 2 * f.pub.br);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -156,6 +224,7 @@ int main(void)
         cmocka_unit_test_teardown(test_default_tile, clear_forced_tile),
         cmocka_unit_test_teardown(test_forced_tiles, clear_forced_tile),
         cmocka_unit_test_teardown(test_variants, clear_forced_tile),
+        cmocka_unit_test(test_shrink),
     };
     return cmocka_run_group_tests(tests, setup, fa_group_teardown);
 }

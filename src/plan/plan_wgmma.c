@@ -55,8 +55,8 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, size_t head_dim, fcl_dtype 
     size_t wg_limit;
     fcl_plan_effective_limits(caps, limits, &local_limit, &wg_limit);
     while (!wgmma_fits(d, s, emulated, local_limit, wg_limit)) {
-        if (s.keys > 64)
-            s.keys /= 2;
+        if (s.keys > 64) /* half, in whole wgmma blocks of 64 (192 -> 64, not 96) */
+            s.keys = s.keys >= 256 ? s.keys / 2 : 64;
         else if (s.warpgroups > 1)
             s.warpgroups = 1;
         else
