@@ -54,7 +54,7 @@ for step in $steps; do
       dev=""
       [ "$step" = tests-cpu ] && \
         dev=$(cpu_device)
-      all="test_forward test_backward test_variants test_sinks test_tensor_cores test_kvcache test_profiles test_plan test_api test_errors test_cache test_fp8 test_threads test_nonfinite"
+      all="test_forward test_backward test_variants test_sinks test_tensor_cores test_kvcache test_profiles test_plan test_api test_errors test_cache test_fp8 test_threads test_nonfinite test_wgmma"
       [ "$step" = tests-fast ] && all="test_forward test_variants test_plan test_api test_errors"
       [ "$step" = tests-tc ] && all="test_tensor_cores test_backward test_forward"
       [ -n "${TESTS:-}" ] && all=$TESTS
@@ -103,6 +103,23 @@ for step in $steps; do
           FLASHCL_BACKWARD_DQ=$m timeout 200 "$B/bench/flashcl-bench" --dtype "${FUSED_DTYPE:-fp16}" \
             --head-dims "${FUSED_DIMS:-64,128}" --seqlens 1024,4096,16384 --backward --no-naive --reps 5 \
             --out "$OUT/fused_${m}_$r.csv" 2>&1 | grep -v '^\[' | tee -a "$OUT/fused_dq.txt"
+        done
+      done ;;
+    wgmma)
+      # issue 27, step 1: the forward's wgmma piece (FLASHCL_WGMMA=1, sm_90
+      # only): its plans, test_wgmma on the real instructions against
+      # float64, then flashcl-bench's forward with it (variant nvidia-wgmma)
+      # and without (nvidia-mma-sync), alternated twice
+      FLASHCL_WGMMA=1 timeout 120 "$B/tools/flashcl-info" --head-dim 128 --dtype fp16 2>&1 \
+        | tee "$OUT/wgmma_info.txt"
+      ( time timeout 300 "$B/tests/test_wgmma" ) > "$OUT/test_wgmma.log" 2>&1
+      echo "test_wgmma: rc=$?"; grep -E "PASSED|FAILED|FAIL " "$OUT/test_wgmma.log" | head -20
+      for r in 1 2; do
+        for m in 0 1; do
+          echo "== FLASHCL_WGMMA=$m round $r" | tee -a "$OUT/wgmma.txt"
+          FLASHCL_WGMMA=$m timeout 200 "$B/bench/flashcl-bench" --dtype "${WGMMA_DTYPE:-fp16}" \
+            --head-dims 64,128 --seqlens 1024,4096,16384 --causal 0,1 --no-naive --reps 5 \
+            --out "$OUT/wgmma_${m}_$r.csv" 2>&1 | grep -v '^\[' | tee -a "$OUT/wgmma.txt"
         done
       done ;;
     bench-probe)

@@ -17,6 +17,9 @@
  * dS) is repacked to 16 bits as the A operand of the next product
  * (FlashAttention-2's register reuse).  __local tiles hold 16-bit rows padded
  * by 8 halves (LDH), so the 8 rows of an ldmatrix fall in different banks.
+ * With FCL_WGMMA the forward's products are tile_nv_wgmma.cl's instead, on
+ * tiles in wgmma's layout (FCL_H_AT); the rest of the forward is this
+ * file's.
  */
 #if FCL_TILE_MMA
 
@@ -25,6 +28,35 @@
 #define FCL_WD 1
 #endif
 #define LDH (D_PAD + 8)
+/* Where element (r, c) of a 16-bit tile lies, in halves from its start,
+ * and the halves of a tile of `rows` rows: rows padded to LDH, or, in the
+ * wgmma piece's forward (FCL_WGMMA), wgmma's core matrices (FCL_WG_AT,
+ * warpgroup_ptx.cl), which the loads below fill alike: 8 values of a row
+ * are 16 contiguous bytes in both. */
+#if FCL_WGMMA
+#define FCL_H_AT(r, c) FCL_WG_AT(r, c)
+#define FCL_H_HALVES(rows) ((rows) * D_PAD)
+/* Copy e of a tile's 16-byte copies: 8 consecutive copies fill the 8 rows
+ * of one core matrix (128 contiguous bytes, no two in one bank), and a
+ * warp's 32 copies take 64 contiguous bytes of each of 8 rows from global
+ * memory.  Row-major order (below) puts 8 consecutive copies 128 bytes
+ * apart here, all in the same four banks: an 8-way conflict. */
+#define FCL_TILE_COPY_ROW(e, chunks) ((((e) >> 3) / (chunks)) * 8 + ((e) & 7))
+#define FCL_TILE_COPY_COL(e, chunks) (((e) >> 3) % (chunks))
+/* tiles written by ordinary stores or cp.async are read by the tensor
+ * cores' (async) proxy after the next barrier */
+#define FCL_TILE_WRITTEN() fcl_wg_proxy_fence()
+#if !defined(FCL_KERNEL_FORWARD) || FCL_IS_FP8 || FCL_PAGE_SIZE > 0 || FCL_HAS(FCL_FEAT_SHARED_KV)
+#error "the wgmma piece is the forward's, on fp16/bf16 tiles of strided K/V"
+#endif
+#else
+#define FCL_H_AT(r, c) ((r) * LDH + (c))
+#define FCL_H_HALVES(rows) ((rows) * LDH)
+/* the row and 8-value column block of copy e of a tile, row-major */
+#define FCL_TILE_COPY_ROW(e, chunks) ((e) / (chunks))
+#define FCL_TILE_COPY_COL(e, chunks) ((e) % (chunks))
+#define FCL_TILE_WRITTEN() (void)0
+#endif
 /* 16-byte copies per work-item for one tile of BC keys */
 #define FCL_KEY_TILE_STEPS ((BC * (D_PAD / 8) + WG - 1) / WG)
 
@@ -207,8 +239,16 @@ inline float fcl_h_value(ushort h)
     return vload_half(0, (const __private half *)&h);
 #endif
 }
-#define FCL_H_BAD(tile, p, c) fcl_h_nonfinite((tile)[(p) * LDH + (c)])
-#define FCL_H_CLEAN(tile, n) FCL_ZERO_NONFINITE((tile), LDH, (n), fcl_h_nonfinite)
+#define FCL_H_BAD(tile, p, c) fcl_h_nonfinite((tile)[FCL_H_AT(p, c)])
+/* common.cl's FCL_ZERO_NONFINITE in this piece's layout */
+#define FCL_H_CLEAN(tile, n)                                                       \
+    do {                                                                           \
+        barrier(CLK_LOCAL_MEM_FENCE);                                              \
+        FCL_FOR_SHARE(p_, c_, (n), D_PAD)                                          \
+            if (fcl_h_nonfinite((tile)[FCL_H_AT(p_, c_)])) (tile)[FCL_H_AT(p_, c_)] = 0; \
+        FCL_TILE_WRITTEN();                                                        \
+        barrier(CLK_LOCAL_MEM_FENCE);                                              \
+    } while (0)
 
 /* Whether this work-item's share of rows [0, n) of a 16-bit tile holds a
  * non-finite value, read 8 values (16 bytes) at a time: the edge tiles'
@@ -224,7 +264,7 @@ inline bool fcl_h_tile_bad(__local const ushort *tile, int n, int lid)
     bool bad = false;
     for (int e = lid; e < n * (D_PAD / 8); e += WG) {
         const int r = e / (D_PAD / 8), c = (e - r * (D_PAD / 8)) * 8;
-        const uint4 x = *(__local const uint4 *)(tile + r * LDH + c);
+        const uint4 x = *(__local const uint4 *)(tile + FCL_H_AT(r, c));
         bad |= any((x & lo) == lo) || any((x & hi) == hi);
     }
     return bad;
@@ -259,11 +299,11 @@ inline void fcl_load_rows_h(__local ushort *dst, int nrows, __global const fcl_s
     const uint flip = negate ? 0x80008000u : 0u;
     const int chunks = D_PAD / 8;
     FCL_FOR_TILE_CHUNKS(e, nrows * chunks, lid) {
-        const int r = e / chunks, c = e - r * chunks;
+        const int r = FCL_TILE_COPY_ROW(e, chunks), c = FCL_TILE_COPY_COL(e, chunks);
         uint4 x = (uint4)(0u);
         if (r < nvalid && c * 8 < width)
             x = fcl_load8_h(src + fcl_row_offset(src_rows, keys, r) + c * 8) ^ flip;
-        *(__local uint4 *)(dst + r * LDH + c * 8) = x;
+        *(__local uint4 *)(dst + FCL_H_AT(r, c * 8)) = x;
     }
 }
 
@@ -275,9 +315,9 @@ inline void fcl_load_rows_h_async(__local ushort *dst, int nrows, __global const
 {
     const int chunks = D_PAD / 8;
     FCL_FOR_TILE_CHUNKS(e, nrows * chunks, lid) {
-        const int r = e / chunks, c = e - r * chunks;
+        const int r = FCL_TILE_COPY_ROW(e, chunks), c = FCL_TILE_COPY_COL(e, chunks);
         const bool valid = r < nvalid && c * 8 < width;
-        fcl_copy8_h_async(dst + r * LDH + c * 8,
+        fcl_copy8_h_async(dst + FCL_H_AT(r, c * 8),
                        src + (valid ? fcl_row_offset(src_rows, keys, r) + c * 8 : 0), valid);
     }
     fcl_cp_async_commit();
@@ -396,22 +436,22 @@ inline void fcl_load_tile_h_async(__local ushort *dst, int nrows, __global const
  * K's rows, MLA): no V tile, K has two buffers, and the next tile's K
  * streams in while this one is multiplied twice. */
 #if FCL_HAS(FCL_FEAT_SHARED_KV)
-#define FCL_FWD_KV_LOCALS __local ushort Kh[2 * BC * LDH] FCL_ALIGNED;
-#define FCL_FWD_KT(buf) (Kh + (buf) * (BC * LDH))
+#define FCL_FWD_KV_LOCALS __local ushort Kh[2 * FCL_H_HALVES(BC)] FCL_ALIGNED;
+#define FCL_FWD_KT(buf) (Kh + (buf) * FCL_H_HALVES(BC))
 #define FCL_FWD_KCUR FCL_FWD_KT(kcur_)
 #define FCL_FWD_VT FCL_FWD_KCUR
 #define FCL_FWD_KBUF_STATE int kcur_ = 0, knext_ = 0
 #else
 #define FCL_FWD_KV_LOCALS                       \
-    __local ushort Kh[BC * LDH] FCL_ALIGNED;    \
-    __local ushort Vh[BC * LDH] FCL_ALIGNED;
+    __local ushort Kh[FCL_H_HALVES(BC)] FCL_ALIGNED;    \
+    __local ushort Vh[FCL_H_HALVES(BC)] FCL_ALIGNED;
 #define FCL_FWD_KCUR Kh
 #define FCL_FWD_VT Vh
 #define FCL_FWD_KBUF_STATE (void)0
 #endif
 
 #define FCL_FWD_LOCALS                                      \
-    __local ushort Qh[BR * LDH] FCL_ALIGNED;                \
+    __local ushort Qh[FCL_H_HALVES(BR)] FCL_ALIGNED;        \
     FCL_FWD_KV_LOCALS                                       \
     FCL_FWD_LOCALS_SPLIT                                    \
     FCL_WARP_SCRATCH
@@ -420,6 +460,7 @@ inline void fcl_load_tile_h_async(__local ushort *dst, int nrows, __global const
     do {                                                                                       \
         fcl_load_rows_h(Qh, BR, Q, fcl_tile_rows(q_rows, false, r0), false, (rows), D_PAD,    \
                         (negate), lid);                                                        \
+        FCL_TILE_WRITTEN();                                                                    \
         barrier(CLK_LOCAL_MEM_FENCE);                                                          \
     } while (0)
 
@@ -437,7 +478,7 @@ inline void fcl_key_tile_pages(int *pg, const fcl_rows t, int nvalid, int lid)
     const int chunks = D_PAD / 8;
     FCL_UNROLL
     for (int k = 0; k < FCL_KEY_TILE_STEPS; ++k) {
-        const int e = lid + k * WG, r = e / chunks;
+        const int e = lid + k * WG, r = FCL_TILE_COPY_ROW(e, chunks);
         pg[k] = e < BC * chunks && r < nvalid ? t.pages[(t.first + r) / FCL_PAGE_SIZE] : 0;
     }
 }
@@ -450,12 +491,13 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
     const int chunks = D_PAD / 8;
     FCL_UNROLL
     for (int k = 0; k < FCL_KEY_TILE_STEPS; ++k) {
-        const int e = lid + k * WG, r = e / chunks, c = e - r * chunks;
+        const int e = lid + k * WG, r = FCL_TILE_COPY_ROW(e, chunks),
+                  c = FCL_TILE_COPY_COL(e, chunks);
         const bool valid = r < nvalid && c * 8 < width;
         const long at = t.base + (long)pg[k] * t.page_stride +
                         (long)((t.first + r) % FCL_PAGE_SIZE) * t.ss + c * 8;
         if (e < BC * chunks)
-            fcl_copy8_h_async(dst + r * LDH + c * 8, src + (valid ? at : 0), valid);
+            fcl_copy8_h_async(dst + FCL_H_AT(r, c * 8), src + (valid ? at : 0), valid);
     }
     fcl_cp_async_commit();
 }
@@ -503,6 +545,7 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
 #define FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, more, next, next_cols, head_dim) \
     do {                                                                              \
         fcl_cp_async_wait_all();                                                      \
+        FCL_TILE_WRITTEN();                                                           \
         barrier(CLK_LOCAL_MEM_FENCE);                                                 \
         kcur_ = knext_;                                                               \
         if (more) {                                                                   \
@@ -530,6 +573,7 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
 #define FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, more, next, next_cols, head_dim) \
     do {                                                                              \
         fcl_cp_async_wait_all();                                                      \
+        FCL_TILE_WRITTEN();                                                           \
         barrier(CLK_LOCAL_MEM_FENCE);                                                 \
         FCL_FWD_LOAD_V(v_rows, c0, cols);                                             \
         if (more)                                                                     \
@@ -541,6 +585,7 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
 #define FCL_FWD_TILE_MID(more, k_rows, next, cols)                 \
     do {                                                           \
         fcl_cp_async_wait_all();                                   \
+        FCL_TILE_WRITTEN();                                        \
         barrier(CLK_LOCAL_MEM_FENCE);                              \
         if (more) {                                                \
             FCL_FWD_LOAD_K_INTO(Kh, k_rows, next, cols, pg_next);  \
@@ -549,15 +594,17 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
     } while (0)
 #endif
 
+#define FCL_FWD_SET_P(s, i, j, p) (s[i][j] = (p)) /* P stays in the score registers */
+#if !FCL_WGMMA /* the wgmma piece's products: tile_nv_wgmma.cl */
 #define FCL_FWD_QK(s) \
     FCL_MMA_ABT(s, Qh, FCL_FWD_SROW0, FCL_FWD_KCUR + FCL_FWD_KEY0 * LDH, FCL_FWD_KN)
-#define FCL_FWD_SET_P(s, i, j, p) (s[i][j] = (p)) /* P stays in the score registers */
 #if FCL_WD == 1
 #define FCL_FWD_PV(acc, s) FCL_MMA_AB(acc, s, FCL_FWD_VT, BC)
 #else
 #define FCL_FWD_PV(acc, s)                                                                 \
     FCL_MMA_A_B(acc, 1, FCL_FWD_LOAD_P, Ps, FCL_FWD_VT, FCL_FWD_PART * FCL_FWD_NCOL,       \
                 FCL_FWD_NCOL, BC)
+#endif
 #endif
 /* The operand of P V, V (common.cl, "non-finite operands"); with a shared
  * cache K's tile, whose products with Q are done by then */

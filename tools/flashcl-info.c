@@ -48,7 +48,9 @@ static void usage(FILE *f)
             "--shared-kv: the KV-cache call on one cache whose rows' first head_dim_v\n"
             "columns are V (multi-head latent attention, e.g. --head-dim 576 --head-dim-v\n"
             "512 --heads-q 128 --heads-kv 1 --dtype fp16).  Above head_dim 256 only the\n"
-            "KV-cache call is planned (the forward and backward stop at 256).\n");
+            "KV-cache call is planned (the forward and backward stop at 256).\n"
+            "FLASHCL_WGMMA=1 in the environment: the forward plan on an NVIDIA sm_90\n"
+            "device is the wgmma piece (variant nvidia-wgmma) where it applies.\n");
 }
 
 static int parse_dtype(const char *s, fcl_dtype *out)

@@ -61,6 +61,8 @@ fcl_build fcl_forward_build(const fcl_context *ctx, const fcl_attention_desc *d,
         b.pack = packable ? pack_factor(d->heads_q / d->heads_kv, d->seqlen_q) : 1;
         b.rows = (int)d->seqlen_q * b.pack;
     }
+    if (fcl_uses_wgmma(ctx, d, b.kind, b.features))
+        b.features |= FCL_BUILD_WGMMA;
     return b;
 }
 

@@ -20,6 +20,8 @@ struct fcl_context {
     int pocl_cpu;                 /* a CPU device of PoCL: FCL_POCL_CPU (common.cl) */
     uint32_t loop_limit;          /* loop iterations a work-item may run (llvmpipe), 0: no limit */
     int emulate_tensor_cores;     /* tests: tensor-core pieces on any device */
+    int use_wgmma;                /* tests: the forward's wgmma piece where it applies, as
+                                     FLASHCL_WGMMA=1 asks (fcl_uses_wgmma) */
     char *cache_dir;              /* NULL: no disk cache */
     fcl_program_entry *programs;
     size_t num_programs;

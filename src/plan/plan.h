@@ -28,7 +28,10 @@ enum {
     /* dQ computed by the dK/dV kernel on tensor cores (flash_bwd.cl,
      * FCL_FUSED_DQ): in key-block order, or with _ANY_ORDER in any */
     FCL_BUILD_FUSED_DQ = 0x800,
-    FCL_BUILD_FUSED_DQ_ANY_ORDER = 0x1000
+    FCL_BUILD_FUSED_DQ_ANY_ORDER = 0x1000,
+    /* the forward on the wgmma piece (cl/tile_nv_wgmma.cl), with
+     * FCL_BUILD_TILE_MMA: an opt-in, fcl_uses_wgmma */
+    FCL_BUILD_WGMMA = 0x2000
 };
 
 /* What a kernel is built for: the resolved-kernel cache's key. */
@@ -81,6 +84,8 @@ typedef struct fcl_plan_full {
                                      256), 1 otherwise */
     int red_v4;                   /* tensor cores on sm_90+: the fused dQ adds four floats
                                      an instruction (FCL_RED_V4) */
+    int wgmma;                    /* the forward's wgmma piece (tile_nv_wgmma.cl): built
+                                     through the sm_90a step unless emulated */
 } fcl_plan_full;
 
 /* Limits a plan must respect beyond the caps: lowered after a build or
@@ -129,6 +134,14 @@ bool fcl_mma_dkdv_split(const fcl_caps *caps, int emulated, const fcl_tuned_tile
 fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
                              fcl_dtype dtype, bool fused_dq, const fcl_plan_limits *limits,
                              const fcl_tuned_tile *target, int emulated, fcl_plan_full *out);
+/* The forward on the wgmma piece (plan_wgmma.c, cl/tile_nv_wgmma.cl):
+ * one or two warpgroups of 64 query rows, 64 or 128 keys a tile.
+ * `target` (forced by a tuning tool): rows = 64 x warpgroups, cols a
+ * multiple of 64 up to 256, ty = rows / 16 warps; else the default,
+ * shrunk to the limits.  `emulated`: cl/warpgroup_emulated.cl. */
+fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, size_t head_dim, fcl_dtype dtype,
+                               const fcl_plan_limits *limits, const fcl_tuned_tile *target,
+                               int emulated, fcl_plan_full *out);
 /* __local bytes of a portable-piece kernel (features: as fcl_plan_make). */
 uint64_t fcl_plan_local_bytes(fcl_kernel_kind kind, unsigned features, int rows, int cols,
                               int d_pad, int tx);
@@ -155,5 +168,13 @@ fcl_status fcl_plan_make_cpu(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
  * (tensor_cores.c). */
 bool fcl_uses_tensor_cores(const fcl_context *ctx, const fcl_attention_desc *desc,
                            fcl_kernel_kind kind);
+/* Whether a forward build of `kind` (FCL_KERNEL_FORWARD or _DECODE) with
+ * `features` (FCL_FEAT_* and FCL_BUILD_TILE_MMA) runs on the wgmma piece:
+ * only when asked for (FLASHCL_WGMMA=1 in the environment, or the tests'
+ * fcl_debug_use_wgmma), on an NVIDIA sm_90 device or the emulation, for
+ * a many-row forward (not a decode plan) of fp16/bf16 with head_dim 64
+ * or 128 and strided K/V (no KV-cache call). */
+bool fcl_uses_wgmma(const fcl_context *ctx, const fcl_attention_desc *desc, fcl_kernel_kind kind,
+                    unsigned features);
 
 #endif /* FCL_PLAN_H */

@@ -1,6 +1,10 @@
-/* tensor_cores.c - when a call runs on the tensor-core pieces. */
+/* tensor_cores.c - when a call runs on the tensor-core pieces, and when
+ * the forward runs on the wgmma piece. */
 #include "device/context.h"
 #include "plan/plan.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 /* The pieces load rows 8 elements at a time (16 bytes, 8 for FP8): every
  * row they read must start on a multiple of 8 elements (cl_mem buffers
@@ -46,4 +50,25 @@ bool fcl_uses_tensor_cores(const fcl_context *ctx, const fcl_attention_desc *d,
            d->head_dim <= (size_t)fcl_mma_max_head_dim(kind) && rows_aligned(&d->q) &&
            rows_aligned(&d->k) && rows_aligned(&d->v) && (!backward || rows_aligned(&d->dout)) &&
            tiles_fit(ctx, kind, d->head_dim, d->dtype);
+}
+
+/* FLASHCL_WGMMA=1 in the environment (read at each call, as the backward's
+ * FLASHCL_BACKWARD_DQ is) or the tests' hook. */
+static bool wgmma_asked(const fcl_context *ctx)
+{
+    const char *env = getenv("FLASHCL_WGMMA");
+    return ctx->use_wgmma || (env != NULL && strcmp(env, "1") == 0);
+}
+
+bool fcl_uses_wgmma(const fcl_context *ctx, const fcl_attention_desc *d, fcl_kernel_kind kind,
+                    unsigned features)
+{
+    const fcl_device_info *in = &ctx->info;
+    const bool device = ctx->emulate_tensor_cores ||
+                        (ctx->profile == NULL && in->vendor_id == FCL_VENDOR_ID_NVIDIA &&
+                         in->nv_compute_capability == 90);
+    return wgmma_asked(ctx) && device && kind == FCL_KERNEL_FORWARD &&
+           (features & FCL_BUILD_TILE_MMA) && !(features & FCL_FEAT_KVCACHE) &&
+           (d->dtype == FCL_DTYPE_FP16 || d->dtype == FCL_DTYPE_BF16) &&
+           (d->head_dim == 64 || d->head_dim == 128);
 }

@@ -19,12 +19,15 @@ extern const char fcl_cl_tile_nv_mma[];
 extern const char fcl_cl_tile_cpu[];
 extern const char fcl_cl_warp_ptx[];
 extern const char fcl_cl_warp_emulated[];
+extern const char fcl_cl_warpgroup_ptx[];
+extern const char fcl_cl_warpgroup_emulated[];
+extern const char fcl_cl_tile_nv_wgmma[];
 extern const char fcl_cl_combine[];
 extern const char fcl_cl_kvcache[];
 
 size_t fcl_program_sources(fcl_program_id id, const char **sources, size_t capacity)
 {
-    const char *list[10];
+    const char *list[16];
     size_t n = 0;
     list[n++] = fcl_cl_common;
     if (id == FCL_PROGRAM_UTIL) {
@@ -37,12 +40,18 @@ size_t fcl_program_sources(fcl_program_id id, const char **sources, size_t capac
         list[n++] = fcl_cl_tile_cpu;
         list[n++] = fcl_cl_warp_ptx;
         list[n++] = fcl_cl_warp_emulated;
-        list[n++] = fcl_cl_tile_nv_mma;
         if (id == FCL_PROGRAM_FORWARD) {
+            /* the forward's wgmma piece (FCL_WGMMA): its operations and
+             * layout come before tile_nv_mma.cl, which loads the tiles */
+            list[n++] = fcl_cl_warpgroup_ptx;
+            list[n++] = fcl_cl_warpgroup_emulated;
+            list[n++] = fcl_cl_tile_nv_mma;
+            list[n++] = fcl_cl_tile_nv_wgmma;
             list[n++] = fcl_cl_flash_fwd;
             list[n++] = fcl_cl_combine; /* the merge of split-KV's chunks */
             list[n++] = fcl_cl_kvcache; /* the KV-cache call's append */
         } else {
+            list[n++] = fcl_cl_tile_nv_mma;
             list[n++] = fcl_cl_flash_bwd;
         }
     }

@@ -101,8 +101,8 @@ static uint64_t next_local_limit(uint64_t usable, uint64_t planned, uint64_t bui
     return next;
 }
 
-/* r's plan under r->limits: the tensor-core piece when the build asks for
- * it; else the CPU piece on CPUs (unless told otherwise or tuned with more
+/* r's plan under r->limits: the wgmma or tensor-core piece when the build
+ * asks for it; else the CPU piece on CPUs (unless told otherwise or tuned with more
  * than one work-item a group), falling back to the portable piece where
  * the CPU piece's tiles do not fit the limits (a small local memory); else
  * the portable piece. */
@@ -111,6 +111,9 @@ static fcl_status make_plan(fcl_context *ctx, fcl_resolved *r)
     const fcl_build *b = &r->build;
     const fcl_tuned_tile *forced =
         ctx->has_tile_override[b->kind] ? &ctx->tile_override[b->kind] : NULL;
+    if (b->features & FCL_BUILD_WGMMA)
+        return fcl_plan_make_wgmma(&ctx->caps, b->head_dim, b->dtype, &r->limits, forced,
+                                   ctx->emulate_tensor_cores, &r->plan);
     if (b->features & FCL_BUILD_TILE_MMA) {
         fcl_tuned_tile decode_target;
         if (forced == NULL && b->kind == FCL_KERNEL_DECODE) {

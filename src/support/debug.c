@@ -81,14 +81,24 @@ fcl_status fcl_debug_kernel_log(fcl_context *ctx, const fcl_attention_desc *desc
     return err;
 }
 
-fcl_status fcl_debug_emulate_tensor_cores(fcl_context *ctx, int on)
+/* A test mode's flag of ctx (not NULL) on or off. */
+static fcl_status set_mode(fcl_context *ctx, int *flag, int on)
 {
-    if (ctx == NULL)
-        return FCL_ERROR_NULL_ARGUMENT;
-    ctx->emulate_tensor_cores = on != 0;
+    *flag = on != 0;
     fcl_forget_resolved(ctx); /* the next call plans again */
     return FCL_OK;
 }
+
+fcl_status fcl_debug_emulate_tensor_cores(fcl_context *ctx, int on)
+{
+    return ctx == NULL ? FCL_ERROR_NULL_ARGUMENT : set_mode(ctx, &ctx->emulate_tensor_cores, on);
+}
+
+fcl_status fcl_debug_use_wgmma(fcl_context *ctx, int on)
+{
+    return ctx == NULL ? FCL_ERROR_NULL_ARGUMENT : set_mode(ctx, &ctx->use_wgmma, on);
+}
+
 
 fcl_status fcl_debug_limit_local_mem(fcl_context *ctx, uint64_t bytes)
 {

@@ -1,0 +1,89 @@
+/* warpgroup_emulated.cl - the operations of warpgroup_ptx.cl in portable
+ * OpenCL C, for testing the wgmma piece (tile_nv_wgmma.cl) on devices
+ * without them (PoCL in CI).  Built with FCL_WGMMA=1 and FCL_MMA_EMULATE=1,
+ * which only the test hooks set.  The descriptors are decoded as the PTX
+ * ISA defines them (no swizzle: "Canonical Layouts"), so a wrong start
+ * address, LBO, SBO or transpose gives wrong results here too; their
+ * addresses are relative to the tile the operation is given.  Each
+ * work-item computes its own accumulators (the m64nNk16 layout) as fp32
+ * fused multiply-adds of the 16-bit inputs in k order; an A operand in
+ * registers is exchanged through FCL_WARP_SCRATCH (warp_emulated.cl)
+ * between two work-group barriers, so these too are called in uniform
+ * control flow.  Fences, commits and waits have nothing to order here. */
+#if FCL_WGMMA && FCL_MMA_EMULATE
+
+/* Byte address fields of a descriptor. */
+inline uint fcl_wg_start(ulong desc) { return (uint)(desc & 0x3FFFu) << 4; }
+inline uint fcl_wg_lbo(ulong desc) { return (uint)((desc >> 16) & 0x3FFFu) << 4; }
+inline uint fcl_wg_sbo(ulong desc) { return (uint)((desc >> 32) & 0x3FFFu) << 4; }
+
+/* Element (mn, k) of a K-major operand: 8 x 16-byte core matrices, LBO
+ * between them along k, SBO along m or n. */
+inline float fcl_wg_kmajor(__local const ushort *t, ulong desc, int mn, int k)
+{
+    const uint at = fcl_wg_start(desc) + (uint)(mn & 7) * 16u + (uint)(mn >> 3) * fcl_wg_sbo(desc) +
+                    (uint)(k & 7) * 2u + (uint)(k >> 3) * fcl_wg_lbo(desc);
+    return fcl_half_to_float(t[at / 2]);
+}
+
+/* Element (k, n) of an MN-major operand: 8 n-values a 16-byte row, SBO
+ * between core matrices along n, LBO along k. */
+inline float fcl_wg_mnmajor(__local const ushort *t, ulong desc, int k, int n)
+{
+    const uint at = fcl_wg_start(desc) + (uint)(n & 7) * 2u + (uint)(n >> 3) * fcl_wg_sbo(desc) +
+                    (uint)(k & 7) * 16u + (uint)(k >> 3) * fcl_wg_lbo(desc);
+    return fcl_half_to_float(t[at / 2]);
+}
+
+/* Row and column of this work-item's accumulator r (m64nNk16). */
+inline int fcl_wg_row(int r)
+{
+    const int lid = (int)get_local_id(0);
+    return 16 * ((lid >> 5) & 3) + ((lid & 31) >> 2) + 8 * ((r >> 1) & 1);
+}
+inline int fcl_wg_col(int r) { return 8 * (r >> 2) + 2 * (get_local_id(0) & 3) + (r & 1); }
+
+inline void fcl_wgmma_ss_emulated(__local const ushort *ta, __local const ushort *tb, float *d,
+                                  ulong da, ulong db, int acc, int n)
+{
+    for (int r = 0; r < n / 2; ++r) {
+        const int row = fcl_wg_row(r), col = fcl_wg_col(r);
+        float sum = acc ? d[r] : 0.0f;
+        for (int k = 0; k < 16; ++k)
+            sum = fma(fcl_wg_kmajor(ta, da, row, k), fcl_wg_kmajor(tb, db, col, k), sum);
+        d[r] = sum;
+    }
+}
+
+inline void fcl_wgmma_rs_emulated(__local uint *x, __local const ushort *tb, float *d,
+                                  const uint a[4], ulong db, int n)
+{
+    const int lid = (int)get_local_id(0), lane = lid & 31;
+    __local uint *w = x + (lid - lane) * 6; /* this warp's 32 x 6 words */
+    for (int i = 0; i < 4; ++i) w[lane * 6 + i] = a[i];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int r = 0; r < n / 2; ++r) {
+        const int row = fcl_wg_row(r) & 15, col = fcl_wg_col(r); /* the warp's 16 rows */
+        float sum = d[r];
+        for (int k = 0; k < 16; ++k) {
+            /* the mma.sync A fragment (warp_ptx.cl) */
+            const int a_lane = 4 * (row & 7) + ((k & 7) >> 1);
+            const int a_reg = (row >> 3) + 2 * (k >> 3);
+            sum = fma(fcl_unpack(w[a_lane * 6 + a_reg], k & 1), fcl_wg_mnmajor(tb, db, k, col), sum);
+        }
+        d[r] = sum;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+#define fcl_wgmma_ss64(ta, tb, d, da, db, acc) fcl_wgmma_ss_emulated(ta, tb, d, da, db, acc, 64)
+#define fcl_wgmma_ss128(ta, tb, d, da, db, acc) fcl_wgmma_ss_emulated(ta, tb, d, da, db, acc, 128)
+#define fcl_wgmma_rs_t64(tb, d, a, db) fcl_wgmma_rs_emulated(fcl_warp_x, (tb), (d), (a), (db), 64)
+#define fcl_wgmma_rs_t128(tb, d, a, db) fcl_wgmma_rs_emulated(fcl_warp_x, (tb), (d), (a), (db), 128)
+#define fcl_wg_fence() ((void)0)
+#define fcl_wg_commit_wait() ((void)0)
+#define fcl_wg_proxy_fence() ((void)0)
+#define FCL_WG_KEEP(x) ((void)0)
+#define FCL_WG_KEEP_U(x) ((void)0)
+
+#endif

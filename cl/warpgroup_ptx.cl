@@ -1,0 +1,156 @@
+/* warpgroup_ptx.cl - Hopper's warpgroup matrix instructions (wgmma, sm_90a)
+ * for the wgmma tile piece (tile_nv_wgmma.cl), and the shared-memory layout
+ * they read.  NVIDIA's OpenCL compiler emits PTX for sm_90, where ptxas
+ * refuses wgmma, so each instruction is written as a "// @sm90a@" comment
+ * line of its inline asm, which the host turns into the instruction after
+ * the first build (src/programs/ptx_rewrite.c; the build option
+ * -DFCL_SM90A=1 asks for that step).  warpgroup_emulated.cl gives the same
+ * operations in portable OpenCL C for the tests.
+ *
+ * A warpgroup is 4 consecutive warps (128 work-items, the first warp's
+ * index a multiple of 4); every work-item of it executes each call.
+ *
+ * Tiles (16-bit values, D_PAD columns, rows a multiple of 8) are held in
+ * wgmma's canonical layout without swizzle: core matrices of 8 rows x 8
+ * values (16 bytes a row, 128 contiguous bytes), each 8-row block of the
+ * tile its D_PAD / 8 core matrices in column order (FCL_WG_AT).  A 16-byte
+ * copy of 8 values of a row lands whole in one core matrix's row.  Read
+ * by a descriptor (fcl_wg_desc: the start address, LBO and SBO; PTX ISA,
+ * "Matrix Descriptor Format" and "Canonical Layouts"):
+ *   K-major (A = Q or B = K for S = Q K^T, k = head_dim): element (row, k)
+ *     at start + (row % 8) * 16 + (row / 8) * SBO + (k % 8) * 2 + (k / 8) * LBO,
+ *     so LBO = 128 (the next 8 columns), SBO = D_PAD * 16 (the next 8 rows);
+ *   MN-major (B = V for O += P V, the transpose bit set: k = key, n =
+ *     head_dim column): element (k, n) at start + (n % 8) * 2 + (n / 8) * SBO
+ *     + (k % 8) * 16 + (k / 8) * LBO, so SBO = 128, LBO = D_PAD * 16.
+ * Operations (m64, N = 64 or 128, k16; f32 accumulators d[N / 2] of the
+ * layout below; the N is in the name):
+ *   fcl_wgmma_ssN(ta, tb, d, da, db, acc) d = A B^T (+ d when acc), A and B
+ *       K-major from descriptors da, db (ta, tb: the tiles they point into,
+ *       for the emulation)
+ *   fcl_wgmma_rs_tN(tb, d, a, db)         d += A B, A from registers (the
+ *       mma.sync m16n8k16 A fragment of each warp's 16 rows, warp_ptx.cl),
+ *       B MN-major from descriptor db
+ *   fcl_wg_fence()                        before the first wgmma that reads
+ *       registers written by other instructions (wgmma.fence)
+ *   fcl_wg_commit_wait()                  closes the issued wgmmas as a group
+ *       and waits for it (commit_group; wait_group 0)
+ *   fcl_wg_proxy_fence()                  this work-item's ordinary writes to
+ *       __local are seen by the tensor cores' reads after the next barrier
+ *       (fence.proxy.async)
+ * Accumulator layout of m64nNk16: warp w of the warpgroup holds rows
+ * 16 w + g and 16 w + g + 8 (g = lane / 4, t = lane % 4); register r is
+ * row 16 w + g + 8 ((r >> 1) & 1), column 8 (r >> 2) + 2 t + (r & 1): the
+ * mma.sync accumulator layout, N / 8 blocks side by side. */
+#if FCL_WGMMA
+
+#if FCL_WD > 1 || D_PAD % 64 != 0 || BR % 64 != 0 || BC % 64 != 0 || WG != 2 * BR
+#error "the wgmma piece: warpgroups of 64 rows (4 warps), 64-multiples of keys and head_dim"
+#endif
+
+/* Halves from a tile's start to element (r, c), core-matrix layout. */
+#define FCL_WG_AT(r, c) ((((r) >> 3) * (D_PAD / 8) + ((c) >> 3)) * 64 + ((r) & 7) * 8 + ((c) & 7))
+/* Byte strides of that layout: the next 8 columns, the next 8 rows. */
+#define FCL_WG_COLS8 128
+#define FCL_WG_ROWS8 (D_PAD * 16)
+
+/* A no-swizzle descriptor: tile + `bytes`, LBO and SBO in bytes (multiples
+ * of 16; bits 0-13 the address / 16, 16-29 LBO / 16, 32-45 SBO / 16, base
+ * offset and layout type 0).  The emulation holds addresses relative to
+ * the tile instead, which its operations are given. */
+inline ulong fcl_wg_desc(__local const ushort *tile, int bytes, int lbo, int sbo)
+{
+#if FCL_MMA_EMULATE
+    const uint addr = (uint)bytes;
+#else
+    const uint addr = (uint)(size_t)tile + (uint)bytes;
+#endif
+    return (ulong)((addr & 0x3FFFFu) >> 4) | ((ulong)(((uint)lbo & 0x3FFFFu) >> 4) << 16) |
+           ((ulong)(((uint)sbo & 0x3FFFFu) >> 4) << 32);
+}
+
+#if !FCL_MMA_EMULATE
+
+/* The accumulator operands of an m64nNk16: N / 2 registers, %0 .. %(N/2-1). */
+#define FCL_WG_LIST32                                                                   \
+    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22," \
+    "%23,%24,%25,%26,%27,%28,%29,%30,%31"
+#define FCL_WG_LIST64                                                                     \
+    FCL_WG_LIST32 ",%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,"  \
+                  "%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+#define FCL_WG_OUT8(d, i)                                                              \
+    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]),          \
+        "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define FCL_WG_OUTS32(d) FCL_WG_OUT8(d, 0), FCL_WG_OUT8(d, 8), FCL_WG_OUT8(d, 16), FCL_WG_OUT8(d, 24)
+#define FCL_WG_OUTS64(d) FCL_WG_OUTS32(d), FCL_WG_OUT8(d, 32), FCL_WG_OUT8(d, 40), FCL_WG_OUT8(d, 48), \
+    FCL_WG_OUT8(d, 56)
+#define FCL_WGMMA_OP(n) \
+    "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32." FCL_MMA_TYPE "." FCL_MMA_TYPE
+
+/* fcl_wgmma_ss64 / ss128 and rs_t64 / rs_t128: N = 64 or 128 (the
+ * operand numbers after the accumulators are spelled out per N). */
+inline void fcl_wgmma_ss64(__local const ushort *ta, __local const ushort *tb, float d[32],
+                           ulong da, ulong db, int acc)
+{
+    (void)ta;
+    (void)tb;
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "// @sm90a@ " FCL_WGMMA_OP(64) " {" FCL_WG_LIST32 "}, %32, %33, p, 1, 1, 0, 0;\n}"
+                 : FCL_WG_OUTS32(d)
+                 : "l"(da), "l"(db), "r"(acc)
+                 : "memory");
+}
+
+inline void fcl_wgmma_ss128(__local const ushort *ta, __local const ushort *tb, float d[64],
+                            ulong da, ulong db, int acc)
+{
+    (void)ta;
+    (void)tb;
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "// @sm90a@ " FCL_WGMMA_OP(128) " {" FCL_WG_LIST64 "}, %64, %65, p, 1, 1, 0, 0;\n}"
+                 : FCL_WG_OUTS64(d)
+                 : "l"(da), "l"(db), "r"(acc)
+                 : "memory");
+}
+
+inline void fcl_wgmma_rs_t64(__local const ushort *tb, float d[32], const uint a[4], ulong db)
+{
+    (void)tb;
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "// @sm90a@ " FCL_WGMMA_OP(64) " {" FCL_WG_LIST32
+                 "}, {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}"
+                 : FCL_WG_OUTS32(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1)
+                 : "memory");
+}
+
+inline void fcl_wgmma_rs_t128(__local const ushort *tb, float d[64], const uint a[4], ulong db)
+{
+    (void)tb;
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "// @sm90a@ " FCL_WGMMA_OP(128) " {" FCL_WG_LIST64
+                 "}, {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}"
+                 : FCL_WG_OUTS64(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1)
+                 : "memory");
+}
+
+inline void fcl_wg_fence(void) { asm volatile("// @sm90a@ wgmma.fence.sync.aligned;" ::: "memory"); }
+
+inline void fcl_wg_commit_wait(void)
+{
+    asm volatile("// @sm90a@ wgmma.commit_group.sync.aligned;\n"
+                 "// @sm90a@ wgmma.wait_group.sync.aligned 0;" ::: "memory");
+}
+
+/* fence.proxy.async is plain sm_90 PTX (8.0) */
+inline void fcl_wg_proxy_fence(void) { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+/* Keeps the compiler from moving a read or write of an accumulator (a
+ * float) or of an A register (a uint) across the fence, wgmmas and wait
+ * around it: the wgmma reads and writes them in the background. */
+#define FCL_WG_KEEP(x) asm volatile("" : "+f"(x)::"memory")
+#define FCL_WG_KEEP_U(x) asm volatile("" : "+r"(x)::"memory")
+
+#endif
+#endif

@@ -1,0 +1,230 @@
+/* test_wgmma.c - the forward's wgmma piece (cl/tile_nv_wgmma.cl) against
+ * the float64 reference.  On an NVIDIA sm_90 device it runs the real
+ * instructions (built through the sm_90a step); anywhere else (PoCL in CI)
+ * the emulated ones of cl/warpgroup_emulated.cl, which decode the
+ * descriptors as the PTX ISA defines them: so the core-matrix layout of
+ * the tiles, the descriptors' LBO and SBO, V's transpose, the m64nNk16
+ * accumulator layout and P's repacking as the A operand are all checked
+ * without a GPU.  The piece is an opt-in (fcl_debug_use_wgmma here,
+ * FLASHCL_WGMMA=1 for users): without it nothing changes.  Small shapes:
+ * the emulation is slow.  Tolerances: test_support.h. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "internal.h"
+#include "test_support.h"
+
+#define ctx fa_ctx
+
+/* The variant a plan query gives: heads 2/2, seqlen_q rows, 96 keys. */
+static const char *plan_variant(fcl_kernel_kind kind, size_t seqlen_q, size_t head_dim,
+                                fcl_dtype dtype)
+{
+    static fcl_plan plan;
+    fcl_attention_desc d;
+    fcl_attention_desc_init(&d, 1, 2, 2, seqlen_q, 96, head_dim, dtype, FCL_LAYOUT_BSHD);
+    if (fcl_plan_query(ctx, &d, kind, &plan) != FCL_OK)
+        return "";
+    return plan.variant;
+}
+
+/* Set where not even the smallest tile (one warpgroup, 64 keys, d 64)
+ * has a plan: a device whose own count of the emulated kernel's local
+ * memory exceeds what it has (rusticl's llvmpipe counts the emulation's
+ * __local twice and has 32 KiB).  Every call must then be refused with
+ * FCL_ERROR_NO_PLAN, as its plan query predicts, outputs untouched. */
+static int wgmma_refused;
+
+/* The real instructions on sm_90, else the emulation. */
+static int setup(void **state)
+{
+    if (fa_group_setup(state) != 0 || fcl_debug_use_wgmma(ctx, 1) != FCL_OK)
+        return -1;
+    if (strcmp(plan_variant(FCL_KERNEL_FORWARD, 128, 64, FCL_DTYPE_FP16), "nvidia-wgmma") != 0 &&
+        fcl_debug_emulate_tensor_cores(ctx, 1) != FCL_OK)
+        return -1;
+    if (fcl_debug_set_tile(ctx, FCL_KERNEL_FORWARD, 64, 64, 4, 32) != FCL_OK)
+        return -1;
+    fcl_attention_desc d;
+    fcl_plan plan;
+    fcl_attention_desc_init(&d, 1, 2, 2, 128, 96, 64, FCL_DTYPE_FP16, FCL_LAYOUT_BSHD);
+    const fcl_status q = fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan);
+    if (fcl_debug_set_tile(ctx, FCL_KERNEL_FORWARD, 0, 0, 0, 0) != FCL_OK ||
+        (q != FCL_OK && q != FCL_ERROR_NO_PLAN))
+        return -1;
+    wgmma_refused = q == FCL_ERROR_NO_PLAN;
+    if (wgmma_refused)
+        print_message("the smallest wgmma tile has no plan on this device (%s): every call "
+                      "must be refused as its plan query predicts\n",
+                      fcl_status_string(q));
+    return 0;
+}
+
+static int clear_forced_tile(void **state)
+{
+    (void)state;
+    return fcl_debug_set_tile(ctx, FCL_KERNEL_FORWARD, 0, 0, 0, 0) == FCL_OK ? 0 : -1;
+}
+
+static fa_case base_case(uint64_t seed)
+{
+    fa_case c = {1, 2, 2, 130, 83, 64, FCL_DTYPE_FP16, 0, 0.0f, FCL_LAYOUT_BSHD, 0, {0, 0, 0},
+                 seed, NULL};
+    return c;
+}
+
+/* The case runs on the wgmma piece (its plan says so), and passes. */
+static void check(const fa_case *c)
+{
+    fcl_attention_desc d;
+    fcl_attention_desc_init(&d, c->batch, c->heads_q, c->heads_kv, c->seqlen_q, c->seqlen_k,
+                            c->head_dim, c->dtype, c->layout);
+    d.causal = c->causal;
+    fcl_plan plan;
+    fa_result r;
+    if (wgmma_refused) {
+        assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan), FCL_ERROR_NO_PLAN);
+        const int before = fa_no_plan_refusals;
+        fa_accept_no_plan = 1;
+        const int ok = fa_check_forward(ctx, c, &r);
+        fa_accept_no_plan = 0;
+        assert_true(ok);
+        assert_int_equal(fa_no_plan_refusals, before + 1);
+        return;
+    }
+    assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan), FCL_OK);
+    assert_non_null(strstr(plan.variant, "wgmma"));
+    assert_true(fa_check_forward(ctx, c, &r));
+}
+
+/* Opt-in only, and only where the piece applies: the many-row forward of
+ * fp16/bf16 at head_dim 64 and 128; decode plans, other head dims, fp32
+ * and the backward keep their pieces, and so does everything without the
+ * opt-in. */
+static void test_selection(void **state)
+{
+    (void)state;
+    if (wgmma_refused) {
+        /* refused, not another piece in its place; the other pieces'
+         * plans on such a device are test_tensor_cores' */
+        assert_string_equal(plan_variant(FCL_KERNEL_FORWARD, 128, 64, FCL_DTYPE_FP16), "");
+        assert_string_equal(plan_variant(FCL_KERNEL_FORWARD, 65, 128, FCL_DTYPE_BF16), "");
+        assert_null(strstr(plan_variant(FCL_KERNEL_FORWARD, 128, 64, FCL_DTYPE_FP32), "mma"));
+        return;
+    }
+    assert_non_null(strstr(plan_variant(FCL_KERNEL_FORWARD, 128, 64, FCL_DTYPE_FP16), "wgmma"));
+    assert_non_null(strstr(plan_variant(FCL_KERNEL_FORWARD, 65, 128, FCL_DTYPE_BF16), "wgmma"));
+    assert_non_null(strstr(plan_variant(FCL_KERNEL_FORWARD, 128, 32, FCL_DTYPE_FP16), "mma-sync"));
+    assert_non_null(strstr(plan_variant(FCL_KERNEL_FORWARD, 16, 64, FCL_DTYPE_FP16), "mma-sync"));
+    assert_non_null(
+        strstr(plan_variant(FCL_KERNEL_BACKWARD_DQ, 128, 64, FCL_DTYPE_FP16), "mma-sync"));
+    assert_null(strstr(plan_variant(FCL_KERNEL_FORWARD, 128, 64, FCL_DTYPE_FP32), "mma"));
+    assert_int_equal(fcl_debug_use_wgmma(ctx, 0), FCL_OK);
+    const char *off = plan_variant(FCL_KERNEL_FORWARD, 128, 64, FCL_DTYPE_FP16);
+    assert_int_equal(fcl_debug_use_wgmma(ctx, 1), FCL_OK);
+    if (getenv("FLASHCL_WGMMA") == NULL)
+        assert_null(strstr(off, "wgmma"));
+}
+
+/* The default tile (two warpgroups, 128 keys) at both head dims and
+ * storage types: odd lengths (edge tiles of keys and rows), causal. */
+static void test_default_tile(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 4; ++i) {
+        fa_case c = base_case(9100 + (uint64_t)i);
+        c.head_dim = i < 2 ? 64 : 128;
+        c.dtype = i % 2 ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
+        c.causal = i == 1 || i == 2;
+        c.seqlen_k = i == 3 ? 200 : 83;
+        check(&c);
+    }
+}
+
+/* One warpgroup and 64 keys a tile, or two and 192 (three 64-key
+ * wgmma blocks): GQA, BHSD, more keys than rows. */
+static void test_forced_tiles(void **state)
+{
+    (void)state;
+    const int tiles[2][3] = {{64, 64, 4}, {128, 192, 8}};
+    for (int i = 0; i < 2; ++i) {
+        assert_int_equal(fcl_debug_set_tile(ctx, FCL_KERNEL_FORWARD, tiles[i][0], tiles[i][1],
+                                            tiles[i][2], 32),
+                         FCL_OK);
+        fcl_plan plan;
+        fcl_attention_desc d;
+        fcl_attention_desc_init(&d, 1, 2, 2, 128, 96, 64, FCL_DTYPE_FP16, FCL_LAYOUT_BSHD);
+        const fcl_status q = fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan);
+        assert_int_equal(q, wgmma_refused ? FCL_ERROR_NO_PLAN : FCL_OK);
+        if (q == FCL_OK) {
+            assert_int_equal(plan.br, tiles[i][0]);
+            assert_int_equal(plan.bc, tiles[i][1]);
+        }
+        fa_case c = base_case(9200 + (uint64_t)i);
+        c.heads_q = 4;
+        c.heads_kv = 2;
+        c.seqlen_q = 100;
+        c.seqlen_k = 230;
+        c.head_dim = i == 0 ? 128 : 64;
+        c.layout = FCL_LAYOUT_BHSD;
+        c.causal = i == 1;
+        check(&c);
+    }
+}
+
+/* The loop's variants go through the piece's registers as on mma.sync:
+ * a sliding window with softcap (scores modified, tiles skipped, edge
+ * tiles masked). */
+static void test_variants(void **state)
+{
+    (void)state;
+    fa_variants v = fa_no_variants();
+    v.window_left = 40;
+    v.window_right = 3;
+    v.softcap = 5.0f;
+    fa_case c = base_case(9300);
+    c.var = &v;
+    check(&c);
+}
+
+/* Under lowered limits (a build that reported more local memory than
+ * planned) the plan shrinks in whole wgmma blocks of 64 keys, then to one
+ * warpgroup, and every plan it gives fits the limit; a forced 192-key tile
+ * once halved to 96, which the kernel refuses to build (rusticl). */
+static void test_shrink(void **state)
+{
+    (void)state;
+    const fcl_tuned_tile forced = {128, 192, 8, 32, "test", 1};
+    for (int i = 0; i < 2; ++i) {
+        for (uint64_t kib = 8; kib <= 160; kib += 4) {
+            const fcl_plan_limits limits = {kib * 1024, 1024};
+            fcl_plan_full f;
+            const fcl_status st = fcl_plan_make_wgmma(&ctx->caps, 64, FCL_DTYPE_FP16, &limits,
+                                                      i ? &forced : NULL, 0, &f);
+            if (st == FCL_ERROR_NO_PLAN) {
+                assert_true(kib * 1024 < (64 + 2 * 64) * 64 * 2 + 4); /* not even 64 x 64 */
+                continue;
+            }
+            assert_int_equal(st, FCL_OK);
+            assert_true(f.pub.bc % 64 == 0 && f.pub.br % 64 == 0);
+            assert_true(f.pub.local_bytes <= kib * 1024);
+            assert_int_equal(f.pub.work_group_size, 2 * f.pub.br);
+        }
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_selection, clear_forced_tile),
+        cmocka_unit_test_teardown(test_default_tile, clear_forced_tile),
+        cmocka_unit_test_teardown(test_forced_tiles, clear_forced_tile),
+        cmocka_unit_test_teardown(test_variants, clear_forced_tile),
+        cmocka_unit_test(test_shrink),
+    };
+    return cmocka_run_group_tests(tests, setup, fa_group_teardown);
+}

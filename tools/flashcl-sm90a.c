@@ -1,0 +1,95 @@
+/* flashcl-sm90a.c - the offline check of the wgmma piece's PTX
+ * (tools/wgmma_ptx_check.sh): the pieces of the library's own sm_90a path,
+ * one at a time, so that a compiler other than NVIDIA's (clang's NVPTX
+ * target) can stand in for it on a machine without a GPU.
+ *   flashcl-sm90a source                 the forward program's OpenCL C, as
+ *                                        the library builds it
+ *   flashcl-sm90a options D fp16|bf16 [ROWS COLS]
+ *                                        the build options of the wgmma plan
+ *                                        for head_dim D on the nvidia-h100
+ *                                        profile (the default tile, or the
+ *                                        forced ROWS x COLS one)
+ *   flashcl-sm90a rewrite < in > out     the PTX rewrite (ptx_rewrite.c);
+ *                                        the count of instructions written
+ *                                        goes to stderr
+ * Exits 1 with a message on any failure. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int print_source(void)
+{
+    const char *srcs[16];
+    const size_t n = fcl_program_sources(FCL_PROGRAM_FORWARD, srcs, 16);
+    for (size_t i = 0; i < n && i < 16; ++i)
+        fputs(srcs[i], stdout);
+    return 0;
+}
+
+static int print_options(int argc, char **argv)
+{
+    if (argc != 4 && argc != 6)
+        return fprintf(stderr, "options D fp16|bf16 [ROWS COLS]\n"), 1;
+    const size_t d = (size_t)atoi(argv[2]);
+    const fcl_dtype dtype = strcmp(argv[3], "bf16") == 0 ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
+    const fcl_profile *h100 = fcl_profile_find("nvidia-h100");
+    fcl_tuned_tile forced = {0, 0, 0, 32, "forced", 0};
+    if (argc == 6) {
+        forced.rows = atoi(argv[4]);
+        forced.cols = atoi(argv[5]);
+        forced.ty = forced.rows / 16;
+    }
+    fcl_plan_full plan;
+    const fcl_status st = fcl_plan_make_wgmma(&h100->caps, d, dtype, NULL,
+                                              argc == 6 ? &forced : NULL, 0, &plan);
+    if (st != FCL_OK)
+        return fprintf(stderr, "no wgmma plan: %s\n", fcl_status_string(st)), 1;
+    fcl_build b = fcl_build_of(FCL_KERNEL_FORWARD, d, dtype, FCL_BUILD_TILE_MMA | FCL_BUILD_WGMMA);
+    b.out_dtype = dtype;
+    char opts[1024];
+    if (fcl_kernel_options(&plan, &b, 0, opts, sizeof opts) >= (int)sizeof opts)
+        return fprintf(stderr, "options too long\n"), 1;
+    printf("%s\n", opts);
+    return 0;
+}
+
+static int rewrite(void)
+{
+    size_t cap = 1 << 20, len = 0;
+    char *ptx = malloc(cap);
+    for (size_t got; ptx != NULL && (got = fread(ptx + len, 1, cap - len, stdin)) > 0;) {
+        len += got;
+        if (len == cap) {
+            char *grown = realloc(ptx, cap *= 2);
+            if (grown == NULL)
+                free(ptx);
+            ptx = grown;
+        }
+    }
+    if (ptx == NULL)
+        return fprintf(stderr, "out of memory\n"), 1;
+    char *out = NULL, why[256];
+    size_t out_len = 0, count = 0;
+    const fcl_status st = fcl_ptx_to_sm90a(ptx, len, &out, &out_len, &count, why, sizeof why);
+    free(ptx);
+    if (st != FCL_OK)
+        return fprintf(stderr, "%s\n", why), 1;
+    fwrite(out, 1, out_len, stdout);
+    free(out);
+    fprintf(stderr, "%zu sm_90a instructions written\n", count);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "source") == 0)
+        return print_source();
+    if (argc >= 2 && strcmp(argv[1], "options") == 0)
+        return print_options(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "rewrite") == 0)
+        return rewrite();
+    fprintf(stderr, "usage: flashcl-sm90a source | options D fp16|bf16 [ROWS COLS] | rewrite\n");
+    return 1;
+}

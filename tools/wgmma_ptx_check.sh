@@ -1,0 +1,67 @@
+#!/bin/sh
+# wgmma_ptx_check.sh - the wgmma forward piece through the sm_90a step, offline.
+#
+# Builds the forward program's OpenCL C (as the library embeds it) with the
+# build options of its wgmma plans (the nvidia-h100 profile) through clang's
+# NVPTX target and libclc instead of NVIDIA's OpenCL compiler, rewrites the
+# PTX as the library does (src/programs/ptx_rewrite.c, through
+# tools/flashcl-sm90a) and asks ptxas for sm_90a to accept it.  clang 15
+# knows no sm_90, so it emits sm_80 PTX of version 7.5, which is relabelled
+# sm_90 / 8.0 first, as NVIDIA's compiler labels its output: what counts in
+# the end is that compiler on the GPU (bench/gpu_session.sh).
+#
+# Usage: tools/wgmma_ptx_check.sh [BUILD_DIR] [OUT_DIR]
+#   (defaults: build, and a temporary folder); prints, per plan, the
+#   instructions rewritten and ptxas's registers, spills and warnings;
+#   exits non-zero at the first failure.
+set -eu
+build=${1:-build}
+out=${2:-$(mktemp -d)}
+tool=$build/tools/flashcl-sm90a
+clang=${CLANG:-clang-15}
+ptxas=${PTXAS:-/usr/local/cuda/bin/ptxas}
+libclc=${LIBCLC:-/usr/lib/clc/nvptx64--nvidiacl.bc}
+mkdir -p "$out"
+"$tool" source > "$out/forward.cl"
+
+# head_dim, storage, and an optional forced tile (rows, cols)
+check() {
+    name="d$1-$2${3:+-$3x$4}"
+    opts=$("$tool" options "$@")
+    # asm: NVIDIA's compiler takes the keyword in OpenCL C, clang its
+    # GNU spelling
+    "$clang" -x cl $opts -Dasm=__asm__ -target nvptx64-unknown-nvidiacl \
+        -Xclang -finclude-default-header -O2 -march=sm_80 \
+        -Xclang -mlink-builtin-bitcode -Xclang "$libclc" \
+        -S "$out/forward.cl" -o "$out/$name.sm80.ptx"
+    sed -e 's/^\.version .*/.version 8.0/' -e 's/^\.target sm_80/.target sm_90/' \
+        "$out/$name.sm80.ptx" > "$out/$name.sm90.ptx"
+    "$tool" rewrite < "$out/$name.sm90.ptx" > "$out/$name.sm90a.ptx" 2> "$out/$name.rewrite.log"
+    if grep -q '@sm90a@' "$out/$name.sm90a.ptx"; then
+        echo "$name: a marker was left in the PTX" >&2
+        exit 1
+    fi
+    "$ptxas" -arch=sm_90a -v "$out/$name.sm90a.ptx" -o "$out/$name.cubin" > "$out/$name.ptxas.log" 2>&1 || {
+        cat "$out/$name.ptxas.log" >&2
+        exit 1
+    }
+    wgmma=$(grep -c 'wgmma.mma_async' "$out/$name.sm90a.ptx" || true)
+    regs=$(sed -n '/Function properties for fcl_forward$/,/Used/p' "$out/$name.ptxas.log" |
+           tr '\n' ' ' | sed 's/.*stack frame, //; s/ptxas info *: //')
+    warn=$(grep -ci 'warning' "$out/$name.ptxas.log" || true)
+    # C7519: ptxas put a warpgroup.arrive between the fence and a wgmma of
+    # a chain, where a register they use was written (a wait for the
+    # tensor cores; tile_nv_wgmma.cl, FCL_WG_KEEP_ACC)
+    arrive=$(grep -c 'C7519' "$out/$name.ptxas.log" || true)
+    echo "$name: $(cat "$out/$name.rewrite.log"), $wgmma wgmma.mma_async; ptxas sm_90a OK:" \
+         "fcl_forward $regs; $warn warning(s), $arrive injected warpgroup.arrive(s)"
+    grep -i 'warning' "$out/$name.ptxas.log" || true
+}
+
+check 64 fp16
+check 64 bf16
+check 128 fp16
+check 128 bf16
+check 128 fp16 64 64
+check 64 bf16 128 192
+echo "all accepted; PTX and logs in $out"
