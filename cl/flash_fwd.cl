@@ -56,6 +56,18 @@
 #define FCL_FWD_SHARE_P(s) (void)0
 #endif
 
+/* A piece may defer a tile's P V into the next tile (FCL_FWD_DEFERRED_PV,
+ * the wgmma piece: FlashAttention-3's pipelining): its FCL_FWD_QK then
+ * also starts the previous tile's P V, guarding that tile's V itself;
+ * FCL_FWD_PV only keeps P for it; FCL_FWD_ACC_READY(acc) waits for it
+ * before the accumulators are rescaled, and FCL_FWD_LAST_PV(acc) runs the
+ * last tile's after the loop.  The softmax runs while that product does. */
+#ifndef FCL_FWD_DEFERRED_PV
+#define FCL_FWD_DEFERRED_PV 0
+#define FCL_FWD_ACC_READY(acc) (void)0
+#define FCL_FWD_LAST_PV(acc) (void)0
+#endif
+
 /* the output accumulators' rows: the score tile's, unless the piece says (common.cl) */
 #ifndef FCL_ACC_RM
 #define FCL_ACC_RM RM
@@ -254,17 +266,16 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
 #endif
 
         const fcl_rowv exp_scale_v = exp_scale;
+        fcl_rowv alpha[RMV];
         FCL_UNROLL
         for (int iv = 0; iv < RMV; ++iv) {
             const fcl_rowv m_new = fmax(m[iv], mt[iv]);
             /* A row with no visible key so far keeps m = -inf; subtracting 0
              * instead keeps exp at exactly 0 rather than NaN. */
             const fcl_rowv m_use = (m_new == -INFINITY) ? (fcl_rowv)0.0f : m_new * exp_scale_v;
-            const fcl_rowv alpha = FCL_EXP(fma(m[iv], exp_scale_v, -m_use));
+            alpha[iv] = FCL_EXP(fma(m[iv], exp_scale_v, -m_use));
             m[iv] = m_new;
-            l[iv] *= alpha;
-            FCL_UNROLL
-            for (int n = 0; n < DN; ++n) acc[iv][n] *= alpha;
+            l[iv] *= alpha[iv];
             FCL_UNROLL
             for (int j = 0; j < RN; ++j) {
                 fcl_rowv p = FCL_EXP(fma(s[iv][j], exp_scale_v, -m_use));
@@ -276,14 +287,24 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
                 FCL_FWD_SET_P(s, iv, j, p);
             }
         }
+        /* the rescale after the probabilities: a deferred P V writes acc
+         * until here */
+        FCL_FWD_ACC_READY(acc);
+        FCL_UNROLL
+        for (int iv = 0; iv < RMV; ++iv)
+            FCL_UNROLL
+            for (int n = 0; n < DN; ++n) acc[iv][n] *= alpha[iv];
         FCL_FWD_SHARE_P(s);
         FCL_FWD_TILE_MID(next < key_end, k_rows, next, sq.seqlen_k - next);
         /* a non-finite V element reaches the rows that see its key alone */
+#if !FCL_FWD_DEFERRED_PV
         FCL_GUARD_NONFINITE(acc, 0, mask, blocks, cover, sq.seqlen_q, r0, rows, c0, cols,
                             head_dim_v, &nonfinite, c0, FCL_FWD_V_BAD, FCL_FWD_V_CLEAN, 0);
+#endif
         FCL_FWD_PV(acc, s);
         c0 = next;
     }
+    FCL_FWD_LAST_PV(acc);
 
     FCL_ROWS_SUM(l);
 

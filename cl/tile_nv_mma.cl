@@ -435,7 +435,9 @@ inline void fcl_load_tile_h_async(__local ushort *dst, int nrows, __global const
  * One shared cache (FCL_FEAT_SHARED_KV: V is the first head_dim_v columns of
  * K's rows, MLA): no V tile, K has two buffers, and the next tile's K
  * streams in while this one is multiplied twice. */
-#if FCL_HAS(FCL_FEAT_SHARED_KV)
+#if FCL_WGMMA
+/* the wgmma piece keeps two K and two V tiles: tile_nv_wgmma.cl */
+#elif FCL_HAS(FCL_FEAT_SHARED_KV)
 #define FCL_FWD_KV_LOCALS __local ushort Kh[2 * FCL_H_HALVES(BC)] FCL_ALIGNED;
 #define FCL_FWD_KT(buf) (Kh + (buf) * FCL_H_HALVES(BC))
 #define FCL_FWD_KCUR FCL_FWD_KT(kcur_)
@@ -533,7 +535,9 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
     FCL_FWD_PG_STATE;      \
     FCL_FWD_KBUF_STATE
 
-#if FCL_HAS(FCL_FEAT_SHARED_KV)
+#if FCL_WGMMA
+/* the wgmma piece loads both at a tile's start: tile_nv_wgmma.cl */
+#elif FCL_HAS(FCL_FEAT_SHARED_KV)
 #define FCL_FWD_PREFETCH_K(k_rows, c0, cols)                             \
     do {                                                                 \
         FCL_FWD_PAGES_NOW(k_rows, c0, cols);                             \

@@ -19,9 +19,9 @@
  *     keys: MN-major for the product), one m64nNk16 per 16 keys and N
  *     head_dim columns
  *   (N 128 where the keys or head_dim allow, else 64).
- * Each product is one wgmma group, waited for before its results are read
- * (no overlap of products and softmax yet, no warp specialisation, no
- * bulk copies: issue 27's later steps). */
+ * A tile's P V runs behind the next tile's Q K^T and during its softmax
+ * (the pipelined loop below); no warp specialisation or bulk copies yet
+ * (issue 27's later steps). */
 #if FCL_WGMMA && defined(FCL_KERNEL_FORWARD)
 
 #define FCL_WG_INDEX (warp >> 2) /* this work-item's warpgroup */
@@ -94,15 +94,109 @@
 #define FCL_WG_DESC_V(T, kk, nd) \
     fcl_wg_desc(T, (kk) * 2 * FCL_WG_ROWS8 + (nd) * 8 * FCL_WG_COLS8, FCL_WG_ROWS8, FCL_WG_COLS8)
 
-/* s[2][BC / 4] = Q K^T over D_PAD. */
+/* ---- the pipelined loop (flash_fwd.cl's FCL_FWD_DEFERRED_PV) -----------
+ * FlashAttention-3's intra-warpgroup overlap: tile t starts its Q K^T and
+ * then tile t-1's P V as two wgmma groups, waits for the first only, and
+ * runs tile t's softmax while P V runs; the rescale of the accumulators
+ * waits for it (FCL_FWD_ACC_READY).  So a tile reads K of tile t and V of
+ * tile t-1: both are double-buffered (tile t's in buffer t % 2), and a
+ * tile's start requests K of tile t+1 and V of tile t, which arrive during
+ * it.  The hooks below use the names of flash_fwd.cl's loop (acc, c0,
+ * cols, cover, mask, ...), as the other load hooks use Q, K and lid. */
+#define FCL_FWD_DEFERRED_PV 1
+
+#define FCL_FWD_KV_LOCALS                                    \
+    __local ushort Kh[2 * FCL_H_HALVES(BC)] FCL_ALIGNED;     \
+    __local ushort Vh[2 * FCL_H_HALVES(BC)] FCL_ALIGNED;
+#define FCL_WG_BUF(T, t) ((T) + ((t) & 1) * FCL_H_HALVES(BC))
+#define FCL_FWD_KCUR FCL_WG_BUF(Kh, wg_tile_)
+/* the V tile the next P V reads, the previous tile's (also what
+ * FCL_FWD_V_BAD / FCL_FWD_V_CLEAN guard, tile_nv_mma.cl) */
+#define FCL_FWD_VT FCL_WG_BUF(Vh, wg_tile_ + 1)
+
+/* From tile to tile: the tile's number, and of the previous tile whether
+ * there is one, its keys (for the guard of its V), its P repacked as the A
+ * operand, and the accumulators in wgmma's order while its P V runs. */
+#define FCL_FWD_KBUF_STATE                                                                 \
+    int wg_tile_ = 0, wg_prev_ = 0, wg_prev_c0_ = 0, wg_prev_cols_ = 0, wg_prev_cover_ = 0; \
+    uint wg_p_[BC / 16][4] = {{0}};                                                        \
+    float wg_o_[D_PAD / FCL_WG_VN][FCL_WG_VN / 2] = {{0.0f}};                              \
+    fcl_wg_zero_tile(FCL_WG_BUF(Vh, 1), lid)
+
+/* The products run the same way at every tile, the first included: a
+ * branch around a wgmma group, or between its issue and its wait, made
+ * NVIDIA's compiler copy accumulators there and ptxas wait for the group
+ * at once (C7517) and serialise the pipeline (C7513).  So tile 0 also
+ * runs a "previous" P V, of P = 0 (wg_p_'s start) and a V buffer zeroed
+ * here (published by the first tile's barrier): it adds exact zeros. */
+inline void fcl_wg_zero_tile(__local ushort *t, int lid)
+{
+    for (int e = lid; e < FCL_H_HALVES(BC) / 8; e += WG) *(__local uint4 *)(t + 8 * e) = (uint4)(0u);
+}
+
+#define FCL_FWD_PREFETCH_K(k_rows, c0, cols) \
+    FCL_FWD_LOAD_K_INTO(FCL_WG_BUF(Kh, 0), k_rows, c0, cols, pg_now)
+
+/* K of this tile and V of the previous one have arrived, and every warp is
+ * done with the buffers the requests fill: the previous tile's K (its
+ * Q K^T was waited for before its softmax) and V of the tile before it
+ * (waited for before the previous tile's rescale). */
+#define FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, more, next, next_cols, head_dim)      \
+    do {                                                                                   \
+        fcl_cp_async_wait_all();                                                           \
+        FCL_TILE_WRITTEN();                                                                \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                      \
+        if (more)                                                                          \
+            FCL_FWD_LOAD_K_INTO(FCL_WG_BUF(Kh, wg_tile_ + 1), k_rows, next, next_cols, pg_next); \
+        fcl_load_rows_h_async(FCL_WG_BUF(Vh, wg_tile_), BC, V, fcl_tile_rows(v_rows, true, c0), \
+                              true, (cols), head_dim_v, lid);                              \
+    } while (0)
+#define FCL_FWD_TILE_MID(more, k_rows, next, cols) (void)0
+
+/* The previous tile's V, guarded as flash_fwd.cl guards a tile's before
+ * its P V (common.cl, "non-finite operands"). */
+#define FCL_WG_GUARD_PREV_V()                                                               \
+    FCL_GUARD_NONFINITE(acc, 0, mask, blocks, wg_prev_cover_, sq.seqlen_q, r0, rows,        \
+                        wg_prev_c0_, wg_prev_cols_, head_dim_v, &nonfinite, wg_prev_c0_,     \
+                        FCL_FWD_V_BAD, FCL_FWD_V_CLEAN, 0)
+
+/* Pins P and the accumulators of the previous tile's P V before the fence. */
+#define FCL_WG_PIN_PV()                                                                    \
+    do {                                                                                   \
+        FCL_UNROLL                                                                         \
+        for (int kk_ = 0; kk_ < BC / 16; ++kk_)                                            \
+            FCL_UNROLL                                                                     \
+            for (int i_ = 0; i_ < 4; ++i_) FCL_WG_KEEP_U(wg_p_[kk_][i_]);                  \
+        FCL_WG_KEEP_ACC(wg_o_, FCL_WG_VN, D_PAD / FCL_WG_VN);                              \
+    } while (0)
+
+/* wg_o_ += P V of the previous tile, one wgmma group (after a fence). */
+#define FCL_WG_ISSUE_PV()                                                                  \
+    do {                                                                                   \
+        FCL_UNROLL                                                                         \
+        for (int kk_ = 0; kk_ < BC / 16; ++kk_)                                            \
+            FCL_UNROLL                                                                     \
+            for (int nd_ = 0; nd_ < D_PAD / FCL_WG_VN; ++nd_)                              \
+                FCL_WG_CAT(fcl_wgmma_rs_t, FCL_WG_VN)(                                     \
+                    FCL_FWD_VT, wg_o_[nd_], wg_p_[kk_],                                    \
+                    FCL_WG_DESC_V(FCL_FWD_VT, kk_, nd_ * (FCL_WG_VN / 64)));               \
+        fcl_wg_commit();                                                                   \
+    } while (0)
+
+/* s[2][BC / 4] = Q K^T over D_PAD, with the previous tile's P V started
+ * behind it; returns when Q K^T is done. */
 #define FCL_FWD_QK(s)                                                                      \
     do {                                                                                   \
+        if (wg_prev_)                                                                      \
+            FCL_WG_GUARD_PREV_V();                                                         \
+        FCL_WG_TO_ACC(wg_o_, acc, FCL_WG_VN, D_PAD / FCL_WG_VN);                           \
         float d_[BC / FCL_WG_QN][FCL_WG_QN / 2];                                           \
         FCL_UNROLL                                                                         \
         for (int nb_ = 0; nb_ < BC / FCL_WG_QN; ++nb_)                                     \
             FCL_UNROLL                                                                     \
             for (int r_ = 0; r_ < FCL_WG_QN / 2; ++r_) d_[nb_][r_] = 0.0f;                 \
         FCL_WG_KEEP_ACC(d_, FCL_WG_QN, BC / FCL_WG_QN);                                    \
+        FCL_WG_PIN_PV();                                                                   \
         fcl_wg_fence();                                                                    \
         FCL_UNROLL                                                                         \
         for (int kk_ = 0; kk_ < D_PAD / 16; ++kk_) {                                       \
@@ -113,37 +207,50 @@
                     Qh, FCL_FWD_KCUR, d_[nb_], dq_,                                        \
                     FCL_WG_DESC_K(FCL_FWD_KCUR, nb_ * (FCL_WG_QN / 64), kk_), kk_ > 0);    \
         }                                                                                  \
-        fcl_wg_commit_wait();                                                              \
+        fcl_wg_commit();                                                                   \
+        FCL_WG_ISSUE_PV();                                                                 \
+        fcl_wg_wait1();                                                                    \
         FCL_WG_KEEP_ACC(d_, FCL_WG_QN, BC / FCL_WG_QN);                                    \
         FCL_WG_FROM_ACC(s, d_, FCL_WG_QN, BC / FCL_WG_QN);                                 \
     } while (0)
 
-/* acc[2][D_PAD / 4] += P V, P = s[2][BC / 4] (probabilities), all of it
- * repacked, and pinned, before the fence: wgmma reads its A registers in
- * the background too. */
+/* The previous tile's P V is done: acc holds its sum again. */
+#define FCL_FWD_ACC_READY(acc)                                                             \
+    do {                                                                                   \
+        fcl_wg_wait0();                                                                    \
+        FCL_WG_KEEP_ACC(wg_o_, FCL_WG_VN, D_PAD / FCL_WG_VN);                              \
+        FCL_WG_FROM_ACC(acc, wg_o_, FCL_WG_VN, D_PAD / FCL_WG_VN);                         \
+    } while (0)
+
+/* P (s, probabilities) kept for the next tile's start, repacked to 16
+ * bits as the A operand. */
 #define FCL_FWD_PV(acc, s)                                                                 \
     do {                                                                                   \
-        uint a_[BC / 16][4];                                                               \
         FCL_UNROLL                                                                         \
-        for (int kk_ = 0; kk_ < BC / 16; ++kk_) {                                          \
-            FCL_A_FROM_REGS(s, 0, kk_, a_[kk_]);                                           \
-            FCL_UNROLL                                                                     \
-            for (int i_ = 0; i_ < 4; ++i_) FCL_WG_KEEP_U(a_[kk_][i_]);                     \
-        }                                                                                  \
-        float d_[D_PAD / FCL_WG_VN][FCL_WG_VN / 2];                                        \
-        FCL_WG_TO_ACC(d_, acc, FCL_WG_VN, D_PAD / FCL_WG_VN);                              \
-        FCL_WG_KEEP_ACC(d_, FCL_WG_VN, D_PAD / FCL_WG_VN);                                 \
+        for (int kk_ = 0; kk_ < BC / 16; ++kk_) FCL_A_FROM_REGS(s, 0, kk_, wg_p_[kk_]);    \
+        wg_prev_ = 1;                                                                      \
+        wg_prev_c0_ = c0;                                                                  \
+        wg_prev_cols_ = cols;                                                              \
+        wg_prev_cover_ = cover;                                                            \
+        ++wg_tile_;                                                                        \
+    } while (0)
+
+/* The last tile's P V, once its V has arrived (with no tile at all, the
+ * zero product of tile 0's). */
+#define FCL_FWD_LAST_PV(acc)                                                               \
+    do {                                                                                   \
+        fcl_cp_async_wait_all();                                                           \
+        FCL_TILE_WRITTEN();                                                                \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                      \
+        if (wg_prev_)                                                                      \
+            FCL_WG_GUARD_PREV_V();                                                         \
+        FCL_WG_TO_ACC(wg_o_, acc, FCL_WG_VN, D_PAD / FCL_WG_VN);                           \
+        FCL_WG_PIN_PV();                                                                   \
         fcl_wg_fence();                                                                    \
-        FCL_UNROLL                                                                         \
-        for (int kk_ = 0; kk_ < BC / 16; ++kk_)                                            \
-            FCL_UNROLL                                                                     \
-            for (int nd_ = 0; nd_ < D_PAD / FCL_WG_VN; ++nd_)                              \
-                FCL_WG_CAT(fcl_wgmma_rs_t, FCL_WG_VN)(                                     \
-                    FCL_FWD_VT, d_[nd_], a_[kk_],                                          \
-                    FCL_WG_DESC_V(FCL_FWD_VT, kk_, nd_ * (FCL_WG_VN / 64)));               \
-        fcl_wg_commit_wait();                                                              \
-        FCL_WG_KEEP_ACC(d_, FCL_WG_VN, D_PAD / FCL_WG_VN);                                 \
-        FCL_WG_FROM_ACC(acc, d_, FCL_WG_VN, D_PAD / FCL_WG_VN);                            \
+        FCL_WG_ISSUE_PV();                                                                 \
+        fcl_wg_wait0();                                                                    \
+        FCL_WG_KEEP_ACC(wg_o_, FCL_WG_VN, D_PAD / FCL_WG_VN);                              \
+        FCL_WG_FROM_ACC(acc, wg_o_, FCL_WG_VN, D_PAD / FCL_WG_VN);                         \
     } while (0)
 
 #endif

@@ -35,6 +35,9 @@
  *       registers written by other instructions (wgmma.fence)
  *   fcl_wg_commit_wait()                  closes the issued wgmmas as a group
  *       and waits for it (commit_group; wait_group 0)
+ *   fcl_wg_commit(), fcl_wg_wait0(), fcl_wg_wait1()
+ *                                         the same apart: close a group; wait
+ *       until none, or only the newest one, is still running
  *   fcl_wg_proxy_fence()                  this work-item's ordinary writes to
  *       __local are seen by the tensor cores' reads after the next barrier
  *       (fence.proxy.async)
@@ -142,6 +145,12 @@ inline void fcl_wg_commit_wait(void)
     asm volatile("// @sm90a@ wgmma.commit_group.sync.aligned;\n"
                  "// @sm90a@ wgmma.wait_group.sync.aligned 0;" ::: "memory");
 }
+
+/* the two halves of fcl_wg_commit_wait, for products that overlap: the
+ * wait leaves the newest n groups running */
+inline void fcl_wg_commit(void) { asm volatile("// @sm90a@ wgmma.commit_group.sync.aligned;" ::: "memory"); }
+inline void fcl_wg_wait0(void) { asm volatile("// @sm90a@ wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+inline void fcl_wg_wait1(void) { asm volatile("// @sm90a@ wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
 
 /* fence.proxy.async is plain sm_90 PTX (8.0) */
 inline void fcl_wg_proxy_fence(void) { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }

@@ -49,12 +49,16 @@ check() {
     regs=$(sed -n '/Function properties for fcl_forward$/,/Used/p' "$out/$name.ptxas.log" |
            tr '\n' ' ' | sed 's/.*stack frame, //; s/ptxas info *: //')
     warn=$(grep -ci 'warning' "$out/$name.ptxas.log" || true)
-    # C7519: ptxas put a warpgroup.arrive between the fence and a wgmma of
-    # a chain, where a register they use was written (a wait for the
-    # tensor cores; tile_nv_wgmma.cl, FCL_WG_KEEP_ACC)
+    # ptxas's notes on the pipeline (tile_nv_wgmma.cl): C7519, a
+    # warpgroup.arrive put before a wgmma whose registers were written
+    # since the fence; C7517, a wait put before a read of registers a
+    # running wgmma writes; C7513, the wgmmas serialised
     arrive=$(grep -c 'C7519' "$out/$name.ptxas.log" || true)
+    wait=$(grep -c 'C7517' "$out/$name.ptxas.log" || true)
+    serial=$(grep -c 'C7513' "$out/$name.ptxas.log" || true)
     echo "$name: $(cat "$out/$name.rewrite.log"), $wgmma wgmma.mma_async; ptxas sm_90a OK:" \
-         "fcl_forward $regs; $warn warning(s), $arrive injected warpgroup.arrive(s)"
+         "fcl_forward $regs; $warn warning(s); injected: $arrive arrive(s), $wait wait(s);" \
+         "serialised: $serial"
     grep -i 'warning' "$out/$name.ptxas.log" || true
 }
 

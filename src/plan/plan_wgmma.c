@@ -1,15 +1,17 @@
 /* plan_wgmma.c - tiles for the forward's wgmma piece (cl/tile_nv_wgmma.cl).
  *
  * One or two warpgroups of 64 query rows (m64, 4 warps each), `keys` keys a
- * tile in steps of wgmma's N = 64; head_dim 64 or 128.  __local holds Q,
- * K and V as 16-bit tiles in wgmma's core-matrix layout (no padding):
- *     (rows + 2 * keys) * d * 2 bytes,
+ * tile in steps of wgmma's N = 64; head_dim 64 or 128.  __local holds Q
+ * and two K and two V tiles (the pipelined loop of tile_nv_wgmma.cl) as
+ * 16-bit tiles in wgmma's core-matrix layout (no padding):
+ *     (rows + 4 * keys) * d * 2 bytes,
  * plus one int for the non-finite scan (common.cl) and, emulated, 24 bytes
- * a work-item.  Registers per lane: S is keys / 2 floats, O d / 2.  The
- * default, 128 rows by 128 keys (96 KiB at d = 128, two work-groups a
- * multiprocessor on an H100), is FlashAttention-3's forward tile for these
- * head dims, not yet measured here; it shrinks to 64 keys, then to one
- * warpgroup, where the limits ask. */
+ * a work-item.  Registers per lane: S is keys / 2 floats, O d / 2, and
+ * the previous tile's P keys / 4 words while its P V runs.  The default,
+ * 128 rows by 128 keys (160 KiB at d = 128: one work-group a
+ * multiprocessor on an H100, as registers allow anyway), measured best or
+ * level with 128 x 64 and 128 x 192 on the H100 (NOTES.md run 34); it
+ * shrinks to 64 keys, then to one warpgroup, where the limits ask. */
 #include "plan/plan.h"
 
 #include <string.h>
@@ -21,7 +23,7 @@ typedef struct wgmma_shape {
 static uint64_t wgmma_bytes(int d, wgmma_shape s, int emulated)
 {
     const uint64_t rows = 64u * (uint64_t)s.warpgroups;
-    uint64_t bytes = (rows + 2u * (uint64_t)s.keys) * (uint64_t)d * 2u + 4u;
+    uint64_t bytes = (rows + 4u * (uint64_t)s.keys) * (uint64_t)d * 2u + 4u;
     if (emulated)
         bytes += 128u * (uint64_t)s.warpgroups * 6u * 4u;
     return bytes;
