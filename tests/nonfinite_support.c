@@ -220,15 +220,38 @@ static int nf_check_reference(const nf_state *st)
 /* Element classes of the second run. */
 enum { NF_UNTOUCHED = 0, NF_FREE = 1, NF_REQUIRED = 2 };
 
+int nf_dq_rounding;
+
+/* One unit in the last place of storage type dt at |x| (subnormals
+ * included; fp32 never takes a tensor-core path, see nf_dq_rounding). */
+static double nf_storage_ulp(double x, fcl_dtype dt)
+{
+    const double a = fabs(x);
+    switch (dt) {
+    case FCL_DTYPE_FP16:
+        return a < 0x1p-14 ? 0x1p-24 : ldexp(1.0, ilogb(a) - 10);
+    case FCL_DTYPE_BF16:
+        return a < 0x1p-126 ? 0x1p-133 : ldexp(1.0, ilogb(a) - 7);
+    default:
+        return 0.0;
+    }
+}
+
 /* Checks one output tensor of the second run against its classes; counts
- * and prints the first few violations. */
+ * and prints the first few violations.  An untouched element equals the
+ * first run's, bitwise, or within `ulps` units in the last place of dt. */
 static int nf_check_classes(const char *name, const double *ours, const double *first,
-                            const unsigned char *cls, size_t n, size_t head_dim)
+                            const unsigned char *cls, size_t n, size_t head_dim, int ulps,
+                            fcl_dtype dt)
 {
     int wrong = 0;
     for (size_t e = 0; e < n; ++e) {
+        const int same = ours[e] == first[e] ||
+                         (ulps > 0 && isfinite(ours[e]) && isfinite(first[e]) &&
+                          fabs(ours[e] - first[e]) <=
+                              ulps * nf_storage_ulp(fmax(fabs(ours[e]), fabs(first[e])), dt));
         const int ok = cls[e] == NF_REQUIRED ? !isfinite(ours[e])
-                     : cls[e] == NF_UNTOUCHED ? ours[e] == first[e] : 1;
+                     : cls[e] == NF_UNTOUCHED ? same : 1;
         if (!ok && wrong++ < 4)
             printf("nonfinite: %s row %zu col %zu: %g, %s %g\n", name, e / head_dim, e % head_dim,
                    ours[e], cls[e] == NF_REQUIRED ? "must be non-finite; first run" : "first run",
@@ -396,14 +419,15 @@ int nf_check(fcl_context *ctx, const nf_case *c)
         nf_forward_classes(&st, o_cls, lse_cls, rt);
         for (size_t i = 0; i < st.nl; ++i)
             lse_ours[i] = st.lse[i];
-        ok = nf_check_classes("o", st.o, first[0], o_cls, no, c->head_dim);
-        ok = nf_check_classes("lse", lse_ours, lse_first, lse_cls, st.nl, 1) && ok;
+        ok = nf_check_classes("o", st.o, first[0], o_cls, no, c->head_dim, 0, c->dtype);
+        ok = nf_check_classes("lse", lse_ours, lse_first, lse_cls, st.nl, 1, 0, c->dtype) && ok;
         if (c->backward) {
             unsigned char *dq_cls = malloc(no), *dk_cls = malloc(nk), *dv_cls = malloc(nk);
             nf_backward_classes(&st, rt, dq_cls, dk_cls, dv_cls);
-            ok = nf_check_classes("dq", st.dq, first[1], dq_cls, no, c->head_dim) && ok;
-            ok = nf_check_classes("dk", st.dk, first[2], dk_cls, nk, c->head_dim) && ok;
-            ok = nf_check_classes("dv", st.dv, first[3], dv_cls, nk, c->head_dim) && ok;
+            ok = nf_check_classes("dq", st.dq, first[1], dq_cls, no, c->head_dim, nf_dq_rounding,
+                                  c->dtype) && ok;
+            ok = nf_check_classes("dk", st.dk, first[2], dk_cls, nk, c->head_dim, 0, c->dtype) && ok;
+            ok = nf_check_classes("dv", st.dv, first[3], dv_cls, nk, c->head_dim, 0, c->dtype) && ok;
             free(dq_cls);
             free(dk_cls);
             free(dv_cls);

@@ -58,6 +58,16 @@ typedef struct nf_kv_spot {
     double value;
 } nf_kv_spot;
 
+/* Units in the last place of the storage type by which an untouched dQ
+ * element may differ from the first run's (0, the default: bitwise equal).
+ * The fused dQ (FLASHCL_BACKWARD_DQ) computes the share of a key tile that
+ * holds a non-finite K element by an exact sum in key order (flash_bwd.cl,
+ * fcl_dq_exact) for every row of that tile, where the clean run used the
+ * tensor cores: both fp32 sums of the same products in different orders,
+ * so the stored dQ of a row that sees no bad key can round one unit apart
+ * (the H100; emulated on CPUs the two orders agree). */
+extern int nf_dq_rounding;
+
 /* Runs case c on ctx both ways; 1 if every check holds, else prints. */
 int nf_check(fcl_context *ctx, const nf_case *c);
 
