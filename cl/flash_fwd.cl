@@ -276,6 +276,10 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
             alpha[iv] = FCL_EXP(fma(m[iv], exp_scale_v, -m_use));
             m[iv] = m_new;
             l[iv] *= alpha[iv];
+#if !FCL_FWD_DEFERRED_PV
+            FCL_UNROLL
+            for (int n = 0; n < DN; ++n) acc[iv][n] *= alpha[iv];
+#endif
             FCL_UNROLL
             for (int j = 0; j < RN; ++j) {
                 fcl_rowv p = FCL_EXP(fma(s[iv][j], exp_scale_v, -m_use));
@@ -287,13 +291,17 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
                 FCL_FWD_SET_P(s, iv, j, p);
             }
         }
-        /* the rescale after the probabilities: a deferred P V writes acc
-         * until here */
+#if FCL_FWD_DEFERRED_PV
+        /* the rescale after the probabilities: the deferred P V writes acc
+         * until here (the other pieces rescale before them, above: this
+         * order measured 3-4% slower on the mma.sync forward at head_dim
+         * 128 on the H100, NOTES run 34) */
         FCL_FWD_ACC_READY(acc);
         FCL_UNROLL
         for (int iv = 0; iv < RMV; ++iv)
             FCL_UNROLL
             for (int n = 0; n < DN; ++n) acc[iv][n] *= alpha[iv];
+#endif
         FCL_FWD_SHARE_P(s);
         FCL_FWD_TILE_MID(next < key_end, k_rows, next, sq.seqlen_k - next);
         /* a non-finite V element reaches the rows that see its key alone */
