@@ -57,6 +57,14 @@
 #define FCL_TILE_COPY_COL(e, chunks) ((e) % (chunks))
 #define FCL_TILE_WRITTEN() (void)0
 #endif
+/* This work-item's cp.async copies have landed, and every work-item's are
+ * visible to the whole work-group (and to the tensor cores' proxy). */
+#define FCL_TILES_ARRIVED()               \
+    do {                                  \
+        fcl_cp_async_wait_all();          \
+        FCL_TILE_WRITTEN();               \
+        barrier(CLK_LOCAL_MEM_FENCE);     \
+    } while (0)
 /* 16-byte copies per work-item for one tile of BC keys */
 #define FCL_KEY_TILE_STEPS ((BC * (D_PAD / 8) + WG - 1) / WG)
 
@@ -308,7 +316,7 @@ inline void fcl_load_rows_h(__local ushort *dst, int nrows, __global const fcl_s
 }
 
 /* The same through cp.async, as one group: the copy proceeds while the warps
- * compute; fcl_cp_async_wait_all() and a barrier make it visible. */
+ * compute; FCL_TILES_ARRIVED() makes it visible. */
 inline void fcl_load_rows_h_async(__local ushort *dst, int nrows, __global const fcl_storage *src,
                                   const fcl_rows src_rows, bool keys, int nvalid, int width,
                                   int lid)
@@ -548,9 +556,7 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
  * (the previous tile's): the next tile's K goes there at once. */
 #define FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, more, next, next_cols, head_dim) \
     do {                                                                              \
-        fcl_cp_async_wait_all();                                                      \
-        FCL_TILE_WRITTEN();                                                           \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                 \
+        FCL_TILES_ARRIVED();                                                          \
         kcur_ = knext_;                                                               \
         if (more) {                                                                   \
             knext_ = kcur_ ^ 1;                                                       \
@@ -576,9 +582,7 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
  * next tile's pages are read while this one computes. */
 #define FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, more, next, next_cols, head_dim) \
     do {                                                                              \
-        fcl_cp_async_wait_all();                                                      \
-        FCL_TILE_WRITTEN();                                                           \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                 \
+        FCL_TILES_ARRIVED();                                                          \
         FCL_FWD_LOAD_V(v_rows, c0, cols);                                             \
         if (more)                                                                     \
             FCL_FWD_PAGES_NEXT(k_rows, next, next_cols);                              \
@@ -588,9 +592,7 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
  * split): fetch the next K. */
 #define FCL_FWD_TILE_MID(more, k_rows, next, cols)                 \
     do {                                                           \
-        fcl_cp_async_wait_all();                                   \
-        FCL_TILE_WRITTEN();                                        \
-        barrier(CLK_LOCAL_MEM_FENCE);                              \
+        FCL_TILES_ARRIVED();                                       \
         if (more) {                                                \
             FCL_FWD_LOAD_K_INTO(Kh, k_rows, next, cols, pg_next);  \
             FCL_FWD_PAGES_ADVANCE();                               \
@@ -655,11 +657,7 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
                               lid);                                                              \
     } while (0)
 
-#define FCL_DQ_TILE_BEGIN(k_base, k_ss, v_base, v_ss, cols, head_dim, buf) \
-    do {                                                                  \
-        fcl_cp_async_wait_all();                                          \
-        barrier(CLK_LOCAL_MEM_FENCE);                                     \
-    } while (0)
+#define FCL_DQ_TILE_BEGIN(k_base, k_ss, v_base, v_ss, cols, head_dim, buf) FCL_TILES_ARRIVED()
 
 #define FCL_DQ_S(s, buf) FCL_MMA_ABT(s, Qh, warp * 16 * MB, FCL_BUF(Kh, BC, buf), BC)
 #define FCL_DQ_DP(dp, buf) FCL_MMA_ABT(dp, dOh, warp * 16 * MB, FCL_BUF(Vh, BC, buf), BC)
@@ -757,11 +755,7 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
                               head_dim_v, lid);                                                   \
     } while (0)
 
-#define FCL_DKDV_BLOCK_BEGIN(q_base, q_ss, do_base, do_ss, rows, head_dim, buf) \
-    do {                                                                       \
-        fcl_cp_async_wait_all();                                               \
-        barrier(CLK_LOCAL_MEM_FENCE);                                          \
-    } while (0)
+#define FCL_DKDV_BLOCK_BEGIN(q_base, q_ss, do_base, do_ss, rows, head_dim, buf) FCL_TILES_ARRIVED()
 
 #define FCL_DKDV_ST(st, buf)                                                                \
     FCL_MMA_ABT(st, Kh, FCL_DKDV_SROW0, FCL_BUF(Qh, BR, buf) + FCL_DKDV_SQ0 * LDH, FCL_DKDV_QN)

@@ -143,9 +143,7 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
  * (waited for before the previous tile's rescale). */
 #define FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, more, next, next_cols, head_dim)      \
     do {                                                                                   \
-        fcl_cp_async_wait_all();                                                           \
-        FCL_TILE_WRITTEN();                                                                \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                      \
+        FCL_TILES_ARRIVED();                                                               \
         if (more)                                                                          \
             FCL_FWD_LOAD_K_INTO(FCL_WG_BUF(Kh, wg_tile_ + 1), k_rows, next, next_cols, pg_next); \
         fcl_load_rows_h_async(FCL_WG_BUF(Vh, wg_tile_), BC, V, fcl_tile_rows(v_rows, true, c0), \
@@ -160,9 +158,14 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
                         wg_prev_c0_, wg_prev_cols_, head_dim_v, &nonfinite, wg_prev_c0_,     \
                         FCL_FWD_V_BAD, FCL_FWD_V_CLEAN, 0)
 
-/* Pins P and the accumulators of the previous tile's P V before the fence. */
-#define FCL_WG_PIN_PV()                                                                    \
+/* Before the fence that starts the previous tile's P V: its V guarded
+ * (when there is a previous tile), the accumulators moved into wgmma's
+ * order, and they and P pinned there. */
+#define FCL_WG_PREPARE_PV()                                                                \
     do {                                                                                   \
+        if (wg_prev_)                                                                      \
+            FCL_WG_GUARD_PREV_V();                                                         \
+        FCL_WG_TO_ACC(wg_o_, acc, FCL_WG_VN, D_PAD / FCL_WG_VN);                           \
         FCL_UNROLL                                                                         \
         for (int kk_ = 0; kk_ < BC / 16; ++kk_)                                            \
             FCL_UNROLL                                                                     \
@@ -187,16 +190,13 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
  * behind it; returns when Q K^T is done. */
 #define FCL_FWD_QK(s)                                                                      \
     do {                                                                                   \
-        if (wg_prev_)                                                                      \
-            FCL_WG_GUARD_PREV_V();                                                         \
-        FCL_WG_TO_ACC(wg_o_, acc, FCL_WG_VN, D_PAD / FCL_WG_VN);                           \
+        FCL_WG_PREPARE_PV();                                                               \
         float d_[BC / FCL_WG_QN][FCL_WG_QN / 2];                                           \
         FCL_UNROLL                                                                         \
         for (int nb_ = 0; nb_ < BC / FCL_WG_QN; ++nb_)                                     \
             FCL_UNROLL                                                                     \
             for (int r_ = 0; r_ < FCL_WG_QN / 2; ++r_) d_[nb_][r_] = 0.0f;                 \
         FCL_WG_KEEP_ACC(d_, FCL_WG_QN, BC / FCL_WG_QN);                                    \
-        FCL_WG_PIN_PV();                                                                   \
         fcl_wg_fence();                                                                    \
         FCL_UNROLL                                                                         \
         for (int kk_ = 0; kk_ < D_PAD / 16; ++kk_) {                                       \
@@ -239,18 +239,11 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
  * zero product of tile 0's). */
 #define FCL_FWD_LAST_PV(acc)                                                               \
     do {                                                                                   \
-        fcl_cp_async_wait_all();                                                           \
-        FCL_TILE_WRITTEN();                                                                \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                      \
-        if (wg_prev_)                                                                      \
-            FCL_WG_GUARD_PREV_V();                                                         \
-        FCL_WG_TO_ACC(wg_o_, acc, FCL_WG_VN, D_PAD / FCL_WG_VN);                           \
-        FCL_WG_PIN_PV();                                                                   \
+        FCL_TILES_ARRIVED();                                                               \
+        FCL_WG_PREPARE_PV();                                                               \
         fcl_wg_fence();                                                                    \
         FCL_WG_ISSUE_PV();                                                                 \
-        fcl_wg_wait0();                                                                    \
-        FCL_WG_KEEP_ACC(wg_o_, FCL_WG_VN, D_PAD / FCL_WG_VN);                              \
-        FCL_WG_FROM_ACC(acc, wg_o_, FCL_WG_VN, D_PAD / FCL_WG_VN);                         \
+        FCL_FWD_ACC_READY(acc);                                                            \
     } while (0)
 
 #endif

@@ -81,7 +81,6 @@ inline void fcl_wgmma_rs_emulated(__local uint *x, __local const ushort *tb, flo
 #define fcl_wgmma_rs_t64(tb, d, a, db) fcl_wgmma_rs_emulated(fcl_warp_x, (tb), (d), (a), (db), 64)
 #define fcl_wgmma_rs_t128(tb, d, a, db) fcl_wgmma_rs_emulated(fcl_warp_x, (tb), (d), (a), (db), 128)
 #define fcl_wg_fence() ((void)0)
-#define fcl_wg_commit_wait() ((void)0)
 #define fcl_wg_commit() ((void)0)
 #define fcl_wg_wait0() ((void)0)
 #define fcl_wg_wait1() ((void)0)

@@ -33,11 +33,9 @@
  *       B MN-major from descriptor db
  *   fcl_wg_fence()                        before the first wgmma that reads
  *       registers written by other instructions (wgmma.fence)
- *   fcl_wg_commit_wait()                  closes the issued wgmmas as a group
- *       and waits for it (commit_group; wait_group 0)
  *   fcl_wg_commit(), fcl_wg_wait0(), fcl_wg_wait1()
- *                                         the same apart: close a group; wait
- *       until none, or only the newest one, is still running
+ *                                         close the issued wgmmas as a group;
+ *       wait until none, or only the newest group, is still running
  *   fcl_wg_proxy_fence()                  this work-item's ordinary writes to
  *       __local are seen by the tensor cores' reads after the next barrier
  *       (fence.proxy.async)
@@ -140,14 +138,8 @@ inline void fcl_wgmma_rs_t128(__local const ushort *tb, float d[64], const uint 
 
 inline void fcl_wg_fence(void) { asm volatile("// @sm90a@ wgmma.fence.sync.aligned;" ::: "memory"); }
 
-inline void fcl_wg_commit_wait(void)
-{
-    asm volatile("// @sm90a@ wgmma.commit_group.sync.aligned;\n"
-                 "// @sm90a@ wgmma.wait_group.sync.aligned 0;" ::: "memory");
-}
-
-/* the two halves of fcl_wg_commit_wait, for products that overlap: the
- * wait leaves the newest n groups running */
+/* a group's close and the waits (wait_group n leaves the newest n groups
+ * running: products that overlap) */
 inline void fcl_wg_commit(void) { asm volatile("// @sm90a@ wgmma.commit_group.sync.aligned;" ::: "memory"); }
 inline void fcl_wg_wait0(void) { asm volatile("// @sm90a@ wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
 inline void fcl_wg_wait1(void) { asm volatile("// @sm90a@ wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
