@@ -412,11 +412,28 @@ inline fcl_seq fcl_sequence(int b, int seqlen_q, int seqlen_k, __global const in
     return s;
 }
 
+/* The forward on the GPU pieces visits heads in groups of FCL_HEAD_GROUP
+ * (below); 0 is one group of every head. */
+#if defined(FCL_KERNEL_FORWARD) && !FCL_TILE_CPU
+#define FCL_HEAD_GROUP 64
+#else
+#define FCL_HEAD_GROUP 0
+#endif
+
 /* Work-group g of a launch of num_ranks blocks (Q blocks, or K blocks of the
  * dK/dV kernel) times num_heads heads, as the block's rank (0: the block
  * with the most work under a causal mask, num_ranks - 1: the least) and its
- * head (*head).  GPU pieces: ranks in order, heads fastest, so the heavy
- * blocks start first and the tail of the launch is short.  The CPU piece:
+ * head (*head).  GPU pieces: heads in groups of FCL_HEAD_GROUP (the last
+ * group may be smaller), the groups one after another, and within a group
+ * ranks in order, heads fastest, so the heavy blocks start first and the
+ * tail of the launch is short.  Groups keep the K/V rows that the running
+ * work-groups read together few: with every head in one group and many
+ * heads (B 16 x 32 heads at N 1024, d 64), the running work-groups each read
+ * another head's K/V and the forward ran 7-11% slower than with groups of
+ * 64 heads on the H100; the backward gained nothing from groups, and a
+ * group of one head (ranks fastest) lost 4-10% on long causal forwards
+ * (NOTES.md, run 36).  Ranks still ascend with g within a head, which the
+ * fused dQ's ordering needs (flash_bwd.cl).  The CPU piece:
  * PoCL's pthread driver hands each thread a contiguous run of groups, the
  * first runs the longest (a thread takes ceil(remaining / threads)), so
  * there the first thread got only the heaviest blocks and the causal
@@ -430,8 +447,12 @@ inline int fcl_rank_of_group(int g, int num_ranks, int num_heads, int *head)
     const int slot = g - *head * num_ranks;
     return (slot & 1) ? num_ranks - 1 - (slot >> 1) : slot >> 1;
 #else
-    const int rank = g / num_heads;
-    *head = g - rank * num_heads;
+    const int group = FCL_HEAD_GROUP > 0 ? min(FCL_HEAD_GROUP, num_heads) : num_heads;
+    const int first = g / (group * num_ranks) * group; /* the group's first head */
+    const int in_group = min(group, num_heads - first);
+    const int slot = g - first * num_ranks;
+    const int rank = slot / in_group;
+    *head = first + slot - rank * in_group;
     return rank;
 #endif
 }

@@ -93,8 +93,9 @@ static void test_unequal_seqlens(void **state)
 static void test_batch_heads_gqa(void **state)
 {
     (void)state;
-    /* (batch, heads_q, heads_kv): odd batch x heads, GQA, MQA */
-    const size_t shapes[][3] = {{3, 5, 5}, {2, 6, 2}, {3, 4, 1}, {1, 8, 4}};
+    /* (batch, heads_q, heads_kv): odd batch x heads, GQA, MQA; 70 heads
+     * in all: more than one group of heads (common.cl, FCL_HEAD_GROUP) */
+    const size_t shapes[][3] = {{3, 5, 5}, {2, 6, 2}, {3, 4, 1}, {1, 8, 4}, {5, 14, 14}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
         fa_case c = base_case();
         c.batch = shapes[i][0];

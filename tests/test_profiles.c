@@ -22,6 +22,8 @@ static void run_profile(const char *name, uint64_t seed)
         {2, 4, 2, 50, 131, 128, FCL_DTYPE_FP32, 0, 0, FCL_LAYOUT_BHSD, 1, {0, 0, 0}, seed + 1, NULL},
         {1, 3, 1, 65, 40, 40, FCL_DTYPE_BF16, 1, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, seed + 2, NULL},
         {1, 1, 1, 70, 90, 256, FCL_DTYPE_FP32, 1, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, seed + 3, NULL},
+        /* 70 heads: more than one group of heads (common.cl, FCL_HEAD_GROUP) */
+        {5, 14, 14, 70, 45, 16, FCL_DTYPE_FP16, 1, 0, FCL_LAYOUT_BSHD, 0, {0, 0, 0}, seed + 20, NULL},
     };
     const fa_case backward[] = {
         {1, 2, 1, 70, 53, 64, FCL_DTYPE_FP32, 1, 0, FCL_LAYOUT_BSHD, 1, {0, 0, 0}, seed + 4, NULL},
