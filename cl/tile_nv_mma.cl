@@ -30,17 +30,17 @@
 #define LDH (D_PAD + 8)
 /* Where element (r, c) of a 16-bit tile lies, in halves from its start,
  * and the halves of a tile of `rows` rows: rows padded to LDH, or, in the
- * wgmma piece's forward (FCL_WGMMA), wgmma's core matrices (FCL_WG_AT,
+ * wgmma piece's forward (FCL_WGMMA), wgmma's 128-byte swizzle (FCL_WG_AT,
  * warpgroup_ptx.cl), which the loads below fill alike: 8 values of a row
- * are 16 contiguous bytes in both. */
+ * are 16 contiguous bytes in both.  FCL_H_ALIGNED: the tiles' alignment. */
 #if FCL_WGMMA
 #define FCL_H_AT(r, c) FCL_WG_AT(r, c)
 #define FCL_H_HALVES(rows) ((rows) * D_PAD)
-/* Copy e of a tile's 16-byte copies: 8 consecutive copies fill the 8 rows
- * of one core matrix (128 contiguous bytes, no two in one bank), and a
- * warp's 32 copies take 64 contiguous bytes of each of 8 rows from global
- * memory.  Row-major order (below) puts 8 consecutive copies 128 bytes
- * apart here, all in the same four banks: an 8-way conflict. */
+#define FCL_H_ALIGNED FCL_WG_TILE_ALIGNED
+/* Copy e of a tile's 16-byte copies: 8 consecutive copies fill the same
+ * chunk of 8 rows of one atom, which the swizzle puts at 8 different
+ * chunk positions (no two in one bank), and a warp's 32 copies take 64
+ * contiguous bytes of each of 8 rows from global memory. */
 #define FCL_TILE_COPY_ROW(e, chunks) ((((e) >> 3) / (chunks)) * 8 + ((e) & 7))
 #define FCL_TILE_COPY_COL(e, chunks) (((e) >> 3) % (chunks))
 /* tiles written by ordinary stores or cp.async are read by the tensor
@@ -52,6 +52,7 @@
 #else
 #define FCL_H_AT(r, c) ((r) * LDH + (c))
 #define FCL_H_HALVES(rows) ((rows) * LDH)
+#define FCL_H_ALIGNED FCL_ALIGNED
 /* the row and 8-value column block of copy e of a tile, row-major */
 #define FCL_TILE_COPY_ROW(e, chunks) ((e) / (chunks))
 #define FCL_TILE_COPY_COL(e, chunks) ((e) % (chunks))
@@ -461,7 +462,7 @@ inline void fcl_load_tile_h_async(__local ushort *dst, int nrows, __global const
 #endif
 
 #define FCL_FWD_LOCALS                                      \
-    __local ushort Qh[FCL_H_HALVES(BR)] FCL_ALIGNED;        \
+    __local ushort Qh[FCL_H_HALVES(BR)] FCL_H_ALIGNED;      \
     FCL_FWD_KV_LOCALS                                       \
     FCL_FWD_LOCALS_SPLIT                                    \
     FCL_WARP_SCRATCH

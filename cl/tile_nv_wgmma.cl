@@ -5,7 +5,7 @@
  * fp16/bf16 forwards of strided K/V, head_dim 64 or 128.
  *
  * It is tile_nv_mma.cl's forward with its two products replaced: the same
- * loads (cp.async, 16 bytes a copy, into wgmma's core-matrix layout instead
+ * loads (cp.async, 16 bytes a copy, into wgmma's 128-byte swizzle instead
  * of padded rows), the same register tiles, the same online softmax of
  * flash_fwd.cl.  One or two warpgroups of 64 query rows each (BR = 64 or
  * 128); warp w holds rows 16 w .. 16 w + 15 in mma.sync's accumulator
@@ -86,13 +86,15 @@
             for (int r_ = 0; r_ < (n) / 2; ++r_) FCL_WG_KEEP(d[nb_][r_]);      \
     } while (0)
 
-/* Descriptors: 16 head_dim columns from 16 kk of the 64 rows from 64 blk
- * of a K-major tile (Q, K); 16 keys from 16 kk and 64 columns from 64 nd
- * of V's tile, MN-major. */
-#define FCL_WG_DESC_K(T, blk, kk) \
-    fcl_wg_desc(T, (blk) * 8 * FCL_WG_ROWS8 + (kk) * 2 * FCL_WG_COLS8, FCL_WG_COLS8, FCL_WG_ROWS8)
+/* Descriptors (warpgroup_ptx.cl): 16 head_dim columns from 16 kk of the 64
+ * rows from 64 blk of a K-major tile (Q, K): the atom of those columns,
+ * 32 bytes a step of 16 inside it; 16 keys from 16 kk and 64 columns from
+ * 64 nd of V's tile, MN-major. */
+#define FCL_WG_DESC_K(T, blk, kk)                                                     \
+    fcl_wg_desc(T, (blk) * 8 * FCL_WG_ROWS8 + ((kk) >> 2) * FCL_WG_ATOM + ((kk) & 3) * 32, \
+                16, FCL_WG_ROWS8)
 #define FCL_WG_DESC_V(T, kk, nd) \
-    fcl_wg_desc(T, (kk) * 2 * FCL_WG_ROWS8 + (nd) * 8 * FCL_WG_COLS8, FCL_WG_ROWS8, FCL_WG_COLS8)
+    fcl_wg_desc(T, (kk) * 2 * FCL_WG_ROWS8 + (nd) * FCL_WG_ATOM, FCL_WG_ATOM, FCL_WG_ROWS8)
 
 /* ---- the pipelined loop (flash_fwd.cl's FCL_FWD_DEFERRED_PV) -----------
  * FlashAttention-3's intra-warpgroup overlap: tile t starts its Q K^T and
@@ -105,9 +107,9 @@
  * cols, cover, mask, ...), as the other load hooks use Q, K and lid. */
 #define FCL_FWD_DEFERRED_PV 1
 
-#define FCL_FWD_KV_LOCALS                                    \
-    __local ushort Kh[2 * FCL_H_HALVES(BC)] FCL_ALIGNED;     \
-    __local ushort Vh[2 * FCL_H_HALVES(BC)] FCL_ALIGNED;
+#define FCL_FWD_KV_LOCALS                                            \
+    __local ushort Kh[2 * FCL_H_HALVES(BC)] FCL_WG_TILE_ALIGNED;     \
+    __local ushort Vh[2 * FCL_H_HALVES(BC)] FCL_WG_TILE_ALIGNED;
 #define FCL_WG_BUF(T, t) ((T) + ((t) & 1) * FCL_H_HALVES(BC))
 #define FCL_FWD_KCUR FCL_WG_BUF(Kh, wg_tile_)
 /* the V tile the next P V reads, the previous tile's (also what

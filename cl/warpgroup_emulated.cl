@@ -2,9 +2,12 @@
  * OpenCL C, for testing the wgmma piece (tile_nv_wgmma.cl) on devices
  * without them (PoCL in CI).  Built with FCL_WGMMA=1 and FCL_MMA_EMULATE=1,
  * which only the test hooks set.  The descriptors are decoded as the PTX
- * ISA defines them (no swizzle: "Canonical Layouts"), so a wrong start
- * address, LBO, SBO or transpose gives wrong results here too; their
- * addresses are relative to the tile the operation is given.  Each
+ * ISA defines them ("Canonical Layouts", the 128-byte swizzle the
+ * piece's tiles use), so a wrong start address, LBO, SBO,
+ * swizzle mode or transpose gives wrong results here too; their addresses
+ * are relative to the tile the operation is given, which on the GPU starts
+ * on a 1024-byte boundary, so the swizzle of the one is that of the
+ * other.  Each
  * work-item computes its own accumulators (the m64nNk16 layout) as fp32
  * fused multiply-adds of the 16-bit inputs in k order; an A operand in
  * registers is exchanged through FCL_WARP_SCRATCH (warp_emulated.cl)
@@ -16,23 +19,33 @@
 inline uint fcl_wg_start(ulong desc) { return (uint)(desc & 0x3FFFu) << 4; }
 inline uint fcl_wg_lbo(ulong desc) { return (uint)((desc >> 16) & 0x3FFFu) << 4; }
 inline uint fcl_wg_sbo(ulong desc) { return (uint)((desc >> 32) & 0x3FFFu) << 4; }
+inline uint fcl_wg_swizzle(ulong desc) { return (uint)(desc >> 62); }
 
-/* Element (mn, k) of a K-major operand: 8 x 16-byte core matrices, LBO
- * between them along k, SBO along m or n. */
+/* A byte address through the 128-byte swizzle (mode 1): bits 4-6, the
+ * 16-byte chunk of a 128-byte row, XOR bits 7-9, the row of its
+ * 1024-byte atom. */
+inline uint fcl_wg_swizzled(uint at) { return at ^ (((at >> 7) & 7u) << 4); }
+
+/* Element (mn, k) of a K-major operand, 128-byte swizzle: 128-byte rows of
+ * 8 chunks along k (one wgmma's 16 k's in one row, LBO unused), SBO
+ * between 8-row blocks along m or n.  Another swizzle mode, which the
+ * piece never asks for, reads NaN. */
 inline float fcl_wg_kmajor(__local const ushort *t, ulong desc, int mn, int k)
 {
-    const uint at = fcl_wg_start(desc) + (uint)(mn & 7) * 16u + (uint)(mn >> 3) * fcl_wg_sbo(desc) +
-                    (uint)(k & 7) * 2u + (uint)(k >> 3) * fcl_wg_lbo(desc);
-    return fcl_half_to_float(t[at / 2]);
+    const uint at = fcl_wg_swizzled(fcl_wg_start(desc) + (uint)(mn & 7) * 128u +
+                                    (uint)(mn >> 3) * fcl_wg_sbo(desc) + (uint)k * 2u);
+    return fcl_wg_swizzle(desc) == 1u ? fcl_half_to_float(t[at / 2]) : NAN;
 }
 
-/* Element (k, n) of an MN-major operand: 8 n-values a 16-byte row, SBO
- * between core matrices along n, LBO along k. */
+/* Element (k, n) of an MN-major operand, 128-byte swizzle: 64 n-values a
+ * 128-byte row, LBO between atoms along n, SBO between 8-row blocks along
+ * k. */
 inline float fcl_wg_mnmajor(__local const ushort *t, ulong desc, int k, int n)
 {
-    const uint at = fcl_wg_start(desc) + (uint)(n & 7) * 2u + (uint)(n >> 3) * fcl_wg_sbo(desc) +
-                    (uint)(k & 7) * 16u + (uint)(k >> 3) * fcl_wg_lbo(desc);
-    return fcl_half_to_float(t[at / 2]);
+    const uint at = fcl_wg_swizzled(fcl_wg_start(desc) + (uint)(n & 63) * 2u +
+                                    (uint)(n >> 6) * fcl_wg_lbo(desc) + (uint)(k & 7) * 128u +
+                                    (uint)(k >> 3) * fcl_wg_sbo(desc));
+    return fcl_wg_swizzle(desc) == 1u ? fcl_half_to_float(t[at / 2]) : NAN;
 }
 
 /* Row and column of this work-item's accumulator r (m64nNk16). */

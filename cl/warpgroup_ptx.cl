@@ -10,19 +10,27 @@
  * A warpgroup is 4 consecutive warps (128 work-items, the first warp's
  * index a multiple of 4); every work-item of it executes each call.
  *
- * Tiles (16-bit values, D_PAD columns, rows a multiple of 8) are held in
- * wgmma's canonical layout without swizzle: core matrices of 8 rows x 8
- * values (16 bytes a row, 128 contiguous bytes), each 8-row block of the
- * tile its D_PAD / 8 core matrices in column order (FCL_WG_AT).  A 16-byte
- * copy of 8 values of a row lands whole in one core matrix's row.  Read
- * by a descriptor (fcl_wg_desc: the start address, LBO and SBO; PTX ISA,
- * "Matrix Descriptor Format" and "Canonical Layouts"):
+ * Tiles (16-bit values, D_PAD columns, a multiple of 64; rows a multiple
+ * of 8) are held in wgmma's canonical layout with the 128-byte swizzle,
+ * the layout the tensor memory accelerator writes (NOTES.md, run 36): the
+ * tile is cut into atoms of 8 rows x 64 values (8 rows of 128 bytes, 1024
+ * contiguous bytes), an 8-row block's D_PAD / 64 atoms in column order,
+ * then the next 8-row block's (FCL_WG_AT); inside an atom, the 16-byte
+ * chunk j of row i (values 8 j .. 8 j + 7) lies at chunk j ^ i of the
+ * row.  That XOR is what the hardware applies to bits 4-6 of a byte
+ * address from bits 7-9, so a tile starts on a 1024-byte boundary
+ * (FCL_WG_TILE_ALIGNED).  A 16-byte copy of 8 values of a row lands whole
+ * in one chunk.  Read by a descriptor (fcl_wg_desc: the start address,
+ * LBO and SBO, swizzle mode 1; PTX ISA, "Matrix Descriptor Format" and
+ * "Canonical Layouts"), with SBO = D_PAD * 16 (the next 8-row block):
  *   K-major (A = Q or B = K for S = Q K^T, k = head_dim): element (row, k)
- *     at start + (row % 8) * 16 + (row / 8) * SBO + (k % 8) * 2 + (k / 8) * LBO,
- *     so LBO = 128 (the next 8 columns), SBO = D_PAD * 16 (the next 8 rows);
+ *     at start + (row % 8) * 128 + (row / 8) * SBO + 2 k before the XOR,
+ *     the start at the atom of the 16 k's plus 32 bytes per 16 k's inside
+ *     it (LBO unused: one wgmma's 16 k's lie in one atom's row);
  *   MN-major (B = V for O += P V, the transpose bit set: k = key, n =
- *     head_dim column): element (k, n) at start + (n % 8) * 2 + (n / 8) * SBO
- *     + (k % 8) * 16 + (k / 8) * LBO, so SBO = 128, LBO = D_PAD * 16.
+ *     head_dim column): element (k, n) at start + (k % 8) * 128 + (k / 8) *
+ *     SBO + 2 (n % 64) + (n / 64) * LBO before the XOR, LBO = 1024 (the
+ *     next atom along n).
  * Operations (m64, N = 64 or 128, k16; f32 accumulators d[N / 2] of the
  * layout below; the N is in the name):
  *   fcl_wgmma_ssN(ta, tb, d, da, db, acc) d = A B^T (+ d when acc), A and B
@@ -49,16 +57,22 @@
 #error "the wgmma piece: warpgroups of 64 rows (4 warps), 64-multiples of keys and head_dim"
 #endif
 
-/* Halves from a tile's start to element (r, c), core-matrix layout. */
-#define FCL_WG_AT(r, c) ((((r) >> 3) * (D_PAD / 8) + ((c) >> 3)) * 64 + ((r) & 7) * 8 + ((c) & 7))
-/* Byte strides of that layout: the next 8 columns, the next 8 rows. */
-#define FCL_WG_COLS8 128
+/* Halves from a tile's start to element (r, c), 128-byte swizzle. */
+#define FCL_WG_AT(r, c)                                                              \
+    ((((r) >> 3) * (D_PAD / 64) + ((c) >> 6)) * 512 + ((r) & 7) * 64 +                 \
+     (((((c) >> 3) & 7) ^ ((r) & 7)) << 3) + ((c) & 7))
+/* Byte strides of that layout: the next atom along a row (64 columns), the
+ * next 8 rows; and the tiles' alignment, the swizzle's period. */
+#define FCL_WG_ATOM 1024
 #define FCL_WG_ROWS8 (D_PAD * 16)
+#define FCL_WG_TILE_ALIGNED __attribute__((aligned(1024)))
 
-/* A no-swizzle descriptor: tile + `bytes`, LBO and SBO in bytes (multiples
- * of 16; bits 0-13 the address / 16, 16-29 LBO / 16, 32-45 SBO / 16, base
- * offset and layout type 0).  The emulation holds addresses relative to
- * the tile instead, which its operations are given. */
+/* A descriptor of the 128-byte swizzle: tile + `bytes`, LBO and SBO in
+ * bytes (multiples of 16; bits 0-13 the address / 16, 16-29 LBO / 16,
+ * 32-45 SBO / 16, base offset 0: atoms start on 1024-byte boundaries,
+ * bits 62-63 the swizzle mode, 1).  The emulation holds addresses relative
+ * to the tile instead, which its operations are given. */
+#define FCL_WG_SWIZZLE_128B 1u
 inline ulong fcl_wg_desc(__local const ushort *tile, int bytes, int lbo, int sbo)
 {
 #if FCL_MMA_EMULATE
@@ -67,7 +81,7 @@ inline ulong fcl_wg_desc(__local const ushort *tile, int bytes, int lbo, int sbo
     const uint addr = (uint)(size_t)tile + (uint)bytes;
 #endif
     return (ulong)((addr & 0x3FFFFu) >> 4) | ((ulong)(((uint)lbo & 0x3FFFFu) >> 4) << 16) |
-           ((ulong)(((uint)sbo & 0x3FFFFu) >> 4) << 32);
+           ((ulong)(((uint)sbo & 0x3FFFFu) >> 4) << 32) | ((ulong)FCL_WG_SWIZZLE_128B << 62);
 }
 
 #if !FCL_MMA_EMULATE
