@@ -209,8 +209,8 @@ static void test_plan_query(void **state)
         assert_int_equal(p.kernel, kinds[i]);
         assert_int_equal(p.local_mem_reported, info.local_mem_reported);
         /* M counts elements of the on-chip tile type: fp32 on the portable
-         * path, 16-bit on the tensor-core one */
-        const uint64_t elem = strcmp(p.variant, "nvidia-mma-sync") == 0 ? 2 : 4;
+         * path, 16-bit on the tensor-core ones (mma.sync and wgmma) */
+        const uint64_t elem = strstr(p.variant, "mma") != NULL ? 2 : 4;
         assert_int_equal(p.paper_m_elements, p.local_mem_usable / elem);
         if (strncmp(p.variant, "cpu-", 4) == 0) { /* a core's share of the cache */
             assert_true(p.local_mem_usable >= 256 * 1024 && p.local_mem_usable <= 1024 * 1024);

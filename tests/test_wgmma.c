@@ -2,17 +2,19 @@
  * the float64 reference.  On an NVIDIA sm_90 device it runs the real
  * instructions (built through the sm_90a step); anywhere else (PoCL in CI)
  * the emulated ones of cl/warpgroup_emulated.cl, which decode the
- * descriptors as the PTX ISA defines them: so the core-matrix layout of
- * the tiles, the descriptors' LBO and SBO, V's transpose, the m64nNk16
- * accumulator layout and P's repacking as the A operand are all checked
- * without a GPU.  The piece is an opt-in (fcl_debug_use_wgmma here,
- * FLASHCL_WGMMA=1 for users): without it nothing changes.  Small shapes:
- * the emulation is slow.  Tolerances: test_support.h. */
+ * descriptors as the PTX ISA defines them: so the swizzled layout of the
+ * tiles, the descriptors' LBO, SBO and swizzle mode, V's transpose, the
+ * m64nNk16 accumulator layout and P's repacking as the A operand are all
+ * checked without a GPU.  Here the piece is asked for (fcl_debug_use_wgmma;
+ * FLASHCL_WGMMA=1 for users); unasked, only a real sm_90 device uses it,
+ * at head_dim 128.  Small shapes: the emulation is slow.  Tolerances:
+ * test_support.h. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -125,11 +127,23 @@ static void test_selection(void **state)
     assert_non_null(
         strstr(plan_variant(FCL_KERNEL_BACKWARD_DQ, 128, 64, FCL_DTYPE_FP16), "mma-sync"));
     assert_null(strstr(plan_variant(FCL_KERNEL_FORWARD, 128, 64, FCL_DTYPE_FP32), "mma"));
+    /* unasked: head_dim 128 on a real sm_90 device only, never 64 */
     assert_int_equal(fcl_debug_use_wgmma(ctx, 0), FCL_OK);
-    const char *off = plan_variant(FCL_KERNEL_FORWARD, 128, 64, FCL_DTYPE_FP16);
+    char off64[32], off128[32];
+    snprintf(off64, sizeof off64, "%s", plan_variant(FCL_KERNEL_FORWARD, 128, 64, FCL_DTYPE_FP16));
+    snprintf(off128, sizeof off128, "%s",
+             plan_variant(FCL_KERNEL_FORWARD, 128, 128, FCL_DTYPE_FP16));
     assert_int_equal(fcl_debug_use_wgmma(ctx, 1), FCL_OK);
-    if (getenv("FLASHCL_WGMMA") == NULL)
-        assert_null(strstr(off, "wgmma"));
+    fcl_device_info info;
+    assert_int_equal(fcl_context_device_info(ctx, &info), FCL_OK);
+    const int sm90 = info.vendor_id == FCL_VENDOR_ID_NVIDIA && info.nv_compute_capability == 90;
+    if (getenv("FLASHCL_WGMMA") == NULL) {
+        assert_null(strstr(off64, "wgmma"));
+        if (sm90)
+            assert_string_equal(off128, "nvidia-wgmma");
+        else
+            assert_null(strstr(off128, "wgmma"));
+    }
 }
 
 /* The default tile (two warpgroups, 128 keys) at both head dims and

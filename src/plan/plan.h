@@ -170,10 +170,11 @@ bool fcl_uses_tensor_cores(const fcl_context *ctx, const fcl_attention_desc *des
                            fcl_kernel_kind kind);
 /* Whether a forward build of `kind` (FCL_KERNEL_FORWARD or _DECODE) with
  * `features` (FCL_FEAT_* and FCL_BUILD_TILE_MMA) runs on the wgmma piece:
- * only when asked for (FLASHCL_WGMMA=1 in the environment, or the tests'
- * fcl_debug_use_wgmma), on an NVIDIA sm_90 device or the emulation, for
- * a many-row forward (not a decode plan) of fp16/bf16 with head_dim 64
- * or 128 and strided K/V (no KV-cache call). */
+ * a many-row forward (not a decode plan) of fp16/bf16 with strided K/V
+ * (no KV-cache call), on an NVIDIA sm_90 device or the emulation, at
+ * head_dim 64 or 128 when asked for (FLASHCL_WGMMA=1 in the environment,
+ * or the tests' fcl_debug_use_wgmma), and by default at head_dim 128 on a
+ * real sm_90 device unless FLASHCL_WGMMA=0. */
 bool fcl_uses_wgmma(const fcl_context *ctx, const fcl_attention_desc *desc, fcl_kernel_kind kind,
                     unsigned features);
 

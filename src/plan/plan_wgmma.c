@@ -3,7 +3,8 @@
  * One or two warpgroups of 64 query rows (m64, 4 warps each), `keys` keys a
  * tile in steps of wgmma's N = 64; head_dim 64 or 128.  __local holds Q
  * and two K and two V tiles (the pipelined loop of tile_nv_wgmma.cl) as
- * 16-bit tiles in wgmma's core-matrix layout (no padding):
+ * 16-bit tiles in wgmma's 128-byte swizzle (no padding; each tile on a
+ * 1024-byte boundary, which the tiles' sizes keep without a gap):
  *     (rows + 4 * keys) * d * 2 bytes,
  * plus one int for the non-finite scan (common.cl) and, emulated, 24 bytes
  * a work-item.  Registers per lane: S is keys / 2 floats, O d / 2, and
@@ -89,9 +90,9 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, size_t head_dim, fcl_dtype 
     fcl_copy_string(pub->source, sizeof pub->source, target ? target->entry : "wgmma default");
     fcl_appendf(pub->reason, sizeof pub->reason,
                 "tensor cores: wgmma m64nNk16, N %d for Q K^T and %d for P V (%s inputs, "
-                "fp32 accumulation; opted in by FLASHCL_WGMMA); forward: %d warpgroup%s of 64 "
-                "query rows, %d keys per step; Q, K, V as 16-bit core matrices from "
-                "descriptors, P from registers%s",
+                "fp32 accumulation; FLASHCL_WGMMA=0 turns it off); forward: %d warpgroup%s of 64 "
+                "query rows, %d keys per step; Q, K, V as 16-bit tiles in the 128-byte "
+                "swizzle, from descriptors, P from registers%s",
                 s.keys % 128 == 0 ? 128 : 64, d % 128 == 0 ? 128 : 64, fcl_dtype_name(dtype),
                 s.warpgroups, s.warpgroups > 1 ? "s" : "", s.keys,
                 emulated ? "; warpgroup operations emulated in OpenCL C (a test mode)" : "");

@@ -22,7 +22,8 @@ fcl_status fcl_debug_set_tile_split(fcl_context *ctx, fcl_kernel_kind kind, int 
 fcl_status fcl_debug_emulate_tensor_cores(fcl_context *ctx, int on);
 /* Tests: the forward runs on the wgmma piece (cl/tile_nv_wgmma.cl) wherever
  * FLASHCL_WGMMA=1 would put it there (fcl_uses_wgmma: with the tensor cores
- * emulated, on any device); 0 leaves it to the environment. */
+ * emulated, on any device); 0 leaves it to the environment and the
+ * default (head_dim 128 on a real sm_90 device). */
 fcl_status fcl_debug_use_wgmma(fcl_context *ctx, int on);
 /* Tests: plans and checks later kernels as if the device had at most
  * `bytes` of local memory (reported and usable; a 16..64 KiB device on any
