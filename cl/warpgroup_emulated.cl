@@ -34,7 +34,7 @@ inline float fcl_wg_kmajor(__local const ushort *t, ulong desc, int mn, int k)
 {
     const uint at = fcl_wg_swizzled(fcl_wg_start(desc) + (uint)(mn & 7) * 128u +
                                     (uint)(mn >> 3) * fcl_wg_sbo(desc) + (uint)k * 2u);
-    return fcl_wg_swizzle(desc) == 1u ? fcl_half_to_float(t[at / 2]) : NAN;
+    return fcl_wg_swizzle(desc) == FCL_WG_SWIZZLE_128B ? fcl_half_to_float(t[at / 2]) : NAN;
 }
 
 /* Element (k, n) of an MN-major operand, 128-byte swizzle: 64 n-values a
@@ -45,7 +45,7 @@ inline float fcl_wg_mnmajor(__local const ushort *t, ulong desc, int k, int n)
     const uint at = fcl_wg_swizzled(fcl_wg_start(desc) + (uint)(n & 63) * 2u +
                                     (uint)(n >> 6) * fcl_wg_lbo(desc) + (uint)(k & 7) * 128u +
                                     (uint)(k >> 3) * fcl_wg_sbo(desc));
-    return fcl_wg_swizzle(desc) == 1u ? fcl_half_to_float(t[at / 2]) : NAN;
+    return fcl_wg_swizzle(desc) == FCL_WG_SWIZZLE_128B ? fcl_half_to_float(t[at / 2]) : NAN;
 }
 
 /* Row and column of this work-item's accumulator r (m64nNk16). */

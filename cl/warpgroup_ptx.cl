@@ -65,7 +65,7 @@
  * next 8 rows; and the tiles' alignment, the swizzle's period. */
 #define FCL_WG_ATOM 1024
 #define FCL_WG_ROWS8 (D_PAD * 16)
-#define FCL_WG_TILE_ALIGNED __attribute__((aligned(1024)))
+#define FCL_WG_TILE_ALIGNED __attribute__((aligned(FCL_WG_ATOM)))
 
 /* A descriptor of the 128-byte swizzle: tile + `bytes`, LBO and SBO in
  * bytes (multiples of 16; bits 0-13 the address / 16, 16-29 LBO / 16,
