@@ -28,13 +28,16 @@
 #define FCL_WD 1
 #endif
 #define LDH (D_PAD + 8)
-/* Where element (r, c) of a 16-bit tile lies, in halves from its start,
- * and the halves of a tile of `rows` rows: rows padded to LDH, or, in the
+/* Where element (r, c) of a 16-bit tile of `rows` rows lies, in halves
+ * from its start (FCL_H_AT_IN; FCL_H_AT where the rows go without saying),
+ * and the halves of such a tile: rows padded to LDH, or, in the
  * wgmma piece's forward (FCL_WGMMA), wgmma's 128-byte swizzle (FCL_WG_AT,
  * warpgroup_ptx.cl), which the loads below fill alike: 8 values of a row
  * are 16 contiguous bytes in both.  FCL_H_ALIGNED: the tiles' alignment. */
 #if FCL_WGMMA
-#define FCL_H_AT(r, c) FCL_WG_AT(r, c)
+#define FCL_H_AT_IN(rows, r, c) FCL_WG_AT(rows, r, c)
+/* (the tiles named without their rows, the guards', are key tiles) */
+#define FCL_H_AT(r, c) FCL_WG_AT(BC, r, c)
 #define FCL_H_HALVES(rows) ((rows) * D_PAD)
 #define FCL_H_ALIGNED FCL_WG_TILE_ALIGNED
 /* Copy e of a tile's 16-byte copies: 8 consecutive copies fill the same
@@ -50,6 +53,7 @@
 #error "the wgmma piece is the forward's, on fp16/bf16 tiles of strided K/V"
 #endif
 #else
+#define FCL_H_AT_IN(rows, r, c) ((r) * LDH + (c))
 #define FCL_H_AT(r, c) ((r) * LDH + (c))
 #define FCL_H_HALVES(rows) ((rows) * LDH)
 #define FCL_H_ALIGNED FCL_ALIGNED
@@ -312,7 +316,7 @@ inline void fcl_load_rows_h(__local ushort *dst, int nrows, __global const fcl_s
         uint4 x = (uint4)(0u);
         if (r < nvalid && c * 8 < width)
             x = fcl_load8_h(src + fcl_row_offset(src_rows, keys, r) + c * 8) ^ flip;
-        *(__local uint4 *)(dst + FCL_H_AT(r, c * 8)) = x;
+        *(__local uint4 *)(dst + FCL_H_AT_IN(nrows, r, c * 8)) = x;
     }
 }
 
@@ -326,7 +330,7 @@ inline void fcl_load_rows_h_async(__local ushort *dst, int nrows, __global const
     FCL_FOR_TILE_CHUNKS(e, nrows * chunks, lid) {
         const int r = FCL_TILE_COPY_ROW(e, chunks), c = FCL_TILE_COPY_COL(e, chunks);
         const bool valid = r < nvalid && c * 8 < width;
-        fcl_copy8_h_async(dst + FCL_H_AT(r, c * 8),
+        fcl_copy8_h_async(dst + FCL_H_AT_IN(nrows, r, c * 8),
                        src + (valid ? fcl_row_offset(src_rows, keys, r) + c * 8 : 0), valid);
     }
     fcl_cp_async_commit();

@@ -87,14 +87,14 @@
     } while (0)
 
 /* Descriptors (warpgroup_ptx.cl): 16 head_dim columns from 16 kk of the 64
- * rows from 64 blk of a K-major tile (Q, K): the atom of those columns,
- * 32 bytes a step of 16 inside it; 16 keys from 16 kk and 64 columns from
- * 64 nd of V's tile, MN-major. */
-#define FCL_WG_DESC_K(T, blk, kk)                                                     \
-    fcl_wg_desc(T, (blk) * 8 * FCL_WG_ROWS8 + ((kk) >> 2) * FCL_WG_ATOM + ((kk) & 3) * 32, \
-                16, FCL_WG_ROWS8)
+ * rows from 64 blk of a K-major tile of `rows` rows (Q, K): the block of
+ * those columns, 32 bytes a step of 16 inside it; 16 keys from 16 kk and
+ * 64 columns from 64 nd of V's tile, MN-major. */
+#define FCL_WG_DESC_K(T, rows, blk, kk)                                                   \
+    fcl_wg_desc(T, ((kk) >> 2) * (rows) * 128 + (blk) * 64 * 128 + ((kk) & 3) * 32, 16, \
+                FCL_WG_ATOM)
 #define FCL_WG_DESC_V(T, kk, nd) \
-    fcl_wg_desc(T, (kk) * 2 * FCL_WG_ROWS8 + (nd) * FCL_WG_ATOM, FCL_WG_ATOM, FCL_WG_ROWS8)
+    fcl_wg_desc(T, (nd) * BC * 128 + (kk) * 2 * FCL_WG_ATOM, BC * 128, FCL_WG_ATOM)
 
 /* ---- the pipelined loop (flash_fwd.cl's FCL_FWD_DEFERRED_PV) -----------
  * FlashAttention-3's intra-warpgroup overlap: tile t starts its Q K^T and
@@ -202,12 +202,12 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
         fcl_wg_fence();                                                                    \
         FCL_UNROLL                                                                         \
         for (int kk_ = 0; kk_ < D_PAD / 16; ++kk_) {                                       \
-            const ulong dq_ = FCL_WG_DESC_K(Qh, FCL_WG_INDEX, kk_);                        \
+            const ulong dq_ = FCL_WG_DESC_K(Qh, BR, FCL_WG_INDEX, kk_);                        \
             FCL_UNROLL                                                                     \
             for (int nb_ = 0; nb_ < BC / FCL_WG_QN; ++nb_)                                 \
                 FCL_WG_CAT(fcl_wgmma_ss, FCL_WG_QN)(                                       \
                     Qh, FCL_FWD_KCUR, d_[nb_], dq_,                                        \
-                    FCL_WG_DESC_K(FCL_FWD_KCUR, nb_ * (FCL_WG_QN / 64), kk_), kk_ > 0);    \
+                    FCL_WG_DESC_K(FCL_FWD_KCUR, BC, nb_ * (FCL_WG_QN / 64), kk_), kk_ > 0);    \
         }                                                                                  \
         fcl_wg_commit();                                                                   \
         FCL_WG_ISSUE_PV();                                                                 \

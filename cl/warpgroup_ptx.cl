@@ -10,27 +10,29 @@
  * A warpgroup is 4 consecutive warps (128 work-items, the first warp's
  * index a multiple of 4); every work-item of it executes each call.
  *
- * Tiles (16-bit values, D_PAD columns, a multiple of 64; rows a multiple
- * of 8) are held in wgmma's canonical layout with the 128-byte swizzle,
- * the layout the tensor memory accelerator writes (NOTES.md, run 36): the
- * tile is cut into atoms of 8 rows x 64 values (8 rows of 128 bytes, 1024
- * contiguous bytes), an 8-row block's D_PAD / 64 atoms in column order,
- * then the next 8-row block's (FCL_WG_AT); inside an atom, the 16-byte
- * chunk j of row i (values 8 j .. 8 j + 7) lies at chunk j ^ i of the
- * row.  That XOR is what the hardware applies to bits 4-6 of a byte
- * address from bits 7-9, so a tile starts on a 1024-byte boundary
+ * Tiles (16-bit values, D_PAD columns, a multiple of 64; `rows` rows, a
+ * multiple of 8) are held in wgmma's canonical layout with the 128-byte
+ * swizzle, the layout the tensor memory accelerator writes (NOTES.md, run
+ * 36): the tile's columns are cut into blocks of 64 values (128 bytes), each
+ * block a column of its own, `rows` rows of 128 bytes one after another,
+ * then the next block's (FCL_WG_AT): what one copy of the accelerator of a
+ * box of 64 values x `rows` rows writes, so a tile arrives in D_PAD / 64
+ * copies.  Inside each 8-row atom (1024 contiguous bytes) the 16-byte
+ * chunk j of row i (values 8 j .. 8 j + 7 of the block) lies at chunk j ^
+ * (i % 8) of the row.  That XOR is what the hardware applies to bits 4-6 of
+ * a byte address from bits 7-9, so a tile starts on a 1024-byte boundary
  * (FCL_WG_TILE_ALIGNED).  A 16-byte copy of 8 values of a row lands whole
  * in one chunk.  Read by a descriptor (fcl_wg_desc: the start address,
  * LBO and SBO, swizzle mode 1; PTX ISA, "Matrix Descriptor Format" and
- * "Canonical Layouts"), with SBO = D_PAD * 16 (the next 8-row block):
+ * "Canonical Layouts"), with SBO = 1024 (the next 8 rows):
  *   K-major (A = Q or B = K for S = Q K^T, k = head_dim): element (row, k)
  *     at start + (row % 8) * 128 + (row / 8) * SBO + 2 k before the XOR,
- *     the start at the atom of the 16 k's plus 32 bytes per 16 k's inside
+ *     the start at the block of the 16 k's plus 32 bytes per 16 k's inside
  *     it (LBO unused: one wgmma's 16 k's lie in one atom's row);
  *   MN-major (B = V for O += P V, the transpose bit set: k = key, n =
  *     head_dim column): element (k, n) at start + (k % 8) * 128 + (k / 8) *
- *     SBO + 2 (n % 64) + (n / 64) * LBO before the XOR, LBO = 1024 (the
- *     next atom along n).
+ *     SBO + 2 (n % 64) + (n / 64) * LBO before the XOR, LBO = rows * 128
+ *     (the next block of 64 columns).
  * Operations (m64, N = 64 or 128, k16; f32 accumulators d[N / 2] of the
  * layout below; the N is in the name):
  *   fcl_wgmma_ssN(ta, tb, d, da, db, acc) d = A B^T (+ d when acc), A and B
@@ -57,14 +59,13 @@
 #error "the wgmma piece: warpgroups of 64 rows (4 warps), 64-multiples of keys and head_dim"
 #endif
 
-/* Halves from a tile's start to element (r, c), 128-byte swizzle. */
-#define FCL_WG_AT(r, c)                                                              \
-    ((((r) >> 3) * (D_PAD / 64) + ((c) >> 6)) * 512 + ((r) & 7) * 64 +                 \
-     (((((c) >> 3) & 7) ^ ((r) & 7)) << 3) + ((c) & 7))
-/* Byte strides of that layout: the next atom along a row (64 columns), the
- * next 8 rows; and the tiles' alignment, the swizzle's period. */
+/* Halves from the start of a tile of `rows` rows to element (r, c),
+ * 128-byte swizzle. */
+#define FCL_WG_AT(rows, r, c)                                                  \
+    ((((c) >> 6) * (rows) + (r)) * 64 + (((((c) >> 3) & 7) ^ ((r) & 7)) << 3) + ((c) & 7))
+/* Bytes of one atom (8 rows of 128 bytes: the stride between 8-row blocks,
+ * SBO) and the tiles' alignment, the swizzle's period. */
 #define FCL_WG_ATOM 1024
-#define FCL_WG_ROWS8 (D_PAD * 16)
 #define FCL_WG_TILE_ALIGNED __attribute__((aligned(FCL_WG_ATOM)))
 
 /* A descriptor of the 128-byte swizzle: tile + `bytes`, LBO and SBO in
