@@ -102,7 +102,11 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
                  /* attention sinks: heads_q logits (joined here, or by the merge) */
                  __global const float *sinks,
                  /* which of the four are real: FCL_ARRAY_* ("optional arrays", common.cl) */
-                 int arrays)
+                 int arrays,
+                 /* the wgmma piece's bulk tensor copies (FCL_WG_TMA, tile_nv_wgmma.cl):
+                  * a tensor map template (128 bytes), then 2 x 128 bytes a work-group
+                  * for its own K and V maps */
+                 __global ulong *maps)
 {
     FCL_FWD_LOCALS;
 #if FCL_HAS(FCL_FEAT_KVCACHE)

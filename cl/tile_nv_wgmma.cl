@@ -4,10 +4,12 @@
  * FLASHCL_WGMMA=1 on an NVIDIA sm_90 device; in the tests, emulated), for
  * fp16/bf16 forwards of strided K/V, head_dim 64 or 128.
  *
- * It is tile_nv_mma.cl's forward with its two products replaced: the same
- * loads (cp.async, 16 bytes a copy, into wgmma's 128-byte swizzle instead
- * of padded rows), the same register tiles, the same online softmax of
- * flash_fwd.cl.  One or two warpgroups of 64 query rows each (BR = 64 or
+ * It is tile_nv_mma.cl's forward with its two products replaced: K and V
+ * by the tensor memory accelerator (FCL_WG_TMA: one work-item issues a
+ * tile's copies, mbarriers tell the warps they have landed) or by
+ * tile_nv_mma.cl's cp.async loads (16 bytes a copy), both into wgmma's
+ * 128-byte swizzle instead of padded rows; the same register tiles, the
+ * same online softmax of flash_fwd.cl.  One or two warpgroups of 64 query rows each (BR = 64 or
  * 128); warp w holds rows 16 w .. 16 w + 15 in mma.sync's accumulator
  * layout, which is also wgmma's (MB = 1: FCL_ROW, FCL_COL and the row
  * reductions of tile_nv_mma.cl serve unchanged):
@@ -20,8 +22,8 @@
  *     head_dim columns
  *   (N 128 where the keys or head_dim allow, else 64).
  * A tile's P V runs behind the next tile's Q K^T and during its softmax
- * (the pipelined loop below); no warp specialisation or bulk copies yet
- * (issue 27's later steps). */
+ * (the pipelined loop below); no warp specialisation yet (issue 27's
+ * later steps). */
 #if FCL_WGMMA && defined(FCL_KERNEL_FORWARD)
 
 #define FCL_WG_INDEX (warp >> 2) /* this work-item's warpgroup */
@@ -107,9 +109,19 @@
  * cols, cover, mask, ...), as the other load hooks use Q, K and lid. */
 #define FCL_FWD_DEFERRED_PV 1
 
+#if FCL_WG_TMA
+/* the copies' two mbarriers (buffer t % 2's: K of tile t and V of tile
+ * t - 1), and the work-group's two tensor maps while they are written */
+#define FCL_WG_TMA_LOCALS \
+    __local ulong wg_bar_[2]; \
+    __local ulong wg_stage_[32] __attribute__((aligned(128)));
+#else
+#define FCL_WG_TMA_LOCALS
+#endif
 #define FCL_FWD_KV_LOCALS                                            \
     __local ushort Kh[2 * FCL_H_HALVES(BC)] FCL_WG_TILE_ALIGNED;     \
-    __local ushort Vh[2 * FCL_H_HALVES(BC)] FCL_WG_TILE_ALIGNED;
+    __local ushort Vh[2 * FCL_H_HALVES(BC)] FCL_WG_TILE_ALIGNED;     \
+    FCL_WG_TMA_LOCALS
 #define FCL_WG_BUF(T, t) ((T) + ((t) & 1) * FCL_H_HALVES(BC))
 #define FCL_FWD_KCUR FCL_WG_BUF(Kh, wg_tile_)
 /* the V tile the next P V reads, the previous tile's (also what
@@ -123,6 +135,7 @@
     int wg_tile_ = 0, wg_prev_ = 0, wg_prev_c0_ = 0, wg_prev_cols_ = 0, wg_prev_cover_ = 0; \
     uint wg_p_[BC / 16][4] = {{0}};                                                        \
     float wg_o_[D_PAD / FCL_WG_VN][FCL_WG_VN / 2] = {{0.0f}};                              \
+    FCL_WG_MAPS_STATE;                                                                     \
     fcl_wg_zero_tile(FCL_WG_BUF(Vh, 1), lid)
 
 /* The products run the same way at every tile, the first included: a
@@ -136,6 +149,50 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
     for (int e = lid; e < FCL_H_HALVES(BC) / 8; e += WG) *(__local uint4 *)(t + 8 * e) = (uint4)(0u);
 }
 
+#if FCL_WG_TMA
+/* The tensor memory accelerator (warpgroup_ptx.cl): the work-group's maps
+ * of this sequence's K and V rows (keys past its end read as zeros, as
+ * the cp.async loads below make them), written at the start; work-item 0
+ * issues each tile's copies, buffer t % 2's mbarrier counts K of tile t
+ * and V of tile t - 1, and tile t waits for phase t / 2 of it. */
+#define FCL_WG_TILE_BYTES (BC * D_PAD * 2)
+#define FCL_WG_MAPS_STATE                                                                  \
+    __global ulong *const wg_maps_ = maps + 16 + 32 * (long)get_group_id(0);               \
+    fcl_wg_maps_make(wg_maps_, maps, wg_stage_, wg_bar_, K, k_rows.base, k_rows.ss, \
+                     head_dim, V, v_rows.base, v_rows.ss, head_dim_v, sq.seqlen_k, lid)
+#define FCL_WG_ARRIVED(t) fcl_wg_bar_wait(wg_bar_ + ((t) & 1), ((t) >> 1) & 1)
+
+#define FCL_FWD_PREFETCH_K(k_rows, c0, cols)                                   \
+    do {                                                                       \
+        if (lid == 0) {                                                        \
+            fcl_wg_bar_expect(wg_bar_, FCL_WG_TILE_BYTES);                     \
+            fcl_wg_tma_tile(FCL_WG_BUF(Kh, 0), wg_maps_, K, c0, wg_bar_);      \
+        }                                                                      \
+    } while (0)
+
+/* K of this tile and V of the previous one have arrived; the barrier: every
+ * warp is done with the buffers the copies fill (below) */
+#define FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, more, next, next_cols, head_dim)      \
+    do {                                                                                   \
+        FCL_WG_ARRIVED(wg_tile_);                                                          \
+        FCL_TILE_WRITTEN();                                                                \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                      \
+        if (lid == 0) {                                                                    \
+            __local ulong *bar_ = wg_bar_ + ((wg_tile_ + 1) & 1);                          \
+            fcl_wg_bar_expect(bar_, ((more) ? 2 : 1) * FCL_WG_TILE_BYTES);                 \
+            if (more)                                                                      \
+                fcl_wg_tma_tile(FCL_WG_BUF(Kh, wg_tile_ + 1), wg_maps_, K, next, bar_);    \
+            fcl_wg_tma_tile(FCL_WG_BUF(Vh, wg_tile_), wg_maps_ + 16, V, c0, bar_);         \
+        }                                                                                  \
+    } while (0)
+/* the last tile's V (none requested without a tile) */
+#define FCL_WG_LAST_ARRIVED()                                                              \
+    do {                                                                                   \
+        if (wg_tile_ > 0)                                                                  \
+            FCL_WG_ARRIVED(wg_tile_);                                                      \
+    } while (0)
+#else
+#define FCL_WG_MAPS_STATE (void)0
 #define FCL_FWD_PREFETCH_K(k_rows, c0, cols) \
     FCL_FWD_LOAD_K_INTO(FCL_WG_BUF(Kh, 0), k_rows, c0, cols, pg_now)
 
@@ -151,6 +208,8 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
         fcl_load_rows_h_async(FCL_WG_BUF(Vh, wg_tile_), BC, V, fcl_tile_rows(v_rows, true, c0), \
                               true, (cols), head_dim_v, lid);                              \
     } while (0)
+#define FCL_WG_LAST_ARRIVED() FCL_TILES_ARRIVED()
+#endif
 #define FCL_FWD_TILE_MID(more, k_rows, next, cols) (void)0
 
 /* The previous tile's V, guarded as flash_fwd.cl guards a tile's before
@@ -241,7 +300,7 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
  * zero product of tile 0's). */
 #define FCL_FWD_LAST_PV(acc)                                                               \
     do {                                                                                   \
-        FCL_TILES_ARRIVED();                                                               \
+        FCL_WG_LAST_ARRIVED();                                                             \
         FCL_WG_PREPARE_PV();                                                               \
         fcl_wg_fence();                                                                    \
         FCL_WG_ISSUE_PV();                                                                 \

@@ -89,6 +89,51 @@ inline void fcl_wgmma_rs_emulated(__local uint *x, __local const ushort *tb, flo
     barrier(CLK_LOCAL_MEM_FENCE);
 }
 
+#if FCL_WG_TMA
+/* The tensor memory accelerator: the work-group's "maps" hold where each
+ * tensor's rows are (base, row stride, columns, rows); one work-item
+ * copies a box as the accelerator would, zeros outside the tensor, into
+ * the 128-byte swizzle; a wait is a barrier (its callers are uniform),
+ * which also publishes the copy. */
+inline void fcl_wg_maps_make(__global ulong *maps, __global const ulong *tmpl, __local ulong *stage,
+                             __local ulong *bars, __global const fcl_storage *k, long k_base,
+                             long k_ss, int k_cols, __global const fcl_storage *v, long v_base,
+                             long v_ss, int v_cols, int rows, int lid)
+{
+    (void)tmpl;
+    (void)stage;
+    (void)bars;
+    (void)k;
+    (void)v;
+    if (lid == 0) {
+        maps[0] = (ulong)k_base;
+        maps[1] = (ulong)k_ss;
+        maps[2] = (ulong)k_cols;
+        maps[3] = (ulong)rows;
+        maps[16] = (ulong)v_base;
+        maps[17] = (ulong)v_ss;
+        maps[18] = (ulong)v_cols;
+        maps[19] = (ulong)rows;
+    }
+}
+
+inline void fcl_wg_tma_tile(__local ushort *dst, __global const ulong *map,
+                            __global const fcl_storage *src, int row0, __local ulong *bar)
+{
+    (void)bar;
+    __global const ushort *t = (__global const ushort *)src;
+    const long base = (long)map[0], ss = (long)map[1];
+    const int cols = (int)map[2], rows = (int)map[3];
+    for (int r = 0; r < BC; ++r)
+        for (int c = 0; c < D_PAD; ++c)
+            dst[FCL_WG_AT(BC, r, c)] =
+                row0 + r < rows && c < cols ? t[base + (long)(row0 + r) * ss + c] : (ushort)0;
+}
+
+#define fcl_wg_bar_expect(bar, bytes) ((void)(bar), (void)(bytes))
+#define fcl_wg_bar_wait(bar, parity) ((void)(bar), (void)(parity), barrier(CLK_LOCAL_MEM_FENCE))
+#endif
+
 #define fcl_wgmma_ss64(ta, tb, d, da, db, acc) fcl_wgmma_ss_emulated(ta, tb, d, da, db, acc, 64)
 #define fcl_wgmma_ss128(ta, tb, d, da, db, acc) fcl_wgmma_ss_emulated(ta, tb, d, da, db, acc, 128)
 #define fcl_wgmma_rs_t64(tb, d, a, db) fcl_wgmma_rs_emulated(fcl_warp_x, (tb), (d), (a), (db), 64)

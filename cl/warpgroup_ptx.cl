@@ -49,6 +49,27 @@
  *   fcl_wg_proxy_fence()                  this work-item's ordinary writes to
  *       __local are seen by the tensor cores' reads after the next barrier
  *       (fence.proxy.async)
+ * With FCL_WG_TMA, K and V tiles come by the tensor memory accelerator
+ * (cp.async.bulk.tensor), one work-item issuing a tile's head_dim / 64
+ * copies of a 64-value x BC-row box, which land in the layout above, zeros
+ * where the box leaves the tensor, and signal an mbarrier (a __local ulong)
+ * as their bytes arrive:
+ *   fcl_wg_maps_make(maps, tmpl, stage, bars, K, k_base, k_ss, k_cols, V,
+ *       v_base, v_ss, v_cols, rows, lid)   every work-item, uniform control
+ *       flow: writes the work-group's two maps into maps[0..15] (K) and
+ *       maps[16..31] (V): the host's template (tensor_maps.c) with the
+ *       address of row 0 (K + k_base), k_cols columns, `rows` rows k_ss
+ *       elements apart and boxes of BC rows put in (tensormap.replace, in
+ *       the 256 bytes of __local `stage`, 128-byte aligned), and readies
+ *       the two mbarriers bars[0..1]
+ *   fcl_wg_tma_tile(dst, map, src, row0, bar) one work-item: rows row0 ..
+ *       row0 + BC - 1 of the map's tensor (src: the tensor, for the
+ *       emulation) into the tile dst, signalling bar
+ *   fcl_wg_bar_expect(bar, bytes)         one work-item, before the copies:
+ *       the next phase of bar completes when `bytes` have arrived
+ *   fcl_wg_bar_wait(bar, parity)          every work-item, uniform control
+ *       flow: until bar's phase of that parity has completed (the copies'
+ *       bytes are then visible to the waiting work-item)
  * Accumulator layout of m64nNk16: warp w of the warpgroup holds rows
  * 16 w + g and 16 w + g + 8 (g = lane / 4, t = lane % 4); register r is
  * row 16 w + g + 8 ((r >> 1) & 1), column 8 (r >> 2) + 2 t + (r & 1): the
@@ -161,6 +182,100 @@ inline void fcl_wg_wait1(void) { asm volatile("// @sm90a@ wgmma.wait_group.sync.
 
 /* fence.proxy.async is plain sm_90 PTX (8.0) */
 inline void fcl_wg_proxy_fence(void) { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+#if FCL_WG_TMA
+/* The tensor memory accelerator and mbarriers (all sm_90 but
+ * tensormap.replace; written through the rewrite alike).  Shared-memory
+ * operands are 32-bit __local addresses. */
+inline uint fcl_wg_saddr(__local const void *p) { return (uint)(size_t)p; }
+
+inline void fcl_wg_bar_init(__local ulong *bar)
+{
+    asm volatile("// @sm90a@ mbarrier.init.shared.b64 [%0], 1;" ::"r"(fcl_wg_saddr(bar)) : "memory");
+}
+
+inline void fcl_wg_bar_expect(__local ulong *bar, uint bytes)
+{
+    asm volatile("// @sm90a@ mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" ::"r"(
+                     fcl_wg_saddr(bar)),
+                 "r"(bytes)
+                 : "memory");
+}
+
+inline void fcl_wg_bar_wait(__local ulong *bar, int parity)
+{
+    uint done = 0;
+    while (!done)
+        asm volatile("{\n.reg .pred p;\n"
+                     "// @sm90a@ mbarrier.try_wait.parity.shared.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}"
+                     : "=r"(done)
+                     : "r"(fcl_wg_saddr(bar)), "r"(parity)
+                     : "memory");
+}
+
+inline void fcl_wg_tma_tile(__local ushort *dst, __global const ulong *map,
+                            __global const fcl_storage *src, int row0, __local ulong *bar)
+{
+    (void)src;
+    FCL_UNROLL
+    for (int c = 0; c < D_PAD / 64; ++c)
+        asm volatile("// @sm90a@ cp.async.bulk.tensor.2d.shared::cluster.global.tile"
+                     ".mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+                         fcl_wg_saddr(dst) + (uint)(c * BC * 128)),
+                     "l"((ulong)map), "r"(c * 64), "r"(row0), "r"(fcl_wg_saddr(bar))
+                     : "memory");
+}
+
+/* A map in __local made that of `cols` x `rows` elements from `address`,
+ * rows `stride` bytes apart, in boxes of 64 x BC. */
+inline void fcl_wg_map_fill(__local ulong *m, ulong address, int cols, int rows, long stride)
+{
+    const uint s = fcl_wg_saddr(m);
+    asm volatile("// @sm90a@ tensormap.replace.tile.global_address.shared::cta.b1024.b64 [%0], %1;"
+                 ::"r"(s), "l"(address) : "memory");
+    asm volatile("// @sm90a@ tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%0], 0, %1;"
+                 ::"r"(s), "r"(cols) : "memory");
+    asm volatile("// @sm90a@ tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%0], 1, %1;"
+                 ::"r"(s), "r"(rows) : "memory");
+    asm volatile("// @sm90a@ tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [%0], 0, %1;"
+                 ::"r"(s), "l"(stride) : "memory");
+    asm volatile("// @sm90a@ tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%0], 1, %1;"
+                 ::"r"(s), "r"(BC) : "memory");
+}
+
+inline void fcl_wg_maps_make(__global ulong *maps, __global const ulong *tmpl, __local ulong *stage,
+                             __local ulong *bars, __global const fcl_storage *k, long k_base,
+                             long k_ss, int k_cols, __global const fcl_storage *v, long v_base,
+                             long v_ss, int v_cols, int rows, int lid)
+{
+    if (lid < 32)
+        stage[lid] = tmpl[lid & 15];
+    if (lid == 0) {
+        fcl_wg_bar_init(bars);
+        fcl_wg_bar_init(bars + 1);
+        fcl_wg_proxy_fence(); /* the copies' completions see them */
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid == 0) {
+        fcl_wg_map_fill(stage, (ulong)(k + k_base), k_cols, max(rows, 1), k_ss * 2);
+        fcl_wg_map_fill(stage + 16, (ulong)(v + v_base), v_cols, max(rows, 1), v_ss * 2);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    /* to global memory, where the copies read maps; a warp-wide instruction */
+    if (lid < 32)
+        for (int i = 0; i < 2; ++i)
+            asm volatile("// @sm90a@ tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic"
+                         ".release.gpu.sync.aligned [%0], [%1], 128;" ::"l"((ulong)(maps + 16 * i)),
+                         "r"(fcl_wg_saddr(stage + 16 * i))
+                         : "memory");
+    if (lid == 0)
+        for (int i = 0; i < 2; ++i)
+            asm volatile("// @sm90a@ fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" ::"l"(
+                             (ulong)(maps + 16 * i))
+                         : "memory");
+}
+#endif
 
 /* Keeps the compiler from moving a read or write of an accumulator (a
  * float) or of an A register (a uint) across the fence, wgmmas and wait

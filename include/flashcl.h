@@ -721,6 +721,15 @@ FCL_API fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *de
  * rounding.  The environment's FLASHCL_WGMMA, read at each call, changes
  * that: 0 keeps such forwards on the mma.sync piece, 1 puts head_dim 64
  * there too (0.86-1.08x the mma.sync piece); other values count as unset.
+ * Where NVIDIA's CUDA driver library (libcuda.so.1) encodes a tensor map
+ * when the context is made, that piece brings K and V in by the tensor
+ * memory accelerator (its plan's reason says so; 1.14-1.30x its cp.async
+ * loads at head_dim 128, NOTES.md run 38), which needs a row stride of K
+ * and V (stride_seq) below 2^39 elements, and a workspace the context keeps
+ * and grows (128 bytes, and 256 a work-group, counted by
+ * fcl_context_memory_stats); FLASHCL_WGMMA_TMA=0, read at each call, keeps
+ * the cp.async loads.  The first call that needs a larger workspace waits
+ * for the queue once, to fill it.
  * @return FCL_OK, or an error; on error nothing was enqueued or written. */
 FCL_API fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *desc,
                                          cl_mem q, cl_mem k, cl_mem v, cl_mem o, cl_mem lse,
@@ -1143,7 +1152,9 @@ FCL_API fcl_status fcl_kvcache_plan_query(fcl_context *ctx, const fcl_kvcache_de
  * that keeps these counts (the caller's own buffers are not counted).  A
  * context holds one 4-byte buffer from its creation to its destruction
  * (bound where a call leaves out an optional array, so that no kernel gets
- * a NULL argument), counted here too. */
+ * a NULL argument), counted here too.  Workspaces a context keeps between
+ * calls (split-KV's partials, KV-cache rotary's rotated Q, the Hopper
+ * forward's tensor maps: see the calls) are counted as they are made. */
 typedef struct fcl_memory_stats {
     uint64_t allocations;          /* buffers created */
     uint64_t current_bytes;        /* live now */

@@ -9,12 +9,14 @@
  * FLASHCL_WGMMA=1 for users); unasked, only a real sm_90 device uses it,
  * at head_dim 128.  Small shapes: the emulation is slow.  Tolerances:
  * test_support.h. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -234,6 +236,45 @@ static void test_nonfinite_v(void **state)
     }
 }
 
+/* K and V come by the tensor memory accelerator where it is there (the
+ * emulation, or an sm_90 device whose driver encodes a tensor map) and
+ * FLASHCL_WGMMA_TMA=0 is not set, by cp.async otherwise: both loads pass
+ * at both head dims, with keys past the end of the sequence (the
+ * accelerator's zeros) and causal edge tiles. */
+static void test_loads(void **state)
+{
+    (void)state;
+    if (wgmma_refused) {
+        print_message("no wgmma plan on this device: nothing to run\n");
+        return;
+    }
+    fcl_device_info info;
+    assert_int_equal(fcl_context_device_info(ctx, &info), FCL_OK);
+    for (int off = 0; off < 2; ++off) {
+        if (off)
+            assert_int_equal(setenv("FLASHCL_WGMMA_TMA", "0", 1), 0);
+        fcl_attention_desc d;
+        fcl_plan plan;
+        fcl_attention_desc_init(&d, 1, 2, 2, 130, 83, 128, FCL_DTYPE_FP16, FCL_LAYOUT_BSHD);
+        assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan), FCL_OK);
+        const bool tma = strstr(plan.reason, "tensor memory accelerator") != NULL;
+        if (off)
+            assert_non_null(strstr(plan.reason, "by cp.async"));
+        else if (strstr(plan.variant, "emulated") != NULL)
+            assert_true(tma);
+        print_message("K and V by %s\n", tma ? "the tensor memory accelerator" : "cp.async");
+        for (int i = 0; i < 2; ++i) {
+            fa_case c = base_case(9500 + (uint64_t)(2 * off + i));
+            c.head_dim = i ? 128 : 64;
+            c.causal = i == 0;
+            c.seqlen_k = i ? 83 : 291;
+            check(&c);
+        }
+        if (off)
+            assert_int_equal(unsetenv("FLASHCL_WGMMA_TMA"), 0);
+    }
+}
+
 /* Under lowered limits (a build that reported more local memory than
  * planned) the plan shrinks in whole wgmma blocks of 64 keys, then to one
  * warpgroup, and every plan it gives fits the limit; a forced 192-key tile
@@ -242,17 +283,19 @@ static void test_shrink(void **state)
 {
     (void)state;
     const fcl_tuned_tile forced = {128, 192, 8, 32, "test", 1};
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < 4; ++i) {
+        const int tma = i >> 1; /* with the tensor memory accelerator's 272 bytes */
         for (uint64_t kib = 8; kib <= 160; kib += 4) {
             const fcl_plan_limits limits = {kib * 1024, 1024};
             fcl_plan_full f;
             const fcl_status st = fcl_plan_make_wgmma(&ctx->caps, 64, FCL_DTYPE_FP16, &limits,
-                                                      i ? &forced : NULL, 0, &f);
+                                                      i & 1 ? &forced : NULL, 0, tma, &f);
             uint64_t local; /* the limit, or the device's own where smaller */
             size_t wg;
             fcl_plan_effective_limits(&ctx->caps, &limits, &local, &wg);
             if (st == FCL_ERROR_NO_PLAN) {
-                assert_true(local < (64 + 4 * 64) * 64 * 2 + 4 || wg < 128); /* not even 64 x 64 */
+                /* not even 64 x 64 */
+                assert_true(local < (64 + 4 * 64) * 64 * 2 + 4 + (tma ? 272u : 0u) || wg < 128);
                 continue;
             }
             assert_int_equal(st, FCL_OK);
@@ -271,6 +314,7 @@ int main(void)
         cmocka_unit_test_teardown(test_forced_tiles, clear_forced_tile),
         cmocka_unit_test_teardown(test_variants, clear_forced_tile),
         cmocka_unit_test_teardown(test_nonfinite_v, clear_forced_tile),
+        cmocka_unit_test_teardown(test_loads, clear_forced_tile),
         cmocka_unit_test(test_shrink),
     };
     return cmocka_run_group_tests(tests, setup, fa_group_teardown);

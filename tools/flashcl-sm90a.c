@@ -8,7 +8,9 @@
  *                                        the build options of the wgmma plan
  *                                        for head_dim D on the nvidia-h100
  *                                        profile (the default tile, or the
- *                                        forced ROWS x COLS one)
+ *                                        forced ROWS x COLS one), K and V by
+ *                                        the tensor memory accelerator
+ *   flashcl-sm90a options-cpasync ...    the same, K and V by cp.async
  *   flashcl-sm90a rewrite < in > out     the PTX rewrite (ptx_rewrite.c);
  *                                        the count of instructions written
  *                                        goes to stderr
@@ -31,7 +33,10 @@ static int print_source(void)
 static int print_options(int argc, char **argv)
 {
     if (argc != 4 && argc != 6)
-        return fprintf(stderr, "options D fp16|bf16 [ROWS COLS]\n"), 1;
+        return fprintf(stderr, "options|options-cpasync D fp16|bf16 [ROWS COLS]\n"), 1;
+    /* "options": K and V by the tensor memory accelerator, as on an H100
+     * where libcuda is found; "options-cpasync": by cp.async */
+    const int tma = strcmp(argv[1], "options") == 0;
     const size_t d = (size_t)atoi(argv[2]);
     const fcl_dtype dtype = strcmp(argv[3], "bf16") == 0 ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
     const fcl_profile *h100 = fcl_profile_find("nvidia-h100");
@@ -43,10 +48,11 @@ static int print_options(int argc, char **argv)
     }
     fcl_plan_full plan;
     const fcl_status st = fcl_plan_make_wgmma(&h100->caps, d, dtype, NULL,
-                                              argc == 6 ? &forced : NULL, 0, &plan);
+                                              argc == 6 ? &forced : NULL, 0, tma, &plan);
     if (st != FCL_OK)
         return fprintf(stderr, "no wgmma plan: %s\n", fcl_status_string(st)), 1;
-    fcl_build b = fcl_build_of(FCL_KERNEL_FORWARD, d, dtype, FCL_BUILD_TILE_MMA | FCL_BUILD_WGMMA);
+    fcl_build b = fcl_build_of(FCL_KERNEL_FORWARD, d, dtype,
+                               FCL_BUILD_TILE_MMA | FCL_BUILD_WGMMA | (tma ? FCL_BUILD_WG_TMA : 0));
     b.out_dtype = dtype;
     char opts[1024];
     if (fcl_kernel_options(&plan, &b, 0, opts, sizeof opts) >= (int)sizeof opts)
@@ -86,10 +92,11 @@ int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "source") == 0)
         return print_source();
-    if (argc >= 2 && strcmp(argv[1], "options") == 0)
+    if (argc >= 2 && (strcmp(argv[1], "options") == 0 || strcmp(argv[1], "options-cpasync") == 0))
         return print_options(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "rewrite") == 0)
         return rewrite();
-    fprintf(stderr, "usage: flashcl-sm90a source | options D fp16|bf16 [ROWS COLS] | rewrite\n");
+    fprintf(stderr, "usage: flashcl-sm90a source | options[-cpasync] D fp16|bf16 [ROWS COLS] | "
+                    "rewrite\n");
     return 1;
 }

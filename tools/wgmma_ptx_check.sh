@@ -7,8 +7,11 @@
 # PTX as the library does (src/programs/ptx_rewrite.c, through
 # tools/flashcl-sm90a) and asks ptxas for sm_90a to accept it.  clang 15
 # knows no sm_90, so it emits sm_80 PTX of version 7.5, which is relabelled
-# sm_90 / 8.0 first, as NVIDIA's compiler labels its output: what counts in
-# the end is that compiler on the GPU (bench/gpu_session.sh).
+# sm_90 / 8.3 first (8.3: tensormap.replace; NVIDIA's compiler labels its
+# output sm_90 / 9.0): what counts in the end is that compiler on the GPU
+# (bench/gpu_session.sh).  Each plan is checked with K and V by the tensor
+# memory accelerator (as on an H100 whose driver encodes tensor maps) and,
+# as NAME-cpasync, by cp.async.
 #
 # Usage: tools/wgmma_ptx_check.sh [BUILD_DIR] [OUT_DIR]
 #   (defaults: build, and a temporary folder); prints, per plan, the
@@ -24,17 +27,21 @@ libclc=${LIBCLC:-/usr/lib/clc/nvptx64--nvidiacl.bc}
 mkdir -p "$out"
 "$tool" source > "$out/forward.cl"
 
-# head_dim, storage, and an optional forced tile (rows, cols)
+# options or options-cpasync, head_dim, storage, and an optional forced
+# tile (rows, cols)
 check() {
+    mode=$1
+    shift
     name="d$1-$2${3:+-$3x$4}"
-    opts=$("$tool" options "$@")
+    [ "$mode" = options ] || name="$name-cpasync"
+    opts=$("$tool" "$mode" "$@")
     # asm: NVIDIA's compiler takes the keyword in OpenCL C, clang its
     # GNU spelling
     "$clang" -x cl $opts -Dasm=__asm__ -target nvptx64-unknown-nvidiacl \
         -Xclang -finclude-default-header -O2 -march=sm_80 \
         -Xclang -mlink-builtin-bitcode -Xclang "$libclc" \
         -S "$out/forward.cl" -o "$out/$name.sm80.ptx"
-    sed -e 's/^\.version .*/.version 8.0/' -e 's/^\.target sm_80/.target sm_90/' \
+    sed -e 's/^\.version .*/.version 8.3/' -e 's/^\.target sm_80/.target sm_90/' \
         "$out/$name.sm80.ptx" > "$out/$name.sm90.ptx"
     "$tool" rewrite < "$out/$name.sm90.ptx" > "$out/$name.sm90a.ptx" 2> "$out/$name.rewrite.log"
     if grep -q '@sm90a@' "$out/$name.sm90a.ptx"; then
@@ -62,10 +69,12 @@ check() {
     grep -i 'warning' "$out/$name.ptxas.log" || true
 }
 
-check 64 fp16
-check 64 bf16
-check 128 fp16
-check 128 bf16
-check 128 fp16 64 64
-check 64 bf16 128 192
+for mode in options options-cpasync; do
+    check $mode 64 fp16
+    check $mode 64 bf16
+    check $mode 128 fp16
+    check $mode 128 bf16
+    check $mode 128 fp16 64 64
+    check $mode 64 bf16 128 192
+done
 echo "all accepted; PTX and logs in $out"

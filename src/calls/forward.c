@@ -61,8 +61,11 @@ fcl_build fcl_forward_build(const fcl_context *ctx, const fcl_attention_desc *d,
         b.pack = packable ? pack_factor(d->heads_q / d->heads_kv, d->seqlen_q) : 1;
         b.rows = (int)d->seqlen_q * b.pack;
     }
-    if (fcl_uses_wgmma(ctx, d, b.kind, b.features))
+    if (fcl_uses_wgmma(ctx, d, b.kind, b.features)) {
         b.features |= FCL_BUILD_WGMMA;
+        if (fcl_uses_wgmma_tma(ctx, d))
+            b.features |= FCL_BUILD_WG_TMA;
+    }
     return b;
 }
 
@@ -135,6 +138,7 @@ typedef struct forward_call {
     const fcl_forward_job *job;
     fcl_split split;              /* set by set_forward_args for the plan launched */
     cl_mem part_o, part_lse;
+    cl_mem maps;                  /* the wgmma forward's tensor maps (FCL_BUILD_WG_TMA) */
     fcl_status scratch_status;
 } forward_call;
 
@@ -182,7 +186,7 @@ static fcl_status set_forward_args(const fcl_resolved *r, cl_kernel kernel, cons
     const fcl_attention_desc *d = j->desc;
     const size_t num_hg = head_groups(d, &r->build);
     const size_t base_groups = row_blocks(j->var, r) * num_hg;
-    c->part_o = c->part_lse = NULL;
+    c->part_o = c->part_lse = c->maps = NULL;
     FCL_TRY(job_split(c->ctx, j, r, &c->split));
     if (c->split.num_splits > 1) {
         const size_t rows = part_rows(d) * (size_t)c->split.num_splits;
@@ -230,6 +234,11 @@ static fcl_status set_forward_args(const fcl_resolved *r, cl_kernel kernel, cons
     arrays |= arg_optional(&a, c->ctx, j->var->sinks, FCL_ARRAY_SINKS);
     fcl_arg_int(&a, arrays);
     *groups = base_groups * (size_t)c->split.num_splits;
+    /* the wgmma forward with the tensor memory accelerator: the template
+     * (none emulated) and room for each work-group's two maps */
+    if (r->build.features & FCL_BUILD_WG_TMA)
+        FCL_TRY(fcl_tensor_maps_buffer(c->ctx, *groups, &c->maps));
+    fcl_arg_mem(&a, c->maps != NULL ? c->maps : c->ctx->placeholder);
     return a.err;
 }
 
@@ -292,7 +301,7 @@ fcl_status fcl_forward_enqueue(fcl_context *ctx, const fcl_forward_job *job, fcl
      * scratch needs no guard: no event is made unless the caller asks. */
     const bool track = !ctx->queue_in_order;
     const bool want_events = track || event != NULL;
-    forward_call call = {ctx, job, {1, 0}, NULL, NULL, FCL_OK};
+    forward_call call = {ctx, job, {1, 0}, NULL, NULL, NULL, FCL_OK};
     cl_event ev_attn = NULL, ev_combine = NULL;
     fcl_status st = fcl_launch(ctx, r, set_forward_args, &call, wait->count, wait->list,
                                want_events ? &ev_attn : NULL);
@@ -301,7 +310,7 @@ fcl_status fcl_forward_enqueue(fcl_context *ctx, const fcl_forward_job *job, fcl
         st = enqueue_combine(ctx, r, &call, &after, want_events ? &ev_combine : NULL);
     }
     const cl_event last = ev_combine != NULL ? ev_combine : ev_attn;
-    if (st == FCL_OK && track && call.split.num_splits > 1)
+    if (st == FCL_OK && track && (call.split.num_splits > 1 || call.maps != NULL))
         fcl_scratch_used_until(ctx, last);
     if (st == FCL_OK && event != NULL) {
         st = clRetainEvent(last);

@@ -63,6 +63,8 @@ static fcl_status finish_setup(fcl_context *ctx, const fcl_context_options *opts
     fcl_status st = FCL_OK;
     ctx->placeholder = fcl_buffer_create(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
                                          sizeof zero, &zero, &st);
+    if (st == FCL_OK)
+        fcl_tensor_maps_setup(ctx);
     return st;
 }
 

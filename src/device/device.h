@@ -39,6 +39,18 @@ fcl_caps fcl_caps_from_info(const fcl_device_info *info);
 /* Finds the largest compile-time __local array a work-group can use. */
 fcl_status fcl_probe_local_mem(cl_device_id device, uint64_t reported, uint64_t *usable);
 
+/* ---- tensor maps (tensor_maps.c) ------------------------------------------ */
+
+/* A tensor map's bytes */
+#define FCL_MAP_TEMPLATE_BYTES 128
+/* Encodes ctx->map_template (has_map_template 1) on a real sm_90 device
+ * where NVIDIA's driver library does, else sets has_map_template 0. */
+void fcl_tensor_maps_setup(fcl_context *ctx);
+/* The workspace of a launch of `groups` work-groups of the wgmma forward
+ * with bulk tensor copies: the template (where the context has one) and
+ * 2 x 128 bytes a work-group for its own K and V maps. */
+fcl_status fcl_tensor_maps_buffer(fcl_context *ctx, size_t groups, cl_mem *out);
+
 /* ---- device selection (device_select.c) ----------------------------------- */
 
 fcl_status fcl_select_device(int platform_index, int device_index, cl_device_id *device);
@@ -55,6 +67,7 @@ typedef enum fcl_scratch_slot {
     FCL_SCRATCH_PART_O,           /* split-KV partial outputs, fp32 */
     FCL_SCRATCH_PART_LSE,         /* split-KV partial LSE, fp32 */
     FCL_SCRATCH_ROTARY_Q,         /* KV-cache rotary: the rotated Q, storage type */
+    FCL_SCRATCH_TENSOR_MAPS,      /* the wgmma forward: each work-group's K and V tensor maps */
     FCL_SCRATCH_COUNT
 } fcl_scratch_slot;
 

@@ -31,7 +31,10 @@ enum {
     FCL_BUILD_FUSED_DQ_ANY_ORDER = 0x1000,
     /* the forward on the wgmma piece (cl/tile_nv_wgmma.cl), with
      * FCL_BUILD_TILE_MMA: an opt-in, fcl_uses_wgmma */
-    FCL_BUILD_WGMMA = 0x2000
+    FCL_BUILD_WGMMA = 0x2000,
+    /* with FCL_BUILD_WGMMA: K and V tiles brought in by the tensor memory
+     * accelerator (cl/warpgroup_ptx.cl, FCL_WG_TMA) instead of cp.async */
+    FCL_BUILD_WG_TMA = 0x4000
 };
 
 /* What a kernel is built for: the resolved-kernel cache's key. */
@@ -86,6 +89,7 @@ typedef struct fcl_plan_full {
                                      an instruction (FCL_RED_V4) */
     int wgmma;                    /* the forward's wgmma piece (tile_nv_wgmma.cl): built
                                      through the sm_90a step unless emulated */
+    int wg_tma;                   /* ... with K and V by the tensor memory accelerator */
 } fcl_plan_full;
 
 /* Limits a plan must respect beyond the caps: lowered after a build or
@@ -138,10 +142,11 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
  * one or two warpgroups of 64 query rows, 64 or 128 keys a tile.
  * `target` (forced by a tuning tool): rows = 64 x warpgroups, cols a
  * multiple of 64 up to 256, ty = rows / 16 warps; else the default,
- * shrunk to the limits.  `emulated`: cl/warpgroup_emulated.cl. */
+ * shrunk to the limits.  `emulated`: cl/warpgroup_emulated.cl; `tma`: K
+ * and V by the tensor memory accelerator (FCL_BUILD_WG_TMA). */
 fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, size_t head_dim, fcl_dtype dtype,
                                const fcl_plan_limits *limits, const fcl_tuned_tile *target,
-                               int emulated, fcl_plan_full *out);
+                               int emulated, int tma, fcl_plan_full *out);
 /* __local bytes of a portable-piece kernel (features: as fcl_plan_make). */
 uint64_t fcl_plan_local_bytes(fcl_kernel_kind kind, unsigned features, int rows, int cols,
                               int d_pad, int tx);
@@ -177,5 +182,10 @@ bool fcl_uses_tensor_cores(const fcl_context *ctx, const fcl_attention_desc *des
  * real sm_90 device unless FLASHCL_WGMMA=0. */
 bool fcl_uses_wgmma(const fcl_context *ctx, const fcl_attention_desc *desc, fcl_kernel_kind kind,
                     unsigned features);
+/* Whether that forward brings K and V in by the tensor memory accelerator
+ * (FCL_BUILD_WG_TMA): where the context has a tensor map template
+ * (tensor_maps.c) or emulates the tensor cores, K's and V's rows suit a
+ * tensor map, and FLASHCL_WGMMA_TMA=0 is not set (read at each call). */
+bool fcl_uses_wgmma_tma(const fcl_context *ctx, const fcl_attention_desc *desc);
 
 #endif /* FCL_PLAN_H */

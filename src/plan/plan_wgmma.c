@@ -6,8 +6,9 @@
  * 16-bit tiles in wgmma's 128-byte swizzle (no padding; each tile on a
  * 1024-byte boundary, which the tiles' sizes keep without a gap):
  *     (rows + 4 * keys) * d * 2 bytes,
- * plus one int for the non-finite scan (common.cl) and, emulated, 24 bytes
- * a work-item.  Registers per lane: S is keys / 2 floats, O d / 2, and
+ * plus one int for the non-finite scan (common.cl), with the tensor memory
+ * accelerator two mbarriers and the two tensor maps being written (272
+ * bytes), and, emulated, 24 bytes a work-item.  Registers per lane: S is keys / 2 floats, O d / 2, and
  * the previous tile's P keys / 4 words while its P V runs.  The default,
  * 128 rows by 128 keys (160 KiB at d = 128: one work-group a
  * multiprocessor on an H100, as registers allow anyway), measured best or
@@ -21,24 +22,27 @@ typedef struct wgmma_shape {
     int warpgroups, keys;
 } wgmma_shape;
 
-static uint64_t wgmma_bytes(int d, wgmma_shape s, int emulated)
+static uint64_t wgmma_bytes(int d, wgmma_shape s, int emulated, int tma)
 {
     const uint64_t rows = 64u * (uint64_t)s.warpgroups;
     uint64_t bytes = (rows + 4u * (uint64_t)s.keys) * (uint64_t)d * 2u + 4u;
+    if (tma)
+        bytes += 2u * 8u + 2u * 128u;
     if (emulated)
         bytes += 128u * (uint64_t)s.warpgroups * 6u * 4u;
     return bytes;
 }
 
-static bool wgmma_fits(int d, wgmma_shape s, int emulated, uint64_t local_limit, size_t wg_limit)
+static bool wgmma_fits(int d, wgmma_shape s, int emulated, int tma, uint64_t local_limit,
+                       size_t wg_limit)
 {
-    return wgmma_bytes(d, s, emulated) <= local_limit &&
+    return wgmma_bytes(d, s, emulated, tma) <= local_limit &&
            (size_t)(128 * s.warpgroups) <= wg_limit;
 }
 
 fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, size_t head_dim, fcl_dtype dtype,
                                const fcl_plan_limits *limits, const fcl_tuned_tile *target,
-                               int emulated, fcl_plan_full *out)
+                               int emulated, int tma, fcl_plan_full *out)
 {
     if ((head_dim != 64 && head_dim != 128) ||
         (dtype != FCL_DTYPE_FP16 && dtype != FCL_DTYPE_BF16))
@@ -57,7 +61,7 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, size_t head_dim, fcl_dtype 
     uint64_t local_limit;
     size_t wg_limit;
     fcl_plan_effective_limits(caps, limits, &local_limit, &wg_limit);
-    while (!wgmma_fits(d, s, emulated, local_limit, wg_limit)) {
+    while (!wgmma_fits(d, s, emulated, tma, local_limit, wg_limit)) {
         if (s.keys > 64) /* half, in whole wgmma blocks of 64 (192 -> 64, not 96) */
             s.keys = s.keys >= 256 ? s.keys / 2 : 64;
         else if (s.warpgroups > 1)
@@ -77,6 +81,7 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, size_t head_dim, fcl_dtype 
     out->mma_emulated = emulated;
     out->wd = 1;
     out->wgmma = 1;
+    out->wg_tma = tma != 0;
     fcl_plan_describe(pub, caps, FCL_KERNEL_FORWARD, dtype, head_dim, head_dim,
                       caps->local_mem_usable, 2);
     pub->br = (size_t)(64 * s.warpgroups);
@@ -84,7 +89,7 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, size_t head_dim, fcl_dtype 
     pub->work_group_size = (size_t)(32 * warps);
     pub->threads_row = (size_t)warps;
     pub->threads_col = 32;
-    pub->local_bytes = wgmma_bytes(d, s, emulated);
+    pub->local_bytes = wgmma_bytes(d, s, emulated, tma);
     fcl_copy_string(pub->variant, sizeof pub->variant,
                     emulated ? "emulated-wgmma" : "nvidia-wgmma");
     fcl_copy_string(pub->source, sizeof pub->source, target ? target->entry : "wgmma default");
@@ -92,9 +97,11 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, size_t head_dim, fcl_dtype 
                 "tensor cores: wgmma m64nNk16, N %d for Q K^T and %d for P V (%s inputs, "
                 "fp32 accumulation; FLASHCL_WGMMA=0 turns it off); forward: %d warpgroup%s of 64 "
                 "query rows, %d keys per step; Q, K, V as 16-bit tiles in the 128-byte "
-                "swizzle, from descriptors, P from registers%s",
+                "swizzle, from descriptors, P from registers; K and V brought in by %s%s",
                 s.keys % 128 == 0 ? 128 : 64, d % 128 == 0 ? 128 : 64, fcl_dtype_name(dtype),
                 s.warpgroups, s.warpgroups > 1 ? "s" : "", s.keys,
+                tma ? "the tensor memory accelerator (FLASHCL_WGMMA_TMA=0 turns it off)"
+                    : "cp.async",
                 emulated ? "; warpgroup operations emulated in OpenCL C (a test mode)" : "");
     return FCL_OK;
 }

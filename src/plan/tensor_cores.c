@@ -52,6 +52,22 @@ bool fcl_uses_tensor_cores(const fcl_context *ctx, const fcl_attention_desc *d,
            tiles_fit(ctx, kind, d->head_dim, d->dtype);
 }
 
+/* Whether a tensor map can describe the rows of l as the wgmma forward
+ * reads them: a row stride of at least 16 bytes (the alignment, already
+ * asked of every tensor-core load) and below 2^40 bytes. */
+static bool map_rows_ok(const fcl_layout *l)
+{
+    return l->stride_seq >= 8 && l->stride_seq < ((size_t)1 << 39);
+}
+
+bool fcl_uses_wgmma_tma(const fcl_context *ctx, const fcl_attention_desc *d)
+{
+    const char *env = getenv("FLASHCL_WGMMA_TMA");
+    const bool off = env != NULL && strcmp(env, "0") == 0;
+    return !off && (ctx->emulate_tensor_cores || ctx->has_map_template) &&
+           map_rows_ok(&d->k) && map_rows_ok(&d->v);
+}
+
 /* Whether the wgmma piece is asked for: 1 by FLASHCL_WGMMA=1 in the
  * environment (read at each call, as the backward's FLASHCL_BACKWARD_DQ
  * is) or the tests' hook, 0 by FLASHCL_WGMMA=0, -1 by neither (any other

@@ -113,7 +113,8 @@ static fcl_status make_plan(fcl_context *ctx, fcl_resolved *r)
         ctx->has_tile_override[b->kind] ? &ctx->tile_override[b->kind] : NULL;
     if (b->features & FCL_BUILD_WGMMA)
         return fcl_plan_make_wgmma(&ctx->caps, b->head_dim, b->dtype, &r->limits, forced,
-                                   ctx->emulate_tensor_cores, &r->plan);
+                                   ctx->emulate_tensor_cores, (b->features & FCL_BUILD_WG_TMA) != 0,
+                                   &r->plan);
     if (b->features & FCL_BUILD_TILE_MMA) {
         fcl_tuned_tile decode_target;
         if (forced == NULL && b->kind == FCL_KERNEL_DECODE) {
