@@ -155,7 +155,7 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
  * the cp.async loads below make them), written at the start; work-item 0
  * issues each tile's copies, buffer t % 2's mbarrier counts K of tile t
  * and V of tile t - 1, and tile t waits for phase t / 2 of it. */
-#define FCL_WG_TILE_BYTES (BC * D_PAD * 2)
+#define FCL_WG_TILE_BYTES (FCL_H_HALVES(BC) * 2)
 #define FCL_WG_MAPS_STATE                                                                  \
     __global ulong *const wg_maps_ = maps + 16 + 32 * (long)get_group_id(0);               \
     fcl_wg_maps_make(wg_maps_, maps, wg_stage_, wg_bar_, K, k_rows.base, k_rows.ss, \

@@ -238,7 +238,7 @@ static fcl_status set_forward_args(const fcl_resolved *r, cl_kernel kernel, cons
      * (none emulated) and room for each work-group's two maps */
     if (r->build.features & FCL_BUILD_WG_TMA)
         FCL_TRY(fcl_tensor_maps_buffer(c->ctx, *groups, &c->maps));
-    fcl_arg_mem(&a, c->maps != NULL ? c->maps : c->ctx->placeholder);
+    (void)arg_optional(&a, c->ctx, c->maps, 0);
     return a.err;
 }
 

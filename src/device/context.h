@@ -32,7 +32,8 @@ struct fcl_context {
     fcl_scratch scratch[FCL_SCRATCH_COUNT];
     cl_mem placeholder;           /* one float, bound for an optional array a call
                                      leaves out ("optional arrays", cl/common.cl) */
-    uint64_t map_template[16];    /* the wgmma forward's tensor map template (tensor_maps.c) */
+    uint64_t map_template[FCL_MAP_TEMPLATE_BYTES / 8]; /* the wgmma forward's tensor map
+                                     template (tensor_maps.c) */
     int has_map_template;         /* ... encoded: the forward's bulk tensor copies can run */
     cl_event scratch_busy;        /* completes when the last call using scratch is done */
     uint64_t cache_max_bytes;     /* the disk cache's size bound (disk_cache.c) */
