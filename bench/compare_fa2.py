@@ -2,7 +2,10 @@
 
 Usage: python3 bench/compare_fa2.py OURS.csv SDPA.csv OUT_PREFIX [PORTABLE.csv]
   OURS.csv      flashcl-bench --out (one dtype; forward and/or backward rows;
-                its standard-attention column, when measured, is shown too)
+                its standard-attention column, when measured, is shown too;
+                with --profile, each call's device span is our number, as
+                CUDA events are PyTorch's, and the call's wall clock, from
+                enqueue to clFinish, is shown beside it)
   SDPA.csv      sdpa_backends.py --csv (rows of OURS' dtype are used) or the
                 shared sdpa_anchor.py --csv (fp16 only), same machine, same run
   PORTABLE.csv  optional: flashcl-bench --portable-only --out
@@ -22,12 +25,17 @@ MMA_CEILING_TFLOPS = 636.0
 
 
 def read_ours(path):
+    """{(pass, d, causal, N): (TFLOP/s, path, standard's TFLOP/s, wall-clock
+    TFLOP/s)}, and the dtype: TFLOP/s from the device span where the file
+    has one (flashcl-bench --profile), else from the wall clock."""
     rows, dtype = {}, None
     with open(path) as f:
         for r in csv.DictReader(line for line in f if not line.startswith("#")):
             key = (r["pass"], int(r["d"]), int(r["causal"]), int(r["N"]))
             naive = float(r.get("naive_tflops") or "nan")
-            rows[key] = (float(r["ours_tflops"]), r.get("variant", ""), naive)
+            wall = float(r["ours_tflops"])
+            dev = float(r.get("ours_device_tflops") or "nan")
+            rows[key] = (dev if dev == dev else wall, r.get("variant", ""), naive, wall)
             dtype = r.get("dtype", dtype)
     return rows, dtype
 
@@ -47,13 +55,16 @@ def main():
     (ours, dtype), prefix = read_ours(sys.argv[1]), sys.argv[3]
     sdpa = read_sdpa(sys.argv[2], dtype)
     portable = read_ours(sys.argv[4])[0] if len(sys.argv) > 4 else {}
-    lines = [f"storage {dtype}; TFLOP/s; tensor-core ceiling {MMA_CEILING_TFLOPS:.0f} (mma.sync alone)", "",
-             "| pass | d | causal | N | flashcl | path | portable | standard | FA2 | cuDNN | mem-efficient "
-             "| flashcl / FA2 | % of ceiling |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    spans = any(w != tf for tf, _, _, w in ours.values())
+    lines = [f"storage {dtype}; TFLOP/s; tensor-core ceiling {MMA_CEILING_TFLOPS:.0f} (mma.sync alone)"
+             + ("; flashcl: the device's span of each call (OpenCL profiling, as CUDA events time "
+                "PyTorch), its wall clock from enqueue to clFinish beside it" if spans else ""), "",
+             "| pass | d | causal | N | flashcl | flashcl (wall) | path | portable | standard | FA2 | cuDNN "
+             "| mem-efficient | flashcl / FA2 | flashcl / cuDNN | % of ceiling |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     series = {}
     fmt = lambda x: "-" if x is None or x != x else f"{x:.1f}"
-    for (p, d, c, n), (tf, variant, naive) in sorted(ours.items()):
+    for (p, d, c, n), (tf, variant, naive, wall) in sorted(ours.items()):
         backends = sdpa.get((d, c, n), {})
         idx = 0 if p == "fwd" else 1
         fa2 = backends.get("fa2", (None, None))[idx]
@@ -61,8 +72,10 @@ def main():
         mem = backends.get("memeff", (None, None))[idx]
         port = portable.get((p, d, c, n), (None, "", None))[0]
         ratio = "-" if not fa2 else f"{tf / fa2:.2f}"
-        lines.append(f"| {p} | {d} | {c} | {n} | {tf:.1f} | {variant} | {fmt(port)} | {fmt(naive)} | "
-                     f"{fmt(fa2)} | {fmt(cud)} | {fmt(mem)} | {ratio} | {100 * tf / MMA_CEILING_TFLOPS:.0f} |")
+        ratio_cudnn = "-" if not cud else f"{tf / cud:.2f}"
+        lines.append(f"| {p} | {d} | {c} | {n} | {tf:.1f} | {wall:.1f} | {variant} | {fmt(port)} | "
+                     f"{fmt(naive)} | {fmt(fa2)} | {fmt(cud)} | {fmt(mem)} | {ratio} | {ratio_cudnn} | "
+                     f"{100 * tf / MMA_CEILING_TFLOPS:.0f} |")
         for name, val in (("flashcl", tf), ("portable", port), ("standard", naive), ("FA2", fa2),
                           ("cuDNN", cud), ("mem-efficient", mem)):
             if val is not None and val == val:

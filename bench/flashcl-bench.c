@@ -10,7 +10,12 @@
  * Each timing is the median of --reps runs after two warm-up runs, from
  * enqueue to clFinish.  The fp32 FMA ceiling of the device is measured in the
  * same run.  Our outputs are checked against the standard attention's where
- * both ran (fp32).  Writes a CSV (with # metadata lines) to --out. */
+ * both ran (fp32).  Writes a CSV (with # metadata lines) to --out.
+ * With --profile the queue also times each call on the device (OpenCL's
+ * profiling: from the end of a marker enqueued just before the call to the
+ * end of the call's own event, every launch of it and the gaps between),
+ * as CUDA events time PyTorch's calls in sdpa_backends.py; the CSV's
+ * ours_device_ms / ours_device_tflops hold those medians (empty without). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "flashcl.h"
 
@@ -48,6 +53,7 @@ typedef struct config {
     int portable_only;
     const char *out;
     size_t head_dim_v;          /* V's columns; 0: each head_dim */
+    int profile;                /* --profile: also the device's span of each call */
 } config;
 
 static double g_start;
@@ -335,13 +341,13 @@ static void usage(void)
             "usage: flashcl-bench [--device P:D] [--dtype fp32|fp16|bf16] [--head-dims 64,128]\n"
             "       [--seqlens 512,1024,...] [--causal 0,1] [--tokens 16384] [--hidden 2048]\n"
             "       [--reps 10] [--backward] [--no-naive] [--portable-only] [--out results.csv]\n"
-            "       [--head-dim-v DV]\n");
+            "       [--head-dim-v DV] [--profile]\n");
 }
 
 int main(int argc, char **argv)
 {
     config c = {NULL, FCL_DTYPE_FP32, {64, 128}, 2, {512, 1024, 2048, 4096, 8192, 16384}, 6,
-                {0, 1}, 2, 16384, 2048, 10, 0, 1, 0, NULL, 0};
+                {0, 1}, 2, 16384, 2048, 10, 0, 1, 0, NULL, 0, 0};
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(a, "--device")) c.device = v, ++i;
@@ -363,6 +369,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--portable-only")) c.portable_only = 1;
         else if (!strcmp(a, "--out")) c.out = v, ++i;
         else if (!strcmp(a, "--head-dim-v")) c.head_dim_v = strtoull(v, NULL, 10), ++i;
+        else if (!strcmp(a, "--profile")) c.profile = 1;
         else { usage(); return 2; }
     }
     if (c.head_dim_v)
@@ -373,6 +380,7 @@ int main(int argc, char **argv)
     fcl_context_options co;
     fcl_context_options_init(&co);
     co.portable_only = c.portable_only;
+    co.enable_profiling = c.profile;
     if (c.device && sscanf(c.device, "%d:%d", &co.platform_index, &co.device_index) != 2) {
         usage();
         return 2;
@@ -413,7 +421,7 @@ int main(int argc, char **argv)
             fprintf(out, "# head_dim_v: %zu\n", c.head_dim_v);
         fprintf(out, "pass,dtype,d,causal,N,B,H,variant,ours_ms,ours_tflops,pct_of_fp32_ceiling,"
                      "naive_ms,naive_tflops,speedup,ours_extra_mib,naive_extra_mib,rel_diff_vs_naive,"
-                     "note\n");
+                     "note,ours_device_ms,ours_device_tflops\n");
     }
     printf("%-4s %-4s %4s %6s %6s %4s %4s | %9s %8s %6s | %9s %8s | %7s | %9s %10s | %9s %s\n", "pass",
            "type", "d", "causal", "N", "B", "H", "ours ms", unit_name, "%ceil", "naive ms",
@@ -459,21 +467,38 @@ int main(int argc, char **argv)
                         t.dvf = make_buffer(ctx, n_v * 4, NULL);
                     }
                     double *times = malloc((size_t)c.reps * sizeof *times);
+                    double *dev_times = malloc((size_t)c.reps * sizeof *dev_times);
                     progress(bwd ? "flashcl backward" : "flashcl forward", t.N, t.d);
                     fcl_context_reset_memory_stats(fctx);
                     for (int r = -2; r < c.reps; ++r) {
+                        cl_event before = NULL, done = NULL;
                         CHECK_CL(clFinish(q));
                         double t0 = bench_now_s();
+                        if (c.profile)
+                            CHECK_CL(clEnqueueMarkerWithWaitList(q, 0, NULL, &before));
+                        cl_event *ev = c.profile ? &done : NULL;
                         st = bwd ? fcl_attention_backward(fctx, &desc, t.q, t.k, t.v, t.o, t.lse, t.dout,
-                                                          t.dq, t.dk, t.dv, 0, NULL, NULL)
-                                 : fcl_attention_forward(fctx, &desc, t.q, t.k, t.v, t.o, t.lse, 0, NULL, NULL);
+                                                          t.dq, t.dk, t.dv, 0, NULL, ev)
+                                 : fcl_attention_forward(fctx, &desc, t.q, t.k, t.v, t.o, t.lse, 0, NULL, ev);
                         if (st != FCL_OK) {
                             fprintf(stderr, "flashcl: %s\n%s\n", fcl_status_string(st), fcl_context_build_log(fctx));
                             return 1;
                         }
                         CHECK_CL(clFinish(q));
                         if (r >= 0) times[r] = bench_now_s() - t0;
+                        if (c.profile) {
+                            cl_ulong from = 0, to = 0;
+                            CHECK_CL(clGetEventProfilingInfo(before, CL_PROFILING_COMMAND_END, sizeof from,
+                                                             &from, NULL));
+                            CHECK_CL(clGetEventProfilingInfo(done, CL_PROFILING_COMMAND_END, sizeof to, &to,
+                                                             NULL));
+                            if (r >= 0) dev_times[r] = (double)(to - from) * 1e-9;
+                            CHECK_CL(clReleaseEvent(before));
+                            CHECK_CL(clReleaseEvent(done));
+                        }
                     }
+                    const double ours_dev = c.profile ? bench_median(dev_times, c.reps) : NAN;
+                    free(dev_times);
                     fcl_memory_stats ms;
                     fcl_context_memory_stats(fctx, &ms);
                     const double ours = bench_median(times, c.reps);
@@ -542,12 +567,18 @@ int main(int argc, char **argv)
                            bwd ? "bwd" : "fwd", fcl_dtype_name(c.dtype), t.d, causal, t.N, t.B, t.H,
                            ours * 1e3, shown, 100 * tf / ceiling, naive_s * 1e3, nshown, naive_s / ours, ours_mib,
                            naive_mib, diff, note, strcmp(path, "portable-fma") ? " [tensor cores]" : "");
+                    if (c.profile)
+                        printf("     device span: %.3f ms, %.2f %s\n", ours_dev * 1e3, pfl / ours_dev / unit, unit_name);
                     fflush(stdout);
                     if (out)
-                        fprintf(out, "%s,%s,%zu,%d,%zu,%zu,%zu,%s,%.4f,%.6f,%.1f,%.4f,%.6f,%.2f,%.3f,%.1f,%.2e,%s\n",
+                        fprintf(out, "%s,%s,%zu,%d,%zu,%zu,%zu,%s,%.4f,%.6f,%.1f,%.4f,%.6f,%.2f,%.3f,%.1f,%.2e,%s",
                                 bwd ? "bwd" : "fwd", fcl_dtype_name(c.dtype), t.d, causal, t.N, t.B, t.H,
                                 path, ours * 1e3, tf, 100 * tf / ceiling, naive_s * 1e3, ntf, naive_s / ours,
                                 ours_mib, naive_mib, diff, note);
+                    if (out && c.profile)
+                        fprintf(out, ",%.4f,%.6f\n", ours_dev * 1e3, pfl / ours_dev / 1e12);
+                    else if (out)
+                        fprintf(out, ",,\n");
                     free(times);
                 }
                 cl_mem all[] = {t.q, t.k, t.v, t.o, t.lse, t.dout, t.dq, t.dk, t.dv,
