@@ -17,8 +17,9 @@
  * "rows as vector lanes" in common.cl), FCL_ROW(i) / FCL_COL(j) /
  * FCL_OCOL(n) (what tile row, key column and head_dim column those
  * registers are), FCL_FWD_IDS, FCL_FWD_LOCALS, FCL_FWD_LOAD_Q (Q, negated
- * when told), FCL_FWD_KEY_STATE (what the loads keep from tile to tile, such
- * as pages read ahead), FCL_FWD_PREFETCH_K / FCL_FWD_TILE_BEGIN /
+ * when told; optionally finished by FCL_FWD_Q_ARRIVED, below),
+ * FCL_FWD_KEY_STATE (what the loads keep from tile to tile, such as pages
+ * read ahead), FCL_FWD_PREFETCH_K / FCL_FWD_TILE_BEGIN /
  * FCL_FWD_TILE_MID (where K and V tiles are loaded: both at the start of a
  * tile, or in the background, see the loop), FCL_FWD_QK, FCL_ROWS_MAX /
  * FCL_ROWS_SUM (over the work-items sharing a row), FCL_FIRST_IN_ROW,
@@ -28,8 +29,9 @@
  * elements, see "non-finite operands" in common.cl), and the exponential it
  * uses: FCL_EXP_UNITS
  * converts a score to the units of FCL_EXP, FCL_NATURAL_UNITS converts back
- * (exp itself on the portable path, exp2 on the tensor-core one).  Tiles
- * are named by fcl_rows (common.cl) and their first row.
+ * (exp itself on the portable path, exp2 on the tensor-core one), and
+ * optionally FCL_FWD_STAGE_O (O through __local, below).  Tiles are named
+ * by fcl_rows (common.cl) and their first row.
  *
  * V has head_dim_v <= head_dim columns (O too): the pieces hold V's tile at
  * D_PAD columns like K's, reading the kernel's head_dim_v for V's rows and
@@ -66,6 +68,25 @@
 #define FCL_FWD_DEFERRED_PV 0
 #define FCL_FWD_ACC_READY(acc) (void)0
 #define FCL_FWD_LAST_PV(acc) (void)0
+#endif
+
+/* A piece may start Q's loads in FCL_FWD_LOAD_Q and finish them in
+ * FCL_FWD_Q_ARRIVED, after the first keys are requested (the wgmma piece:
+ * Q's copies run while the keys' are set up). */
+#ifndef FCL_FWD_Q_ARRIVED
+#define FCL_FWD_Q_ARRIVED() (void)0
+#endif
+
+/* A piece may write O through __local (FCL_FWD_STAGE_O): each work-item
+ * puts its normalised outputs into a BR x D_PAD tile with
+ * FCL_FWD_O_STAGE(tile row, column, value), and FCL_FWD_O_STORE(O, first
+ * row's element, row stride, rows, columns) then stores the tile in
+ * 16-byte pieces.  Only where every row's start is 16-byte aligned and
+ * rows are whole 8-value pieces, and not for packed or split blocks; the
+ * piece's tile must be free once all work-items are past the loop (a
+ * barrier). */
+#ifndef FCL_FWD_STAGE_O
+#define FCL_FWD_STAGE_O 0
 #endif
 
 /* the output accumulators' rows: the score tile's, unless the piece says (common.cl) */
@@ -198,6 +219,7 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
     int c0 = fcl_next_key_tile(blocks, BC, p0, p1, (key_begin / BC) * BC, key_end, sq.seqlen_k);
     FCL_FWD_KEY_STATE;
     if (c0 < key_end) FCL_FWD_PREFETCH_K(k_rows, c0, sq.seqlen_k - c0);
+    FCL_FWD_Q_ARRIVED();
     FCL_TILE_LOOP(c0 < key_end) {
         const int cols = min(BC, sq.seqlen_k - c0);
         const int next = fcl_next_key_tile(blocks, BC, p0, p1, c0 + BC, key_end, sq.seqlen_k);
@@ -329,6 +351,11 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
     fcl_rows o_rows = fcl_rows_strided(o_off + fcl_batch_offset(b, o_sb) + h * o_sh +
                                        sq.q_row0 * o_ss, o_ss);
     o_rows.sh = o_sh;
+#if FCL_FWD_STAGE_O && FCL_PACK == 1
+    const bool staged = num_splits <= 1 && ((o_rows.base | o_ss) & 7) == 0 && head_dim_v % 8 == 0;
+    if (staged)
+        barrier(CLK_LOCAL_MEM_FENCE);
+#endif
     FCL_UNROLL
     for (int i = 0; i < RM; ++i) {
         const int row = r0 + FCL_ROW(i);
@@ -354,6 +381,10 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
             if (num_splits > 1)
                 part_o[((long)blk.split * part_rows + at) * head_dim_v + col] =
                     valid ? o * inv : NAN;
+#if FCL_FWD_STAGE_O && FCL_PACK == 1
+            else if (staged)
+                FCL_FWD_O_STAGE(FCL_ROW(i), col, valid ? o * inv : NAN);
+#endif
             else
                 fcl_store_o(O, o_row + col, valid ? o * inv : NAN);
         }
@@ -364,4 +395,10 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
                 LSE[lse_off + at] = valid ? lse : NAN;
         }
     }
+#if FCL_FWD_STAGE_O && FCL_PACK == 1
+    if (staged) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        FCL_FWD_O_STORE(O, o_rows.base + (long)r0 * o_ss, o_ss, rows, head_dim_v);
+    }
+#endif
 }

@@ -471,6 +471,7 @@ inline void fcl_load_tile_h_async(__local ushort *dst, int nrows, __global const
     FCL_FWD_LOCALS_SPLIT                                    \
     FCL_WARP_SCRATCH
 
+#if !FCL_WGMMA /* the wgmma piece's overlaps the keys' setup: tile_nv_wgmma.cl */
 #define FCL_FWD_LOAD_Q(q_rows, r0, rows, head_dim, negate)                                   \
     do {                                                                                       \
         fcl_load_rows_h(Qh, BR, Q, fcl_tile_rows(q_rows, false, r0), false, (rows), D_PAD,    \
@@ -478,6 +479,7 @@ inline void fcl_load_tile_h_async(__local ushort *dst, int nrows, __global const
         FCL_TILE_WRITTEN();                                                                    \
         barrier(CLK_LOCAL_MEM_FENCE);                                                          \
     } while (0)
+#endif
 
 #if FCL_PAGE_SIZE > 0 && FCL_PAGE_SIZE % BC != 0
 /* Key tiles across pages.  A copy's address needs its row's page, a read

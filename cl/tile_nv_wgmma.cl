@@ -98,6 +98,50 @@
 #define FCL_WG_DESC_V(T, kk, nd) \
     fcl_wg_desc(T, (nd) * BC * 128 + (kk) * 2 * FCL_WG_ATOM, BC * 128, FCL_WG_ATOM)
 
+/* Q by cp.async (unless negated: a plain load then), waited for once the
+ * first keys are requested, so that its copies overlap the tensor maps'
+ * setup and those requests; the barrier also publishes the V tile that
+ * tile 0's P V reads (FCL_FWD_KBUF_STATE). */
+#define FCL_FWD_LOAD_Q(q_rows, r0, rows, head_dim, negate)                                   \
+    do {                                                                                       \
+        if (negate)                                                                            \
+            fcl_load_rows_h(Qh, BR, Q, fcl_tile_rows(q_rows, false, r0), false, (rows), D_PAD, \
+                            true, lid);                                                        \
+        else                                                                                   \
+            fcl_load_rows_h_async(Qh, BR, Q, fcl_tile_rows(q_rows, false, r0), false, (rows), \
+                                  D_PAD, lid);                                                 \
+    } while (0)
+#define FCL_FWD_Q_ARRIVED() FCL_TILES_ARRIVED()
+
+/* O through Q's tile (flash_fwd.cl's FCL_FWD_STAGE_O), in its layout: a
+ * warp's four-byte writes of 8 rows x 4 column pairs fall in 32 banks,
+ * and 8 consecutive work-items read one row's 8 chunks of 16 bytes.  The
+ * accumulator layout's own stores, 2 bytes each, a warp's instruction
+ * touching 8 rows 8 bytes apiece, took about 6 us of a work-group's end
+ * on the H100 (NOTES.md, run 39). */
+#define FCL_FWD_STAGE_O 1
+inline void fcl_wg_stage_o(__local ushort *t, int at, float v)
+{
+#if FCL_OUT_DTYPE == 1
+    vstore_half_rte(v, (size_t)at, (__local half *)t);
+#else
+    t[at] = fcl_bf16_bits(v);
+#endif
+}
+inline void fcl_wg_store_o(__global fcl_ostorage *o, __local const ushort *t, long base, long ss,
+                           int nrows, int width, int lid)
+{
+    const int chunks = D_PAD / 8;
+    FCL_FOR_TILE_CHUNKS(e, BR * chunks, lid) {
+        const int r = e / chunks, c = e % chunks;
+        if (r < nrows && c * 8 < width)
+            *(__global uint4 *)(o + base + (long)r * ss + c * 8) =
+                *(__local const uint4 *)(t + FCL_H_AT_IN(BR, r, c * 8));
+    }
+}
+#define FCL_FWD_O_STAGE(r, c, v) fcl_wg_stage_o(Qh, FCL_H_AT_IN(BR, r, c), v)
+#define FCL_FWD_O_STORE(o, base, ss, nrows, width) fcl_wg_store_o(o, Qh, base, ss, nrows, width, lid)
+
 /* ---- the pipelined loop (flash_fwd.cl's FCL_FWD_DEFERRED_PV) -----------
  * FlashAttention-3's intra-warpgroup overlap: tile t starts its Q K^T and
  * then tile t-1's P V as two wgmma groups, waits for the first only, and
@@ -111,9 +155,11 @@
 
 #if FCL_WG_TMA
 /* the copies' two mbarriers (buffer t % 2's: K of tile t and V of tile
- * t - 1), and the work-group's two tensor maps while they are written */
+ * t - 1), the warps' arrivals (fcl_wg_last_arrival), and the work-group's
+ * two tensor maps while they are written */
 #define FCL_WG_TMA_LOCALS \
     __local ulong wg_bar_[2]; \
+    __local uint wg_done_; \
     __local ulong wg_stage_[32] __attribute__((aligned(128)));
 #else
 #define FCL_WG_TMA_LOCALS
@@ -133,6 +179,7 @@
  * operand, and the accumulators in wgmma's order while its P V runs. */
 #define FCL_FWD_KBUF_STATE                                                                 \
     int wg_tile_ = 0, wg_prev_ = 0, wg_prev_c0_ = 0, wg_prev_cols_ = 0, wg_prev_cover_ = 0; \
+    int wg_guarded_ = 0;                                                                   \
     uint wg_p_[BC / 16][4] = {{0}};                                                        \
     float wg_o_[D_PAD / FCL_WG_VN][FCL_WG_VN / 2] = {{0.0f}};                              \
     FCL_WG_MAPS_STATE;                                                                     \
@@ -152,44 +199,72 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
 #if FCL_WG_TMA
 /* The tensor memory accelerator (warpgroup_ptx.cl): the work-group's maps
  * of this sequence's K and V rows (keys past its end read as zeros, as
- * the cp.async loads below make them), written at the start; work-item 0
- * issues each tile's copies, buffer t % 2's mbarrier counts K of tile t
- * and V of tile t - 1, and tile t waits for phase t / 2 of it. */
+ * the cp.async loads below make them), written at the start.  Buffer
+ * t % 2's mbarrier counts K of tile t and V of tile t - 1, and tile t
+ * waits for phase t / 2 of it.  Work-item 0 requests the first two tiles'
+ * (K of tiles 0 and 1, V of tile 0) before Q is loaded; from then on tile
+ * t's start requests K of tile t + 1 and V of tile t, into the buffers of
+ * tile t - 1, once every warp is done with them: the last warp to get
+ * there issues the copies (fcl_wg_last_arrival), and no warp waits for
+ * another (a work-group barrier every tile kept the two warpgroups in
+ * step: both at their softmax at once, the tensor cores idle then). */
 #define FCL_WG_TILE_BYTES (FCL_H_HALVES(BC) * 2)
 #define FCL_WG_MAPS_STATE                                                                  \
     __global ulong *const wg_maps_ = maps + 16 + 32 * (long)get_group_id(0);               \
+    if (lid == 0)                                                                          \
+        wg_done_ = 0;                                                                      \
     fcl_wg_maps_make(wg_maps_, maps, wg_stage_, wg_bar_, K, k_rows.base, k_rows.ss, \
                      head_dim, V, v_rows.base, v_rows.ss, head_dim_v, sq.seqlen_k, lid)
 #define FCL_WG_ARRIVED(t) fcl_wg_bar_wait(wg_bar_ + ((t) & 1), ((t) >> 1) & 1)
 
-#define FCL_FWD_PREFETCH_K(k_rows, c0, cols)                                   \
-    do {                                                                       \
-        if (lid == 0) {                                                        \
-            fcl_wg_bar_expect(wg_bar_, FCL_WG_TILE_BYTES);                     \
-            fcl_wg_tma_tile(FCL_WG_BUF(Kh, 0), wg_maps_, K, c0, wg_bar_);      \
-        }                                                                      \
+/* (flash_fwd.cl's names: the tile after c0 as its loop finds it) */
+#define FCL_FWD_PREFETCH_K(k_rows, c0, cols)                                               \
+    do {                                                                                   \
+        if (lid == 0) {                                                                    \
+            const int n1_ = fcl_next_key_tile(blocks, BC, p0, p1, (c0) + BC, key_end,      \
+                                              sq.seqlen_k);                                \
+            fcl_wg_bar_expect(wg_bar_, FCL_WG_TILE_BYTES);                                 \
+            fcl_wg_tma_tile(FCL_WG_BUF(Kh, 0), wg_maps_, K, c0, wg_bar_);                  \
+            fcl_wg_bar_expect(wg_bar_ + 1, (n1_ < key_end ? 2 : 1) * FCL_WG_TILE_BYTES);   \
+            if (n1_ < key_end)                                                             \
+                fcl_wg_tma_tile(FCL_WG_BUF(Kh, 1), wg_maps_, K, n1_, wg_bar_ + 1);         \
+            fcl_wg_tma_tile(FCL_WG_BUF(Vh, 0), wg_maps_ + 16, V, c0, wg_bar_ + 1);         \
+        }                                                                                  \
     } while (0)
 
-/* K of this tile and V of the previous one have arrived; the barrier: every
- * warp is done with the buffers the copies fill (below) */
+/* The warps are done with tile t - 1's buffers (K of tile t - 1, V of
+ * tile t - 2: both products waited for before its rescale): the last of
+ * them requests K of the next tile and V of this one there.  Then K of
+ * this tile and V of the previous one have arrived.  A guard's
+ * fcl_group_any in the previous tile (an edge tile's) takes a barrier
+ * before the next one's (common.cl: two calls with one flag). */
 #define FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, more, next, next_cols, head_dim)      \
     do {                                                                                   \
-        FCL_WG_ARRIVED(wg_tile_);                                                          \
-        FCL_TILE_WRITTEN();                                                                \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                      \
-        if (lid == 0) {                                                                    \
-            __local ulong *bar_ = wg_bar_ + ((wg_tile_ + 1) & 1);                          \
-            fcl_wg_bar_expect(bar_, ((more) ? 2 : 1) * FCL_WG_TILE_BYTES);                 \
-            if (more)                                                                      \
-                fcl_wg_tma_tile(FCL_WG_BUF(Kh, wg_tile_ + 1), wg_maps_, K, next, bar_);    \
-            fcl_wg_tma_tile(FCL_WG_BUF(Vh, wg_tile_), wg_maps_ + 16, V, c0, bar_);         \
+        FCL_WG_GUARDS_APART();                                                             \
+        if (wg_tile_ > 0) {                                                                \
+            FCL_TILE_WRITTEN();                                                            \
+            if (fcl_wg_last_arrival(&wg_done_, lane)) {                                    \
+                __local ulong *bar_ = wg_bar_ + ((wg_tile_ + 1) & 1);                      \
+                fcl_wg_bar_expect(bar_, ((more) ? 2 : 1) * FCL_WG_TILE_BYTES);             \
+                if (more)                                                                  \
+                    fcl_wg_tma_tile(FCL_WG_BUF(Kh, wg_tile_ + 1), wg_maps_, K, next, bar_); \
+                fcl_wg_tma_tile(FCL_WG_BUF(Vh, wg_tile_), wg_maps_ + 16, V, c0, bar_);     \
+            }                                                                              \
         }                                                                                  \
+        FCL_WG_ARRIVED(wg_tile_);                                                          \
     } while (0)
 /* the last tile's V (none requested without a tile) */
 #define FCL_WG_LAST_ARRIVED()                                                              \
     do {                                                                                   \
+        FCL_WG_GUARDS_APART();                                                             \
         if (wg_tile_ > 0)                                                                  \
             FCL_WG_ARRIVED(wg_tile_);                                                      \
+    } while (0)
+#define FCL_WG_GUARDS_APART()                                                              \
+    do {                                                                                   \
+        if (wg_guarded_)                                                                   \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                  \
+        wg_guarded_ = 0;                                                                   \
     } while (0)
 #else
 #define FCL_WG_MAPS_STATE (void)0
@@ -210,14 +285,21 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
     } while (0)
 #define FCL_WG_LAST_ARRIVED() FCL_TILES_ARRIVED()
 #endif
+#ifndef FCL_WG_GUARDS_APART
+#define FCL_WG_GUARDS_APART() (void)0 /* every tile starts with a barrier */
+#endif
 #define FCL_FWD_TILE_MID(more, k_rows, next, cols) (void)0
 
 /* The previous tile's V, guarded as flash_fwd.cl guards a tile's before
- * its P V (common.cl, "non-finite operands"). */
+ * its P V (common.cl, "non-finite operands"); wg_guarded_ says whether
+ * that took fcl_group_any (an edge tile). */
 #define FCL_WG_GUARD_PREV_V()                                                               \
-    FCL_GUARD_NONFINITE(acc, 0, mask, blocks, wg_prev_cover_, sq.seqlen_q, r0, rows,        \
-                        wg_prev_c0_, wg_prev_cols_, head_dim_v, &nonfinite, wg_prev_c0_,     \
-                        FCL_FWD_V_BAD, FCL_FWD_V_CLEAN, 0)
+    do {                                                                                    \
+        wg_guarded_ = FCL_EDGE_TILE(mask, wg_prev_cover_, r0, rows, wg_prev_c0_);           \
+        FCL_GUARD_NONFINITE(acc, 0, mask, blocks, wg_prev_cover_, sq.seqlen_q, r0, rows,    \
+                            wg_prev_c0_, wg_prev_cols_, head_dim_v, &nonfinite, wg_prev_c0_, \
+                            FCL_FWD_V_BAD, FCL_FWD_V_CLEAN, 0);                             \
+    } while (0)
 
 /* Before the fence that starts the previous tile's P V: its V guarded
  * (when there is a previous tile), the accumulators moved into wgmma's

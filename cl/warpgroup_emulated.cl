@@ -130,6 +130,15 @@ inline void fcl_wg_tma_tile(__local ushort *dst, __global const ulong *map,
                 row0 + r < rows && c < cols ? t[base + (long)(row0 + r) * ss + c] : (ushort)0;
 }
 
+/* every work-item has arrived (a barrier), and work-item 0 issues */
+inline bool fcl_wg_last_arrival(volatile __local uint *count, int lane)
+{
+    (void)count;
+    (void)lane;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return get_local_id(0) == 0;
+}
+
 #define fcl_wg_bar_expect(bar, bytes) ((void)(bar), (void)(bytes))
 #define fcl_wg_bar_wait(bar, parity) ((void)(bar), (void)(parity), barrier(CLK_LOCAL_MEM_FENCE))
 #endif

@@ -214,6 +214,22 @@ inline void fcl_wg_bar_wait(__local ulong *bar, int parity)
                      : "memory");
 }
 
+/* Whether this work-item is the one to refill buffers that every warp of
+ * the work-group is now done with: lane 0 of the warp that arrives last.
+ * `count` gets one arrival a warp and is never reset (a multiple of WG / 32
+ * arrivals ends a round; a uint's wrap keeps that).  No warp waits for
+ * another: the work-group's warps keep their own pace, up to the copies
+ * they wait for. */
+inline bool fcl_wg_last_arrival(volatile __local uint *count, int lane)
+{
+    bool last = false;
+    mem_fence(CLK_LOCAL_MEM_FENCE); /* this work-item's reads of the buffers come first */
+    asm volatile("bar.warp.sync -1;" ::: "memory"); /* and those of its warp */
+    if (lane == 0)
+        last = atomic_inc(count) % (WG / 32) == WG / 32 - 1;
+    return last;
+}
+
 inline void fcl_wg_tma_tile(__local ushort *dst, __global const ulong *map,
                             __global const fcl_storage *src, int row0, __local ulong *bar)
 {

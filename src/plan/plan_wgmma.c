@@ -7,8 +7,8 @@
  * 1024-byte boundary, which the tiles' sizes keep without a gap):
  *     (rows + 4 * keys) * d * 2 bytes,
  * plus one int for the non-finite scan (common.cl), with the tensor memory
- * accelerator two mbarriers and the two tensor maps being written (272
- * bytes), and, emulated, 24 bytes a work-item.  Registers per lane: S is keys / 2 floats, O d / 2, and
+ * accelerator two mbarriers, the warps' arrival count and the two tensor
+ * maps being written (276 bytes), and, emulated, 24 bytes a work-item.  Registers per lane: S is keys / 2 floats, O d / 2, and
  * the previous tile's P keys / 4 words while its P V runs.  The default,
  * 128 rows by 128 keys (160 KiB at d = 128: one work-group a
  * multiprocessor on an H100, as registers allow anyway), measured best or
@@ -27,7 +27,7 @@ static uint64_t wgmma_bytes(int d, wgmma_shape s, int emulated, int tma)
     const uint64_t rows = 64u * (uint64_t)s.warpgroups;
     uint64_t bytes = (rows + 4u * (uint64_t)s.keys) * (uint64_t)d * 2u + 4u;
     if (tma)
-        bytes += 2u * 8u + 2u * 128u;
+        bytes += 2u * 8u + 4u + 2u * 128u;
     if (emulated)
         bytes += 128u * (uint64_t)s.warpgroups * 6u * 4u;
     return bytes;
