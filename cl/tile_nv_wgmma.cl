@@ -1,7 +1,7 @@
 /* tile_nv_wgmma.cl - the forward's tile piece on Hopper's warpgroup MMA
  * (wgmma, sm_90a; the operations and the tile layout: warpgroup_ptx.cl).
- * Built with FCL_TILE_MMA=1 and FCL_WGMMA=1 (the host's opt-in:
- * FLASHCL_WGMMA=1 on an NVIDIA sm_90 device; in the tests, emulated), for
+ * Built with FCL_TILE_MMA=1 and FCL_WGMMA=1 (the host's choice on an
+ * NVIDIA sm_90 device unless FLASHCL_WGMMA=0; in the tests, emulated), for
  * fp16/bf16 forwards of strided K/V, head_dim 64 or 128.
  *
  * It is tile_nv_mma.cl's forward with its two products replaced: K and V

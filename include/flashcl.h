@@ -659,7 +659,7 @@ typedef struct fcl_plan {
     char variant[32];              /* the tile piece: "portable-fma"; "nvidia-mma-sync"
                                       (tensor cores; "emulated-mma-sync" in the tests'
                                       emulation); "nvidia-wgmma" (Hopper's warpgroup
-                                      MMA: the forward at head_dim 128 on sm_90, see
+                                      MMA: the forward at head_dim 64 and 128 on sm_90, see
                                       fcl_attention_forward; "emulated-wgmma" in tests); "cpu-simd16" / "cpu-simd8" (CPUs with
                                       16- or 8-float SIMD: one work-item a group, tile rows
                                       as vector lanes) */
@@ -713,14 +713,14 @@ FCL_API fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *de
  * type (out_dtype for FP8 dtypes, else dtype) for o.  A NaN or infinity in
  * q, k or v reaches only the outputs fcl_attention_desc's "Non-finite
  * inputs" names.
- * On an NVIDIA sm_90 device a forward of fp16 or bf16 at head_dim 128 with
- * more than 64 query rows, not a KV-cache call, runs on the Hopper piece
- * (warpgroup MMA; its plan's variant is "nvidia-wgmma", its program built
- * through a PTX rewrite to sm_90a): 1.13-1.32x the mma.sync piece on an
- * H100 (NOTES.md, run 37); the results agree to the storage type's
- * rounding.  The environment's FLASHCL_WGMMA, read at each call, changes
- * that: 0 keeps such forwards on the mma.sync piece, 1 puts head_dim 64
- * there too (0.86-1.08x the mma.sync piece); other values count as unset.
+ * On an NVIDIA sm_90 device a forward of fp16 or bf16 at head_dim 64 or
+ * 128 with more than 64 query rows, not a KV-cache call, runs on the Hopper
+ * piece (warpgroup MMA; its plan's variant is "nvidia-wgmma", its program
+ * built through a PTX rewrite to sm_90a): on an H100 1.6-1.8x the mma.sync
+ * piece at head_dim 128 and 1.08-1.45x at 64 (NOTES.md, run 39); the
+ * results agree to the storage type's rounding.  The environment's
+ * FLASHCL_WGMMA, read at each call, set to 0 keeps such forwards on the
+ * mma.sync piece; other values count as unset.
  * Where NVIDIA's CUDA driver library (libcuda.so.1) encodes a tensor map
  * when the context is made, that piece brings K and V in by the tensor
  * memory accelerator (its plan's reason says so; 1.14-1.30x its cp.async

@@ -6,8 +6,8 @@
  * tiles, the descriptors' LBO, SBO and swizzle mode, V's transpose, the
  * m64nNk16 accumulator layout and P's repacking as the A operand are all
  * checked without a GPU.  Here the piece is asked for (fcl_debug_use_wgmma;
- * FLASHCL_WGMMA=1 for users); unasked, only a real sm_90 device uses it,
- * at head_dim 128.  Small shapes: the emulation is slow.  Tolerances:
+ * FLASHCL_WGMMA=1 for users); unasked, only a real sm_90 device uses it.
+ * Small shapes: the emulation is slow.  Tolerances:
  * test_support.h. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
@@ -129,7 +129,7 @@ static void test_selection(void **state)
     assert_non_null(
         strstr(plan_variant(FCL_KERNEL_BACKWARD_DQ, 128, 64, FCL_DTYPE_FP16), "mma-sync"));
     assert_null(strstr(plan_variant(FCL_KERNEL_FORWARD, 128, 64, FCL_DTYPE_FP32), "mma"));
-    /* unasked: head_dim 128 on a real sm_90 device only, never 64 */
+    /* unasked: on a real sm_90 device only, at head_dim 64 and 128 */
     assert_int_equal(fcl_debug_use_wgmma(ctx, 0), FCL_OK);
     char off64[32], off128[32];
     snprintf(off64, sizeof off64, "%s", plan_variant(FCL_KERNEL_FORWARD, 128, 64, FCL_DTYPE_FP16));
@@ -140,11 +140,13 @@ static void test_selection(void **state)
     assert_int_equal(fcl_context_device_info(ctx, &info), FCL_OK);
     const int sm90 = info.vendor_id == FCL_VENDOR_ID_NVIDIA && info.nv_compute_capability == 90;
     if (getenv("FLASHCL_WGMMA") == NULL) {
-        assert_null(strstr(off64, "wgmma"));
-        if (sm90)
+        if (sm90) {
+            assert_string_equal(off64, "nvidia-wgmma");
             assert_string_equal(off128, "nvidia-wgmma");
-        else
+        } else {
+            assert_null(strstr(off64, "wgmma"));
             assert_null(strstr(off128, "wgmma"));
+        }
     }
 }
 

@@ -49,9 +49,9 @@ static void usage(FILE *f)
             "columns are V (multi-head latent attention, e.g. --head-dim 576 --head-dim-v\n"
             "512 --heads-q 128 --heads-kv 1 --dtype fp16).  Above head_dim 256 only the\n"
             "KV-cache call is planned (the forward and backward stop at 256).\n"
-            "On an NVIDIA sm_90 device the forward plan at head_dim 128 (fp16/bf16) is the\n"
-            "wgmma piece (variant nvidia-wgmma); FLASHCL_WGMMA=0 in the environment keeps\n"
-            "it on mma.sync, FLASHCL_WGMMA=1 puts head_dim 64 there too.\n");
+            "On an NVIDIA sm_90 device the forward plan at head_dim 64 and 128 (fp16/bf16)\n"
+            "is the wgmma piece (variant nvidia-wgmma); FLASHCL_WGMMA=0 in the environment\n"
+            "keeps it on mma.sync.\n");
 }
 
 static int parse_dtype(const char *s, fcl_dtype *out)

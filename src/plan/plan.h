@@ -30,7 +30,7 @@ enum {
     FCL_BUILD_FUSED_DQ = 0x800,
     FCL_BUILD_FUSED_DQ_ANY_ORDER = 0x1000,
     /* the forward on the wgmma piece (cl/tile_nv_wgmma.cl), with
-     * FCL_BUILD_TILE_MMA: an opt-in, fcl_uses_wgmma */
+     * FCL_BUILD_TILE_MMA: where fcl_uses_wgmma says */
     FCL_BUILD_WGMMA = 0x2000,
     /* with FCL_BUILD_WGMMA: K and V tiles brought in by the tensor memory
      * accelerator (cl/warpgroup_ptx.cl, FCL_WG_TMA) instead of cp.async */

@@ -70,8 +70,9 @@ bool fcl_uses_wgmma_tma(const fcl_context *ctx, const fcl_attention_desc *d)
 
 /* Whether the wgmma piece is asked for: 1 by FLASHCL_WGMMA=1 in the
  * environment (read at each call, as the backward's FLASHCL_BACKWARD_DQ
- * is) or the tests' hook, 0 by FLASHCL_WGMMA=0, -1 by neither (any other
- * value counts as unset): the default. */
+ * is) or the tests' hook (which also asks on a device the piece is
+ * emulated on), 0 by FLASHCL_WGMMA=0, -1 by neither (any other value
+ * counts as unset): the default. */
 static int wgmma_asked(const fcl_context *ctx)
 {
     const char *env = getenv("FLASHCL_WGMMA");
@@ -87,11 +88,11 @@ bool fcl_uses_wgmma(const fcl_context *ctx, const fcl_attention_desc *d, fcl_ker
     const bool sm90 = ctx->profile == NULL && in->vendor_id == FCL_VENDOR_ID_NVIDIA &&
                       in->nv_compute_capability == 90;
     const bool device = ctx->emulate_tensor_cores || sm90;
-    /* The default, on a real sm_90 device at head_dim 128: there the piece
-     * measured 1.13-1.32x the mma.sync piece on an H100, at head_dim 64
-     * 0.86-1.08x (NOTES.md, run 37). */
+    /* The default, on a real sm_90 device: there the piece measured
+     * 1.6-1.8x the mma.sync piece on an H100 at head_dim 128, 1.08-1.45x at
+     * 64 (NOTES.md, run 39). */
     const int asked = wgmma_asked(ctx);
-    const bool wanted = asked == 1 || (asked < 0 && sm90 && d->head_dim == 128);
+    const bool wanted = asked == 1 || (asked < 0 && sm90);
     return wanted && device && kind == FCL_KERNEL_FORWARD &&
            (features & FCL_BUILD_TILE_MMA) && !(features & FCL_FEAT_KVCACHE) &&
            (d->dtype == FCL_DTYPE_FP16 || d->dtype == FCL_DTYPE_BF16) &&
