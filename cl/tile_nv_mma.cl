@@ -619,6 +619,42 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
                 FCL_FWD_NCOL, BC)
 #endif
 #endif
+/* O through Q's tile (flash_fwd.cl's FCL_FWD_STAGE_O), in its layout, when
+ * a warp holds whole rows of O (FCL_WD 1) of a 16-bit type: a warp's
+ * four-byte writes of 8 rows x 4 column pairs fall in 32 banks (padded
+ * rows and the 128-byte swizzle alike), and 8 consecutive work-items read
+ * a row's 8 chunks of 16 bytes.  The accumulator layout's own stores, 2
+ * bytes each, a warp's instruction touching 8 rows 8 bytes apiece, took
+ * about 6 us of a work-group's end on the H100 (NOTES.md, run 39).  On
+ * the mma.sync piece only up to head_dim 64: at 64 it measured 1.01-1.13x
+ * there, at 128 0.90-0.95x from N 4096 (its loop, not its end, got
+ * slower; NOTES.md run 39). */
+#if FCL_WD == 1 && (FCL_OUT_DTYPE == 1 || FCL_OUT_DTYPE == 2) && (FCL_WGMMA || D_PAD <= 64)
+#define FCL_FWD_STAGE_O 1
+inline void fcl_stage_o(__local ushort *t, int at, float v)
+{
+#if FCL_OUT_DTYPE == 1
+    vstore_half_rte(v, (size_t)at, (__local half *)t);
+#else
+    t[at] = fcl_bf16_bits(v);
+#endif
+}
+inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t, long base,
+                               long ss, int nrows, int width, int lid)
+{
+    const int chunks = D_PAD / 8;
+    FCL_FOR_TILE_CHUNKS(e, BR * chunks, lid) {
+        const int r = e / chunks, c = e % chunks;
+        if (r < nrows && c * 8 < width)
+            *(__global uint4 *)(o + base + (long)r * ss + c * 8) =
+                *(__local const uint4 *)(t + FCL_H_AT_IN(BR, r, c * 8));
+    }
+}
+#define FCL_FWD_O_STAGE(r, c, v) fcl_stage_o(Qh, FCL_H_AT_IN(BR, r, c), v)
+#define FCL_FWD_O_STORE(o, base, ss, nrows, width) \
+    fcl_store_staged_o(o, Qh, base, ss, nrows, width, lid)
+#endif
+
 /* The operand of P V, V (common.cl, "non-finite operands"); with a shared
  * cache K's tile, whose products with Q are done by then */
 #define FCL_FWD_V_BAD(X, p, c) FCL_H_BAD(FCL_FWD_VT, p, c)

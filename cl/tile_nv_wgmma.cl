@@ -113,34 +113,7 @@
     } while (0)
 #define FCL_FWD_Q_ARRIVED() FCL_TILES_ARRIVED()
 
-/* O through Q's tile (flash_fwd.cl's FCL_FWD_STAGE_O), in its layout: a
- * warp's four-byte writes of 8 rows x 4 column pairs fall in 32 banks,
- * and 8 consecutive work-items read one row's 8 chunks of 16 bytes.  The
- * accumulator layout's own stores, 2 bytes each, a warp's instruction
- * touching 8 rows 8 bytes apiece, took about 6 us of a work-group's end
- * on the H100 (NOTES.md, run 39). */
-#define FCL_FWD_STAGE_O 1
-inline void fcl_wg_stage_o(__local ushort *t, int at, float v)
-{
-#if FCL_OUT_DTYPE == 1
-    vstore_half_rte(v, (size_t)at, (__local half *)t);
-#else
-    t[at] = fcl_bf16_bits(v);
-#endif
-}
-inline void fcl_wg_store_o(__global fcl_ostorage *o, __local const ushort *t, long base, long ss,
-                           int nrows, int width, int lid)
-{
-    const int chunks = D_PAD / 8;
-    FCL_FOR_TILE_CHUNKS(e, BR * chunks, lid) {
-        const int r = e / chunks, c = e % chunks;
-        if (r < nrows && c * 8 < width)
-            *(__global uint4 *)(o + base + (long)r * ss + c * 8) =
-                *(__local const uint4 *)(t + FCL_H_AT_IN(BR, r, c * 8));
-    }
-}
-#define FCL_FWD_O_STAGE(r, c, v) fcl_wg_stage_o(Qh, FCL_H_AT_IN(BR, r, c), v)
-#define FCL_FWD_O_STORE(o, base, ss, nrows, width) fcl_wg_store_o(o, Qh, base, ss, nrows, width, lid)
+/* O through Q's tile: tile_nv_mma.cl's FCL_FWD_STAGE_O */
 
 /* ---- the pipelined loop (flash_fwd.cl's FCL_FWD_DEFERRED_PV) -----------
  * FlashAttention-3's intra-warpgroup overlap: tile t starts its Q K^T and
