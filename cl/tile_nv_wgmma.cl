@@ -189,6 +189,17 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
     fcl_wg_maps_make(wg_maps_, maps, wg_stage_, wg_bar_, K, k_rows.base, k_rows.ss, \
                      head_dim, V, v_rows.base, v_rows.ss, head_dim_v, sq.seqlen_k, lid)
 #define FCL_WG_ARRIVED(t) fcl_wg_bar_wait(wg_bar_ + ((t) & 1), ((t) >> 1) & 1)
+/* One work-item: K of the tile at key `next` (when `more`) into K buffer
+ * t + 1 and V of the tile at key c0 into V buffer t, both counted by
+ * mbarrier (t + 1) % 2. */
+#define FCL_WG_REQUEST(t, more, next, c0)                                                  \
+    do {                                                                                   \
+        __local ulong *bar_ = wg_bar_ + (((t) + 1) & 1);                                   \
+        fcl_wg_bar_expect(bar_, ((more) ? 2 : 1) * FCL_WG_TILE_BYTES);                     \
+        if (more)                                                                          \
+            fcl_wg_tma_tile(FCL_WG_BUF(Kh, (t) + 1), wg_maps_, K, next, bar_);             \
+        fcl_wg_tma_tile(FCL_WG_BUF(Vh, t), wg_maps_ + 16, V, c0, bar_);                    \
+    } while (0)
 
 /* (flash_fwd.cl's names: the tile after c0 as its loop finds it) */
 #define FCL_FWD_PREFETCH_K(k_rows, c0, cols)                                               \
@@ -198,10 +209,7 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
                                               sq.seqlen_k);                                \
             fcl_wg_bar_expect(wg_bar_, FCL_WG_TILE_BYTES);                                 \
             fcl_wg_tma_tile(FCL_WG_BUF(Kh, 0), wg_maps_, K, c0, wg_bar_);                  \
-            fcl_wg_bar_expect(wg_bar_ + 1, (n1_ < key_end ? 2 : 1) * FCL_WG_TILE_BYTES);   \
-            if (n1_ < key_end)                                                             \
-                fcl_wg_tma_tile(FCL_WG_BUF(Kh, 1), wg_maps_, K, n1_, wg_bar_ + 1);         \
-            fcl_wg_tma_tile(FCL_WG_BUF(Vh, 0), wg_maps_ + 16, V, c0, wg_bar_ + 1);         \
+            FCL_WG_REQUEST(0, n1_ < key_end, n1_, c0);                                     \
         }                                                                                  \
     } while (0)
 
@@ -216,13 +224,8 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
         FCL_WG_GUARDS_APART();                                                             \
         if (wg_tile_ > 0) {                                                                \
             FCL_TILE_WRITTEN();                                                            \
-            if (fcl_wg_last_arrival(&wg_done_, lane)) {                                    \
-                __local ulong *bar_ = wg_bar_ + ((wg_tile_ + 1) & 1);                      \
-                fcl_wg_bar_expect(bar_, ((more) ? 2 : 1) * FCL_WG_TILE_BYTES);             \
-                if (more)                                                                  \
-                    fcl_wg_tma_tile(FCL_WG_BUF(Kh, wg_tile_ + 1), wg_maps_, K, next, bar_); \
-                fcl_wg_tma_tile(FCL_WG_BUF(Vh, wg_tile_), wg_maps_ + 16, V, c0, bar_);     \
-            }                                                                              \
+            if (fcl_wg_last_arrival(&wg_done_, lane))                                      \
+                FCL_WG_REQUEST(wg_tile_, more, next, c0);                                  \
         }                                                                                  \
         FCL_WG_ARRIVED(wg_tile_);                                                          \
     } while (0)

@@ -8,8 +8,9 @@
  *     (rows + 4 * keys) * d * 2 bytes,
  * plus one int for the non-finite scan (common.cl), with the tensor memory
  * accelerator two mbarriers, the warps' arrival count and the two tensor
- * maps being written (276 bytes), and, emulated, 24 bytes a work-item.  Registers per lane: S is keys / 2 floats, O d / 2, and
- * the previous tile's P keys / 4 words while its P V runs.  The default,
+ * maps being written (276 bytes), and, emulated, 24 bytes a work-item.
+ * Registers per lane: S is keys / 2 floats, O d / 2, and the previous
+ * tile's P keys / 4 words while its P V runs.  The default,
  * 128 rows by 128 keys (160 KiB at d = 128: one work-group a
  * multiprocessor on an H100, as registers allow anyway), measured best or
  * level with 128 x 64 and 128 x 192 on the H100 (NOTES.md run 34); it
