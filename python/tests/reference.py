@@ -74,9 +74,10 @@ def forward(q, k, v, ft=np.float64, causal=False, scale=None, window=(-1, -1), s
     """O (B, Sq, Hq, dv), LSE (B, Hq, Sq) and, given dout, (dq, dk, dv) and the
     magnitudes M of the gradients' terms, computed in float type ft from the
     stored q, k, v (v, O, dout and dv head_dim_v = v.shape[-1] wide, the scale
-    from q's head_dim).  keep: the dropout mask (B, Hq, Sq, Sk) of 0/1.  sinks:
+    from q's head_dim; q's array type names the storage type of O).  keep: the dropout mask (B, Hq, Sq, Sk) of 0/1.  sinks:
     (Hq,) logits in every row's denominator (flashcl.h, "Sinks"); then the
     gradients and magnitudes end with dsinks and its M."""
+    dt = {np.dtype(t): n for n, t in STORAGE.items()}.get(np.asarray(q).dtype)
     q, k, v = (load(x).astype(ft) for x in (q, k, v))
     b, sq, hq, d = q.shape
     sk = k.shape[1]
@@ -108,7 +109,10 @@ def forward(q, k, v, ft=np.float64, causal=False, scale=None, window=(-1, -1), s
     if dout is None:
         return o, lse
     do = np.transpose(load(dout).astype(ft), (0, 2, 1, 3))
-    oh = np.transpose(o, (0, 2, 1, 3))
+    # the backward is given O as stored: the low-precision pass takes its
+    # delta = dO . O from O rounded to the storage type, as tests/reference.c does
+    o_in = o if ft == np.float64 or dt is None else load(store(o, dt)).astype(ft)
+    oh = np.transpose(o_in, (0, 2, 1, 3))
     dvh = np.einsum("bhij,bhid->bhjd", pd, do)
     dp = np.einsum("bhid,bhjd->bhij", do, vh) * drop
     delta = np.sum(do * oh, axis=-1, keepdims=True)
