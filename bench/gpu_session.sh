@@ -122,6 +122,28 @@ for step in $steps; do
             --out "$OUT/wgmma_${m}_$r.csv" 2>&1 | grep -v '^\[' | tee -a "$OUT/wgmma.txt"
         done
       done ;;
+    wgmma-bwd)
+      # issue 27, the backward on the wgmma piece (FLASHCL_WGMMA_BACKWARD=1,
+      # sm_90 only): its plans, test_wgmma (the forward and both backward
+      # kernels on the real instructions), test_backward through it, then
+      # flashcl-bench's backward with it and without (mma.sync), alternated
+      # twice, PyTorch's backends beside (backward columns of sdpa_backends.py)
+      FLASHCL_WGMMA_BACKWARD=1 timeout 120 "$B/tools/flashcl-info" --head-dim 128 --dtype fp16 2>&1 \
+        | tee "$OUT/wgmma_bwd_info.txt"
+      ( time timeout 300 "$B/tests/test_wgmma" ) > "$OUT/test_wgmma.log" 2>&1
+      echo "test_wgmma: rc=$?"; grep -E "PASSED|FAILED|FAIL " "$OUT/test_wgmma.log" | head -20
+      ( time FLASHCL_WGMMA_BACKWARD=1 timeout 300 "$B/tests/test_backward" ) > "$OUT/test_backward.log" 2>&1
+      echo "test_backward (on wgmma): rc=$?"; grep -E "PASSED|FAILED|FAIL " "$OUT/test_backward.log" | head
+      for r in 1 2; do
+        for m in 0 1; do
+          echo "== FLASHCL_WGMMA_BACKWARD=$m round $r" | tee -a "$OUT/wgmma_bwd.txt"
+          FLASHCL_WGMMA_BACKWARD=$m timeout 200 "$B/bench/flashcl-bench" --dtype "${WGMMA_DTYPE:-fp16}" \
+            --head-dims 64,128 --seqlens 1024,4096,16384 --causal 0,1 --backward --no-naive --reps 5 \
+            --profile --out "$OUT/wgmma_bwd_${m}_$r.csv" 2>&1 | grep -v '^\[' | tee -a "$OUT/wgmma_bwd.txt"
+        done
+      done
+      PYTHONUNBUFFERED=1 timeout 300 python3 bench/sdpa_backends.py --dtypes "${WGMMA_DTYPE:-fp16}" \
+        --head-dims 64,128 --csv "$OUT/wgmma_bwd_sdpa.csv" 2>&1 | tee -a "$OUT/wgmma_bwd.txt" ;;
     bench-probe)
       timeout 200 "$B/bench/flashcl-bench" --dtype fp32 --backward --reps 3 --seqlens 4096,16384 \
         --head-dims 64 --causal 0 2>&1 | tee "$OUT/bench_probe.txt" ;;

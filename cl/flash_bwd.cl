@@ -384,7 +384,7 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
 #if FCL_FUSED_DQ
     /* whether K holds a non-finite value, for dQ's exact path (rare) */
     barrier(CLK_LOCAL_MEM_FENCE);
-    const bool k_bad = fcl_group_any(fcl_h_tile_bad(Kh, cols, lid), &nonfinite[2], 1);
+    const bool k_bad = fcl_group_any(fcl_h_tile_bad(Kh, BC, cols, lid), &nonfinite[2], 1);
 #endif
 
     /* Both accumulators, or one of them (FCL_DKDV_PART; the other is never

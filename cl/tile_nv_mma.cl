@@ -17,9 +17,9 @@
  * dS) is repacked to 16 bits as the A operand of the next product
  * (FlashAttention-2's register reuse).  __local tiles hold 16-bit rows padded
  * by 8 halves (LDH), so the 8 rows of an ldmatrix fall in different banks.
- * With FCL_WGMMA the forward's products are tile_nv_wgmma.cl's instead, on
- * tiles in wgmma's layout (FCL_H_AT); the rest of the forward is this
- * file's.
+ * With FCL_WGMMA the products of the forward, of dK/dV and of dQ are
+ * tile_nv_wgmma.cl's instead, on tiles in wgmma's layout (FCL_H_AT_IN);
+ * the rest of those kernels' pieces is this file's.
  */
 #if FCL_TILE_MMA
 
@@ -29,15 +29,12 @@
 #endif
 #define LDH (D_PAD + 8)
 /* Where element (r, c) of a 16-bit tile of `rows` rows lies, in halves
- * from its start (FCL_H_AT_IN; FCL_H_AT where the rows go without saying),
- * and the halves of such a tile: rows padded to LDH, or, in the
- * wgmma piece's forward (FCL_WGMMA), wgmma's 128-byte swizzle (FCL_WG_AT,
+ * from its start (FCL_H_AT_IN), and the halves of such a tile: rows padded
+ * to LDH, or, in the wgmma piece (FCL_WGMMA), wgmma's 128-byte swizzle (FCL_WG_AT,
  * warpgroup_ptx.cl), which the loads below fill alike: 8 values of a row
  * are 16 contiguous bytes in both.  FCL_H_ALIGNED: the tiles' alignment. */
 #if FCL_WGMMA
 #define FCL_H_AT_IN(rows, r, c) FCL_WG_AT(rows, r, c)
-/* (the tiles named without their rows, the guards', are key tiles) */
-#define FCL_H_AT(r, c) FCL_WG_AT(BC, r, c)
 #define FCL_H_HALVES(rows) ((rows) * D_PAD)
 #define FCL_H_ALIGNED FCL_WG_TILE_ALIGNED
 /* Copy e of a tile's 16-byte copies: 8 consecutive copies fill the same
@@ -49,12 +46,12 @@
 /* tiles written by ordinary stores or cp.async are read by the tensor
  * cores' (async) proxy after the next barrier */
 #define FCL_TILE_WRITTEN() fcl_wg_proxy_fence()
-#if !defined(FCL_KERNEL_FORWARD) || FCL_IS_FP8 || FCL_PAGE_SIZE > 0 || FCL_HAS(FCL_FEAT_SHARED_KV)
-#error "the wgmma piece is the forward's, on fp16/bf16 tiles of strided K/V"
+#if FCL_IS_FP8 || FCL_PAGE_SIZE > 0 || FCL_HAS(FCL_FEAT_SHARED_KV) || FCL_FUSED_DQ || \
+    FCL_DKDV_PART != 0
+#error "the wgmma piece: fp16/bf16 tiles of strided K/V, dK and dV in one launch, dQ apart"
 #endif
 #else
 #define FCL_H_AT_IN(rows, r, c) ((r) * LDH + (c))
-#define FCL_H_AT(r, c) ((r) * LDH + (c))
 #define FCL_H_HALVES(rows) ((rows) * LDH)
 #define FCL_H_ALIGNED FCL_ALIGNED
 /* the row and 8-value column block of copy e of a tile, row-major */
@@ -252,22 +249,24 @@ inline float fcl_h_value(ushort h)
     return vload_half(0, (const __private half *)&h);
 #endif
 }
-#define FCL_H_BAD(tile, p, c) fcl_h_nonfinite((tile)[FCL_H_AT(p, c)])
+/* Element (p, c) of a tile of `rows` rows is non-finite. */
+#define FCL_H_BAD(tile, rows, p, c) fcl_h_nonfinite((tile)[FCL_H_AT_IN(rows, p, c)])
 /* common.cl's FCL_ZERO_NONFINITE in this piece's layout */
-#define FCL_H_CLEAN(tile, n)                                                       \
+#define FCL_H_CLEAN(tile, rows, n)                                                 \
     do {                                                                           \
         barrier(CLK_LOCAL_MEM_FENCE);                                              \
         FCL_FOR_SHARE(p_, c_, (n), D_PAD)                                          \
-            if (fcl_h_nonfinite((tile)[FCL_H_AT(p_, c_)])) (tile)[FCL_H_AT(p_, c_)] = 0; \
+            if (fcl_h_nonfinite((tile)[FCL_H_AT_IN(rows, p_, c_)]))                \
+                (tile)[FCL_H_AT_IN(rows, p_, c_)] = 0;                             \
         FCL_TILE_WRITTEN();                                                        \
         barrier(CLK_LOCAL_MEM_FENCE);                                              \
     } while (0)
 
-/* Whether this work-item's share of rows [0, n) of a 16-bit tile holds a
- * non-finite value, read 8 values (16 bytes) at a time: the edge tiles'
- * scan (common.cl, FCL_GUARD_SCAN).  D_PAD is a multiple of 16 here and
- * LDH keeps rows 16-byte aligned. */
-inline bool fcl_h_tile_bad(__local const ushort *tile, int n, int lid)
+/* Whether this work-item's share of rows [0, n) of a 16-bit tile of
+ * `rows` rows holds a non-finite value, read 8 values (16 bytes) at a
+ * time: the edge tiles' scan (common.cl, FCL_GUARD_SCAN).  D_PAD is a
+ * multiple of 16 here and LDH keeps rows 16-byte aligned. */
+inline bool fcl_h_tile_bad(__local const ushort *tile, int rows, int n, int lid)
 {
 #if FCL_DTYPE == 2
     const uint lo = 0x7F80u, hi = 0x7F800000u;
@@ -277,15 +276,15 @@ inline bool fcl_h_tile_bad(__local const ushort *tile, int n, int lid)
     bool bad = false;
     for (int e = lid; e < n * (D_PAD / 8); e += WG) {
         const int r = e / (D_PAD / 8), c = (e - r * (D_PAD / 8)) * 8;
-        const uint4 x = *(__local const uint4 *)(tile + FCL_H_AT(r, c));
+        const uint4 x = *(__local const uint4 *)(tile + FCL_H_AT_IN(rows, r, c));
         bad |= any((x & lo) == lo) || any((x & hi) == hi);
     }
     return bad;
 }
 /* FCL_GUARD_SCAN for this piece: each operand's BAD names its tile as
- * FCL_H_TILE_<BAD>(X) */
+ * FCL_H_TILE_<BAD>(X) and the tile's rows as FCL_H_ROWS_<BAD> */
 #define FCL_GUARD_SCAN(bad, BAD, X, npart, width) \
-    ((void)(width), bad = fcl_h_tile_bad(FCL_H_TILE_##BAD(X), (npart), lid))
+    ((void)(width), bad = fcl_h_tile_bad(FCL_H_TILE_##BAD(X), FCL_H_ROWS_##BAD, (npart), lid))
 
 /* Runs the statement that follows for e = lid, lid + WG, ... below n: the
  * copies of a tile shared out over the work-group.  Every work-item takes
@@ -514,7 +513,7 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
         const long at = t.base + (long)pg[k] * t.page_stride +
                         (long)((t.first + r) % FCL_PAGE_SIZE) * t.ss + c * 8;
         if (e < BC * chunks)
-            fcl_copy8_h_async(dst + FCL_H_AT(r, c * 8), src + (valid ? at : 0), valid);
+            fcl_copy8_h_async(dst + FCL_H_AT_IN(BC, r, c * 8), src + (valid ? at : 0), valid);
     }
     fcl_cp_async_commit();
 }
@@ -657,9 +656,10 @@ inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t
 
 /* The operand of P V, V (common.cl, "non-finite operands"); with a shared
  * cache K's tile, whose products with Q are done by then */
-#define FCL_FWD_V_BAD(X, p, c) FCL_H_BAD(FCL_FWD_VT, p, c)
+#define FCL_FWD_V_BAD(X, p, c) FCL_H_BAD(FCL_FWD_VT, BC, p, c)
 #define FCL_H_TILE_FCL_FWD_V_BAD(X) (FCL_FWD_VT)
-#define FCL_FWD_V_CLEAN(X, n) FCL_H_CLEAN(FCL_FWD_VT, n)
+#define FCL_H_ROWS_FCL_FWD_V_BAD BC
+#define FCL_FWD_V_CLEAN(X, n) FCL_H_CLEAN(FCL_FWD_VT, BC, n)
 
 #endif
 
@@ -668,7 +668,7 @@ inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t
  * buffers: the next tile arrives by cp.async while this one is multiplied.
  * A tile begins by waiting for its copies; the barrier also tells that every
  * warp is done with the other buffer, which the next request then fills. */
-#define FCL_BUF(tile, rows, buf) ((tile) + (buf) * ((rows) * LDH))
+#define FCL_BUF(tile, rows, buf) ((tile) + (buf) * FCL_H_HALVES(rows))
 
 #if defined(FCL_KERNEL_DQ)
 
@@ -680,10 +680,10 @@ inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t
 #define FCL_BWD_IDS FCL_MMA_IDS
 
 #define FCL_DQ_LOCALS                                       \
-    __local ushort Qh[BR * LDH] FCL_ALIGNED;                \
-    __local ushort dOh[BR * LDH] FCL_ALIGNED;               \
-    __local ushort Kh[2 * BC * LDH] FCL_ALIGNED;            \
-    __local ushort Vh[2 * BC * LDH] FCL_ALIGNED;            \
+    __local ushort Qh[FCL_H_HALVES(BR)] FCL_H_ALIGNED;      \
+    __local ushort dOh[FCL_H_HALVES(BR)] FCL_H_ALIGNED;     \
+    __local ushort Kh[2 * FCL_H_HALVES(BC)] FCL_H_ALIGNED;  \
+    __local ushort Vh[2 * FCL_H_HALVES(BC)] FCL_H_ALIGNED;  \
     FCL_WARP_SCRATCH
 
 /* Visible after the first tile's barrier. */
@@ -702,14 +702,17 @@ inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t
 
 #define FCL_DQ_TILE_BEGIN(k_base, k_ss, v_base, v_ss, cols, head_dim, buf) FCL_TILES_ARRIVED()
 
+#if !FCL_WGMMA /* the wgmma piece's products: tile_nv_wgmma.cl */
 #define FCL_DQ_S(s, buf) FCL_MMA_ABT(s, Qh, warp * 16 * MB, FCL_BUF(Kh, BC, buf), BC)
 #define FCL_DQ_DP(dp, buf) FCL_MMA_ABT(dp, dOh, warp * 16 * MB, FCL_BUF(Vh, BC, buf), BC)
-#define FCL_DQ_SET_DS(s, i, j, ds) (s[i][j] = (ds))
 #define FCL_DQ_ACC(acc, s, buf) FCL_MMA_AB(acc, s, FCL_BUF(Kh, BC, buf), BC)
+#endif
+#define FCL_DQ_SET_DS(s, i, j, ds) (s[i][j] = (ds))
 /* The operand of dS K, K (common.cl, "non-finite operands") */
-#define FCL_DQ_K_BAD(buf, p, c) FCL_H_BAD(FCL_BUF(Kh, BC, buf), p, c)
+#define FCL_DQ_K_BAD(buf, p, c) FCL_H_BAD(FCL_BUF(Kh, BC, buf), BC, p, c)
 #define FCL_H_TILE_FCL_DQ_K_BAD(buf) FCL_BUF(Kh, BC, buf)
-#define FCL_DQ_K_CLEAN(buf, n) FCL_H_CLEAN(FCL_BUF(Kh, BC, buf), n)
+#define FCL_H_ROWS_FCL_DQ_K_BAD BC
+#define FCL_DQ_K_CLEAN(buf, n) FCL_H_CLEAN(FCL_BUF(Kh, BC, buf), BC, n)
 
 #elif defined(FCL_KERNEL_DKDV)
 
@@ -774,10 +777,10 @@ inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t
 #define FCL_BWD_IDS FCL_MMA_IDS
 
 #define FCL_DKDV_LOCALS                                     \
-    __local ushort Kh[BC * LDH] FCL_ALIGNED;                \
-    __local ushort Vh[BC * LDH] FCL_ALIGNED;                \
-    __local ushort Qh[2 * BR * LDH] FCL_ALIGNED;            \
-    __local ushort dOh[2 * BR * LDH] FCL_ALIGNED;           \
+    __local ushort Kh[FCL_H_HALVES(BC)] FCL_H_ALIGNED;      \
+    __local ushort Vh[FCL_H_HALVES(BC)] FCL_H_ALIGNED;      \
+    __local ushort Qh[2 * FCL_H_HALVES(BR)] FCL_H_ALIGNED;  \
+    __local ushort dOh[2 * FCL_H_HALVES(BR)] FCL_H_ALIGNED; \
     __local float lse_s[2 * BR] FCL_ALIGNED;                \
     __local float dlt_s[2 * BR] FCL_ALIGNED;                \
     FCL_DQ_LOCALS_FUSED                                     \
@@ -800,20 +803,26 @@ inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t
 
 #define FCL_DKDV_BLOCK_BEGIN(q_base, q_ss, do_base, do_ss, rows, head_dim, buf) FCL_TILES_ARRIVED()
 
+#if !FCL_WGMMA /* the wgmma piece's products: tile_nv_wgmma.cl */
 #define FCL_DKDV_ST(st, buf)                                                                \
     FCL_MMA_ABT(st, Kh, FCL_DKDV_SROW0, FCL_BUF(Qh, BR, buf) + FCL_DKDV_SQ0 * LDH, FCL_DKDV_QN)
 #define FCL_DKDV_DPT(dpt, buf)                                                              \
     FCL_MMA_ABT(dpt, Vh, FCL_DKDV_SROW0, FCL_BUF(dOh, BR, buf) + FCL_DKDV_SQ0 * LDH, FCL_DKDV_QN)
+#endif
 #define FCL_DKDV_SET(st, dpt, i, j, p, ds) (st[i][j] = (p), dpt[i][j] = (ds))
 /* The operands of P^T dO and dS^T Q (common.cl, "non-finite operands") */
-#define FCL_DKDV_DO_BAD(buf, p, c) FCL_H_BAD(FCL_BUF(dOh, BR, buf), p, c)
+#define FCL_DKDV_DO_BAD(buf, p, c) FCL_H_BAD(FCL_BUF(dOh, BR, buf), BR, p, c)
 #define FCL_H_TILE_FCL_DKDV_DO_BAD(buf) FCL_BUF(dOh, BR, buf)
-#define FCL_DKDV_DO_CLEAN(buf, n) FCL_H_CLEAN(FCL_BUF(dOh, BR, buf), n)
-#define FCL_DKDV_Q_BAD(buf, p, c) FCL_H_BAD(FCL_BUF(Qh, BR, buf), p, c)
+#define FCL_H_ROWS_FCL_DKDV_DO_BAD BR
+#define FCL_DKDV_DO_CLEAN(buf, n) FCL_H_CLEAN(FCL_BUF(dOh, BR, buf), BR, n)
+#define FCL_DKDV_Q_BAD(buf, p, c) FCL_H_BAD(FCL_BUF(Qh, BR, buf), BR, p, c)
 #define FCL_H_TILE_FCL_DKDV_Q_BAD(buf) FCL_BUF(Qh, BR, buf)
-#define FCL_DKDV_Q_CLEAN(buf, n) FCL_H_CLEAN(FCL_BUF(Qh, BR, buf), n)
+#define FCL_H_ROWS_FCL_DKDV_Q_BAD BR
+#define FCL_DKDV_Q_CLEAN(buf, n) FCL_H_CLEAN(FCL_BUF(Qh, BR, buf), BR, n)
 #define FCL_DKDV_SHARE(T, x, LD) FCL_SHARE_TILE(T, x, 4 * RN, LD)
-#if FCL_WD == 1
+#if FCL_WGMMA
+/* FCL_DKDV_ACC: tile_nv_wgmma.cl */
+#elif FCL_WD == 1
 #define FCL_DKDV_ACC(dk, dv, st, dpt, buf)                              \
     do {                                                               \
         if (FCL_WANT_DV) FCL_MMA_AB(dv, st, FCL_BUF(dOh, BR, buf), BR);  \

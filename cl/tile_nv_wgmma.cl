@@ -1,8 +1,10 @@
-/* tile_nv_wgmma.cl - the forward's tile piece on Hopper's warpgroup MMA
- * (wgmma, sm_90a; the operations and the tile layout: warpgroup_ptx.cl).
- * Built with FCL_TILE_MMA=1 and FCL_WGMMA=1 (the host's choice on an
- * NVIDIA sm_90 device unless FLASHCL_WGMMA=0; in the tests, emulated), for
- * fp16/bf16 forwards of strided K/V, head_dim 64 or 128.
+/* tile_nv_wgmma.cl - the tile piece of the forward and of the backward's
+ * two kernels on Hopper's warpgroup MMA (wgmma, sm_90a; the operations and
+ * the tile layout: warpgroup_ptx.cl).  Built with FCL_TILE_MMA=1 and
+ * FCL_WGMMA=1 (the host's choice: the forward on an NVIDIA sm_90 device
+ * unless FLASHCL_WGMMA=0, the backward only when FLASHCL_WGMMA_BACKWARD=1
+ * asks; in the tests, emulated), for fp16/bf16 of strided K/V, head_dim 64
+ * or 128.  The backward's piece is at the end of the file.
  *
  * It is tile_nv_mma.cl's forward with its two products replaced: K and V
  * by the tensor memory accelerator (FCL_WG_TMA: one work-item issues a
@@ -24,24 +26,18 @@
  * A tile's P V runs behind the next tile's Q K^T and during its softmax
  * (the pipelined loop below); no warp specialisation yet (issue 27's
  * later steps). */
-#if FCL_WGMMA && defined(FCL_KERNEL_FORWARD)
+#if FCL_WGMMA
 
 #define FCL_WG_INDEX (warp >> 2) /* this work-item's warpgroup */
-
-/* wgmma's N for each product: 128 where the tile's keys (S = Q K^T) or
- * head_dim (O += P V) allow, else 64.  One instruction of N 128 does the
- * work of two of 64 and reads the A operand once: with A from shared
- * memory (Q for S) N 64 reads it twice as often per product. */
-#if BC % 128 == 0
-#define FCL_WG_QN 128
-#else
-#define FCL_WG_QN 64
-#endif
+/* wgmma's N over head_dim (O += P V, and dK/dV's products): 128 where it
+ * allows, else 64.  One instruction of N 128 does the work of two of 64
+ * and reads the A operand once. */
 #if D_PAD % 128 == 0
 #define FCL_WG_VN 128
 #else
 #define FCL_WG_VN 64
 #endif
+
 #define FCL_WG_CAT_(a, b) a##b
 #define FCL_WG_CAT(a, b) FCL_WG_CAT_(a, b)
 
@@ -90,13 +86,25 @@
 
 /* Descriptors (warpgroup_ptx.cl): 16 head_dim columns from 16 kk of the 64
  * rows from 64 blk of a K-major tile of `rows` rows (Q, K): the block of
- * those columns, 32 bytes a step of 16 inside it; 16 keys from 16 kk and
- * 64 columns from 64 nd of V's tile, MN-major. */
+ * those columns, 32 bytes a step of 16 inside it; 16 k's from 16 kk and
+ * 64 columns from 64 nd of an MN-major tile of `rows` rows (k = its row:
+ * V's tile of keys for P V; dO's and Q's of query rows for dK/dV). */
 #define FCL_WG_DESC_K(T, rows, blk, kk)                                                   \
     fcl_wg_desc(T, ((kk) >> 2) * (rows) * 128 + (blk) * 64 * 128 + ((kk) & 3) * 32, 16, \
                 FCL_WG_ATOM)
-#define FCL_WG_DESC_V(T, kk, nd) \
-    fcl_wg_desc(T, (nd) * BC * 128 + (kk) * 2 * FCL_WG_ATOM, BC * 128, FCL_WG_ATOM)
+#define FCL_WG_DESC_MN(T, rows, kk, nd) \
+    fcl_wg_desc(T, (nd) * (rows) * 128 + (kk) * 2 * FCL_WG_ATOM, (rows) * 128, FCL_WG_ATOM)
+
+#if defined(FCL_KERNEL_FORWARD)
+
+/* wgmma's N for S = Q K^T: 128 where the tile's keys allow, else 64 (with
+ * A from shared memory, Q, N 64 reads it twice as often per product). */
+#if BC % 128 == 0
+#define FCL_WG_QN 128
+#else
+#define FCL_WG_QN 64
+#endif
+#define FCL_WG_DESC_V(T, kk, nd) FCL_WG_DESC_MN(T, BC, kk, nd)
 
 /* Q by cp.async (unless negated: a plain load then), waited for once the
  * first keys are requested, so that its copies overlap the tensor maps'
@@ -365,4 +373,149 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
         FCL_FWD_ACC_READY(acc);                                                            \
     } while (0)
 
+#else /* the backward's kernels */
+
+/* ---- the backward (flash_bwd.cl): dK/dV, and dQ ---------------------------
+ * tile_nv_mma.cl's pieces at FCL_WD = 1 (its loads, buffers, guards and
+ * register tiles: warps own 16 rows each, so warpgroup g owns rows 64 g ..
+ * 64 g + 63 of the kernel's stationary block, 64 a warpgroup) with their
+ * products on wgmma, the tiles in the 128-byte swizzle.  Each kernel's
+ * two score products (K-major A and B over head_dim, N = the streamed
+ * block's rows, at most 128 a wgmma) run as one wgmma group and are waited
+ * for at once; its one or two accumulating products (A = dS, or P, from
+ * the score registers repacked to 16 bits, as the forward's P; B = the
+ * streamed tile MN-major, k = its row) as another, waited for before the
+ * next tile's loads reuse the buffers:
+ *   dK/dV (keys stationary): S^T = K Q^T, dP^T = V dO^T, then
+ *     dV += P^T dO, dK += dS^T Q;
+ *   dQ (query rows stationary): S = Q K^T, dP = dO V^T, then dQ += dS K.
+ * No pipelining across tiles yet (issue 27's next step for the
+ * backward). */
+
+/* d_[nb][N / 2] = A B^T over D_PAD, issued (no fence, commit or wait): A
+ * = this warpgroup's 64 rows of TA (arows rows), B = the brows rows of TB,
+ * N (64 or 128) columns of them a wgmma. */
+#define FCL_WG_ISSUE_ABT(d_, TA, arows, TB, brows, N)                                      \
+    do {                                                                                   \
+        FCL_UNROLL                                                                         \
+        for (int kk_ = 0; kk_ < D_PAD / 16; ++kk_) {                                       \
+            const ulong da_ = FCL_WG_DESC_K(TA, arows, FCL_WG_INDEX, kk_);                 \
+            FCL_UNROLL                                                                     \
+            for (int nb_ = 0; nb_ < (brows) / (N); ++nb_)                                  \
+                FCL_WG_CAT(fcl_wgmma_ss, N)(TA, TB, d_[nb_], da_,                          \
+                                            FCL_WG_DESC_K(TB, brows, nb_ * ((N) / 64), kk_), \
+                                            kk_ > 0);                                      \
+        }                                                                                  \
+    } while (0)
+
+/* x = TA TB^T and y = TY TYB^T (when want_y) as one group, waited for: x,
+ * y register tiles [2][brows / 4] (flash_bwd.cl's), through wgmma's
+ * accumulator order. */
+#define FCL_WG_TWO_SCORES(x, TA, TB, y, TY, TYB, arows, brows, N, want_y)                  \
+    do {                                                                                   \
+        float dx_[(brows) / (N)][(N) / 2], dy_[(brows) / (N)][(N) / 2];                    \
+        FCL_UNROLL                                                                         \
+        for (int nb_ = 0; nb_ < (brows) / (N); ++nb_)                                      \
+            FCL_UNROLL                                                                     \
+            for (int r_ = 0; r_ < (N) / 2; ++r_) dx_[nb_][r_] = dy_[nb_][r_] = 0.0f;       \
+        FCL_WG_KEEP_ACC(dx_, N, (brows) / (N));                                            \
+        FCL_WG_KEEP_ACC(dy_, N, (brows) / (N));                                            \
+        fcl_wg_fence();                                                                    \
+        FCL_WG_ISSUE_ABT(dx_, TA, arows, TB, brows, N);                                    \
+        if (want_y)                                                                        \
+            FCL_WG_ISSUE_ABT(dy_, TY, arows, TYB, brows, N);                               \
+        fcl_wg_commit();                                                                   \
+        fcl_wg_wait0();                                                                    \
+        FCL_WG_KEEP_ACC(dx_, N, (brows) / (N));                                            \
+        FCL_WG_KEEP_ACC(dy_, N, (brows) / (N));                                            \
+        FCL_WG_FROM_ACC(x, dx_, N, (brows) / (N));                                         \
+        if (want_y)                                                                        \
+            FCL_WG_FROM_ACC(y, dy_, N, (brows) / (N));                                     \
+    } while (0)
+
+/* wacc_[D_PAD / VN][VN / 2] += A T, issued: A = the A fragments a_[k / 16]
+ * (16 k's each), T = krows rows (k) of head_dim columns, MN-major. */
+#define FCL_WG_ISSUE_AB(wacc_, a_, T, krows)                                               \
+    do {                                                                                   \
+        FCL_UNROLL                                                                         \
+        for (int kk_ = 0; kk_ < (krows) / 16; ++kk_)                                       \
+            FCL_UNROLL                                                                     \
+            for (int nd_ = 0; nd_ < D_PAD / FCL_WG_VN; ++nd_)                              \
+                FCL_WG_CAT(fcl_wgmma_rs_t, FCL_WG_VN)(                                     \
+                    T, wacc_[nd_], a_[kk_],                                                \
+                    FCL_WG_DESC_MN(T, krows, kk_, nd_ * (FCL_WG_VN / 64)));                \
+    } while (0)
+
+/* acc += x T (and acc2 += x2 T2 when two), x, x2 register tiles of krows
+ * columns, acc, acc2 of D_PAD columns: one group, waited for. */
+#define FCL_WG_ACCUMULATE(acc, x, T, acc2, x2, T2, krows, two)                            \
+    do {                                                                                   \
+        uint a1_[(krows) / 16][4], a2_[(krows) / 16][4];                                   \
+        FCL_UNROLL                                                                         \
+        for (int kk_ = 0; kk_ < (krows) / 16; ++kk_) {                                     \
+            FCL_A_FROM_REGS(x, 0, kk_, a1_[kk_]);                                          \
+            if (two)                                                                       \
+                FCL_A_FROM_REGS(x2, 0, kk_, a2_[kk_]);                                     \
+        }                                                                                  \
+        float w1_[D_PAD / FCL_WG_VN][FCL_WG_VN / 2], w2_[D_PAD / FCL_WG_VN][FCL_WG_VN / 2]; \
+        FCL_WG_TO_ACC(w1_, acc, FCL_WG_VN, D_PAD / FCL_WG_VN);                             \
+        if (two)                                                                           \
+            FCL_WG_TO_ACC(w2_, acc2, FCL_WG_VN, D_PAD / FCL_WG_VN);                        \
+        FCL_UNROLL                                                                         \
+        for (int kk_ = 0; kk_ < (krows) / 16; ++kk_)                                       \
+            FCL_UNROLL                                                                     \
+            for (int i_ = 0; i_ < 4; ++i_) {                                               \
+                FCL_WG_KEEP_U(a1_[kk_][i_]);                                               \
+                if (two)                                                                   \
+                    FCL_WG_KEEP_U(a2_[kk_][i_]);                                           \
+            }                                                                              \
+        FCL_WG_KEEP_ACC(w1_, FCL_WG_VN, D_PAD / FCL_WG_VN);                                \
+        if (two)                                                                           \
+            FCL_WG_KEEP_ACC(w2_, FCL_WG_VN, D_PAD / FCL_WG_VN);                            \
+        fcl_wg_fence();                                                                    \
+        FCL_WG_ISSUE_AB(w1_, a1_, T, krows);                                               \
+        if (two)                                                                           \
+            FCL_WG_ISSUE_AB(w2_, a2_, T2, krows);                                          \
+        fcl_wg_commit();                                                                   \
+        fcl_wg_wait0();                                                                    \
+        FCL_WG_KEEP_ACC(w1_, FCL_WG_VN, D_PAD / FCL_WG_VN);                                \
+        FCL_WG_FROM_ACC(acc, w1_, FCL_WG_VN, D_PAD / FCL_WG_VN);                           \
+        if (two) {                                                                         \
+            FCL_WG_KEEP_ACC(w2_, FCL_WG_VN, D_PAD / FCL_WG_VN);                            \
+            FCL_WG_FROM_ACC(acc2, w2_, FCL_WG_VN, D_PAD / FCL_WG_VN);                      \
+        }                                                                                  \
+    } while (0)
+
+/* the score products' N: the streamed block's rows, 128 at most a wgmma */
+#if defined(FCL_KERNEL_DKDV)
+#define FCL_WG_STREAMED BR
+#else
+#define FCL_WG_STREAMED BC
+#endif
+#if FCL_WG_STREAMED % 128 == 0
+#define FCL_WG_SN 128
+#else
+#define FCL_WG_SN 64
+#endif
+
+#if defined(FCL_KERNEL_DKDV)
+/* st = S^T and (for dK) dpt = dP^T of this Q block: FCL_DKDV_DPT then has
+ * nothing left to do (flash_bwd.cl names dpt). */
+#define FCL_DKDV_ST(st, buf)                                                                \
+    FCL_WG_TWO_SCORES(st, Kh, FCL_BUF(Qh, BR, buf), dpt, Vh, FCL_BUF(dOh, BR, buf), BC, BR, \
+                      FCL_WG_SN, FCL_WANT_DK)
+#define FCL_DKDV_DPT(dpt, buf) (void)0
+#define FCL_DKDV_ACC(dk, dv, st, dpt, buf)                                                 \
+    FCL_WG_ACCUMULATE(dv, st, FCL_BUF(dOh, BR, buf), dk, dpt, FCL_BUF(Qh, BR, buf), BR, 1)
+#else
+/* s = S and dp = dP of this key tile (FCL_DQ_DP: nothing left to do) */
+#define FCL_DQ_S(s, buf)                                                                    \
+    FCL_WG_TWO_SCORES(s, Qh, FCL_BUF(Kh, BC, buf), dp, dOh, FCL_BUF(Vh, BC, buf), BR, BC,   \
+                      FCL_WG_SN, 1)
+#define FCL_DQ_DP(dp, buf) (void)0
+#define FCL_DQ_ACC(acc, s, buf) \
+    FCL_WG_ACCUMULATE(acc, s, FCL_BUF(Kh, BC, buf), acc, s, FCL_BUF(Kh, BC, buf), BC, 0)
+#endif
+
+#endif /* the kernels */
 #endif

@@ -76,7 +76,14 @@
  * mma.sync accumulator layout, N / 8 blocks side by side. */
 #if FCL_WGMMA
 
-#if FCL_WD > 1 || D_PAD % 64 != 0 || BR % 64 != 0 || BC % 64 != 0 || WG != 2 * BR
+/* The rows the warpgroups own, 64 each: the query rows of the forward and
+ * of dQ, the keys of dK/dV (its transposed score tile). */
+#if defined(FCL_KERNEL_DKDV)
+#define FCL_WG_M BC
+#else
+#define FCL_WG_M BR
+#endif
+#if FCL_WD > 1 || D_PAD % 64 != 0 || BR % 64 != 0 || BC % 64 != 0 || WG != 2 * FCL_WG_M
 #error "the wgmma piece: warpgroups of 64 rows (4 warps), 64-multiples of keys and head_dim"
 #endif
 

@@ -1,12 +1,14 @@
-/* test_wgmma.c - the forward's wgmma piece (cl/tile_nv_wgmma.cl) against
- * the float64 reference.  On an NVIDIA sm_90 device it runs the real
+/* test_wgmma.c - the wgmma piece (cl/tile_nv_wgmma.cl), the forward's and
+ * dK/dV's, against the float64 reference.  On an NVIDIA sm_90 device it runs the real
  * instructions (built through the sm_90a step); anywhere else (PoCL in CI)
  * the emulated ones of cl/warpgroup_emulated.cl, which decode the
  * descriptors as the PTX ISA defines them: so the swizzled layout of the
  * tiles, the descriptors' LBO, SBO and swizzle mode, V's transpose, the
  * m64nNk16 accumulator layout and P's repacking as the A operand are all
  * checked without a GPU.  Here the piece is asked for (fcl_debug_use_wgmma;
- * FLASHCL_WGMMA=1 for users); unasked, only a real sm_90 device uses it.
+ * FLASHCL_WGMMA=1 for users); unasked, only a real sm_90 device uses it
+ * for the forward, and nothing for dK/dV (fcl_debug_use_wgmma_backward,
+ * FLASHCL_WGMMA_BACKWARD=1).
  * Small shapes: the emulation is slow.  Tolerances:
  * test_support.h. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
@@ -83,23 +85,39 @@ static fa_case base_case(uint64_t seed)
     return c;
 }
 
-/* The case runs on the wgmma piece (its plan says so), and passes. */
-static void check(const fa_case *c)
+/* The call of case c. */
+static fcl_attention_desc case_desc(const fa_case *c)
 {
     fcl_attention_desc d;
     fcl_attention_desc_init(&d, c->batch, c->heads_q, c->heads_kv, c->seqlen_q, c->seqlen_k,
                             c->head_dim, c->dtype, c->layout);
     d.causal = c->causal;
+    return d;
+}
+
+/* Where no wgmma tile has a plan, case c's call (the forward, or the
+ * backward) is refused with FCL_ERROR_NO_PLAN as its plan query predicts,
+ * outputs untouched. */
+static void check_refused(const fa_case *c, int backward)
+{
+    fa_result r;
+    const int before = fa_no_plan_refusals;
+    fa_accept_no_plan = 1;
+    const int ok = backward ? fa_check_backward(ctx, c, &r) : fa_check_forward(ctx, c, &r);
+    fa_accept_no_plan = 0;
+    assert_true(ok);
+    assert_int_equal(fa_no_plan_refusals, before + 1);
+}
+
+/* The case runs on the wgmma piece (its plan says so), and passes. */
+static void check(const fa_case *c)
+{
+    const fcl_attention_desc d = case_desc(c);
     fcl_plan plan;
     fa_result r;
     if (wgmma_refused) {
         assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan), FCL_ERROR_NO_PLAN);
-        const int before = fa_no_plan_refusals;
-        fa_accept_no_plan = 1;
-        const int ok = fa_check_forward(ctx, c, &r);
-        fa_accept_no_plan = 0;
-        assert_true(ok);
-        assert_int_equal(fa_no_plan_refusals, before + 1);
+        check_refused(c, 0);
         return;
     }
     assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan), FCL_OK);
@@ -150,17 +168,24 @@ static void test_selection(void **state)
     }
 }
 
-/* The default tile (two warpgroups, 128 keys) at both head dims and
- * storage types: odd lengths (edge tiles of keys and rows), causal. */
+/* Case i of 4 for a default tile: both head dims and storage types, odd
+ * lengths (edge tiles of keys and rows), causal or not. */
+static fa_case default_tile_case(uint64_t seed, int i)
+{
+    fa_case c = base_case(seed + (uint64_t)i);
+    c.head_dim = i < 2 ? 64 : 128;
+    c.dtype = i % 2 ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
+    c.causal = i == 1 || i == 2;
+    c.seqlen_k = i == 3 ? 200 : 83;
+    return c;
+}
+
+/* The default tile (two warpgroups, 128 keys). */
 static void test_default_tile(void **state)
 {
     (void)state;
     for (int i = 0; i < 4; ++i) {
-        fa_case c = base_case(9100 + (uint64_t)i);
-        c.head_dim = i < 2 ? 64 : 128;
-        c.dtype = i % 2 ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
-        c.causal = i == 1 || i == 2;
-        c.seqlen_k = i == 3 ? 200 : 83;
+        const fa_case c = default_tile_case(9100, i);
         check(&c);
     }
 }
@@ -196,16 +221,22 @@ static void test_forced_tiles(void **state)
     }
 }
 
-/* The loop's variants go through the piece's registers as on mma.sync:
- * a sliding window with softcap (scores modified, tiles skipped, edge
- * tiles masked). */
-static void test_variants(void **state)
+/* A sliding window with softcap: scores modified, tiles skipped, edge
+ * tiles masked. */
+static fa_variants window_softcap(void)
 {
-    (void)state;
     fa_variants v = fa_no_variants();
     v.window_left = 40;
     v.window_right = 3;
     v.softcap = 5.0f;
+    return v;
+}
+
+/* The loop's variants go through the piece's registers as on mma.sync. */
+static void test_variants(void **state)
+{
+    (void)state;
+    const fa_variants v = window_softcap();
     fa_case c = base_case(9300);
     c.var = &v;
     check(&c);
@@ -290,7 +321,8 @@ static void test_shrink(void **state)
         for (uint64_t kib = 8; kib <= 160; kib += 4) {
             const fcl_plan_limits limits = {kib * 1024, 1024};
             fcl_plan_full f;
-            const fcl_status st = fcl_plan_make_wgmma(&ctx->caps, 64, FCL_DTYPE_FP16, &limits,
+            const fcl_status st = fcl_plan_make_wgmma(&ctx->caps, FCL_KERNEL_FORWARD, 64,
+                                                      FCL_DTYPE_FP16, &limits,
                                                       i & 1 ? &forced : NULL, 0, tma, &f);
             uint64_t local; /* the limit, or the device's own where smaller */
             size_t wg;
@@ -308,6 +340,168 @@ static void test_shrink(void **state)
     }
 }
 
+/* ---- the backward ------------------------------------------------------------ */
+
+/* The backward's case runs both kernels, dK/dV and dQ, on the wgmma piece
+ * (their plans say so) and passes: dQ, dK, dV against the references. */
+static void check_backward(const fa_case *c)
+{
+    const fcl_attention_desc d = case_desc(c);
+    fcl_plan plan;
+    fa_result r;
+    if (fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &plan) == FCL_ERROR_NO_PLAN) {
+        check_refused(c, 1); /* a device too small for the emulated tile */
+        return;
+    }
+    assert_non_null(strstr(plan.variant, "wgmma"));
+    assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DQ, &plan), FCL_OK);
+    assert_non_null(strstr(plan.variant, "wgmma"));
+    assert_true(fa_check_backward(ctx, c, &r));
+}
+
+static int backward_on(void **state)
+{
+    (void)state;
+    return fcl_debug_use_wgmma_backward(ctx, 1) == FCL_OK ? 0 : -1;
+}
+
+static int backward_off(void **state)
+{
+    (void)state;
+    return fcl_debug_use_wgmma_backward(ctx, 0) == FCL_OK &&
+                   fcl_debug_set_tile(ctx, FCL_KERNEL_BACKWARD_DKDV, 0, 0, 0, 0) == FCL_OK &&
+                   fcl_debug_set_tile(ctx, FCL_KERNEL_BACKWARD_DQ, 0, 0, 0, 0) == FCL_OK
+               ? 0
+               : -1;
+}
+
+/* Only when asked for, and only at head_dim 64 and 128 in fp16/bf16, both
+ * kernels. */
+static void test_backward_selection(void **state)
+{
+    (void)state;
+    fcl_attention_desc d;
+    fcl_plan plan;
+    fcl_attention_desc_init(&d, 1, 2, 2, 128, 96, 64, FCL_DTYPE_FP16, FCL_LAYOUT_BSHD);
+    if (fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &plan) == FCL_ERROR_NO_PLAN) {
+        print_message("the smallest dK/dV wgmma tile has no plan on this device\n");
+        return;
+    }
+    assert_non_null(strstr(plan_variant(FCL_KERNEL_BACKWARD_DKDV, 128, 64, FCL_DTYPE_FP16),
+                           "wgmma"));
+    assert_non_null(strstr(plan_variant(FCL_KERNEL_BACKWARD_DKDV, 128, 128, FCL_DTYPE_BF16),
+                           "wgmma"));
+    assert_non_null(strstr(plan_variant(FCL_KERNEL_BACKWARD_DQ, 128, 128, FCL_DTYPE_FP16),
+                           "wgmma"));
+    assert_null(strstr(plan_variant(FCL_KERNEL_BACKWARD_DKDV, 128, 32, FCL_DTYPE_FP16), "wgmma"));
+    assert_null(strstr(plan_variant(FCL_KERNEL_BACKWARD_DKDV, 128, 64, FCL_DTYPE_FP32), "mma"));
+    assert_int_equal(fcl_debug_use_wgmma_backward(ctx, 0), FCL_OK);
+    const int asked = getenv("FLASHCL_WGMMA_BACKWARD") != NULL &&
+                      strcmp(getenv("FLASHCL_WGMMA_BACKWARD"), "1") == 0;
+    if (!asked)
+        assert_null(strstr(plan_variant(FCL_KERNEL_BACKWARD_DKDV, 128, 128, FCL_DTYPE_FP16),
+                           "wgmma"));
+    assert_int_equal(fcl_debug_use_wgmma_backward(ctx, 1), FCL_OK);
+}
+
+/* The default tile (two warpgroups: 128 keys, 64 query rows) at both head
+ * dims and storage types: edge blocks of keys and rows, causal, GQA (the
+ * query heads of a K/V head summed in one work-group), BHSD. */
+static void test_backward_default_tile(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 4; ++i) {
+        fa_case c = default_tile_case(9600, i);
+        c.seqlen_q = i == 3 ? 70 : 130;
+        if (i == 2) {
+            c.heads_q = 4;
+            c.layout = FCL_LAYOUT_BHSD;
+        }
+        check_backward(&c);
+    }
+}
+
+/* dK/dV: one warpgroup (64 keys) with 64 query rows, and two with 128
+ * query rows (wgmma's N 128 for S^T and dP^T); dQ: one warpgroup (64
+ * rows) with 64 keys, and two with 128 keys (N 128 for S and dP). */
+static void test_backward_forced_tiles(void **state)
+{
+    (void)state;
+    const int tiles[2][3] = {{64, 64, 4}, {128, 128, 8}}; /* rows, keys, warps */
+    for (int i = 0; i < 2; ++i) {
+        assert_int_equal(fcl_debug_set_tile(ctx, FCL_KERNEL_BACKWARD_DKDV, tiles[i][0],
+                                            tiles[i][1], tiles[i][2], 32),
+                         FCL_OK);
+        assert_int_equal(fcl_debug_set_tile(ctx, FCL_KERNEL_BACKWARD_DQ, tiles[i][0],
+                                            tiles[i][1], tiles[i][2], 32),
+                         FCL_OK);
+        fcl_plan plan;
+        fcl_attention_desc d;
+        fcl_attention_desc_init(&d, 1, 2, 2, 128, 96, 64, FCL_DTYPE_FP16, FCL_LAYOUT_BSHD);
+        for (int k = 0; k < 2; ++k) {
+            const fcl_status q = fcl_plan_query(
+                ctx, &d, k ? FCL_KERNEL_BACKWARD_DQ : FCL_KERNEL_BACKWARD_DKDV, &plan);
+            if (q == FCL_OK) {
+                assert_int_equal(plan.br, tiles[i][0]);
+                assert_int_equal(plan.bc, tiles[i][1]);
+            } else {
+                assert_int_equal(q, FCL_ERROR_NO_PLAN);
+            }
+        }
+        fa_case c = base_case(9700 + (uint64_t)i);
+        c.heads_q = 4;
+        c.heads_kv = 2;
+        c.seqlen_q = 150;
+        c.seqlen_k = 100;
+        c.head_dim = i == 0 ? 128 : 64;
+        c.causal = i == 1;
+        check_backward(&c);
+    }
+}
+
+/* The loop's variants reach the backward's registers as on mma.sync: a
+ * sliding window with softcap, and dropout. */
+static void test_backward_variants(void **state)
+{
+    (void)state;
+    const fa_variants v = window_softcap();
+    fa_case c = base_case(9800);
+    c.var = &v;
+    check_backward(&c);
+    fa_variants w = fa_no_variants();
+    w.dropout_p = 0.2f;
+    w.dropout_seed = 77;
+    fa_case e = base_case(9801);
+    e.var = &w;
+    e.head_dim = 128;
+    check_backward(&e);
+}
+
+/* Non-finite Q and dO values reach exactly the dK and dV of the keys
+ * that see their rows (the guards scan Q and dO tiles of BR rows, which
+ * the swizzle lays out by their own row count), and non-finite K values
+ * the dQ of the rows that see their keys (dQ's guard on K tiles). */
+static void test_backward_nonfinite(void **state)
+{
+    (void)state;
+    fcl_attention_desc d;
+    fcl_plan plan;
+    fcl_attention_desc_init(&d, 1, 2, 1, 150, 140, 128, FCL_DTYPE_FP16, FCL_LAYOUT_BSHD);
+    if (fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &plan) != FCL_OK) {
+        print_message("no dK/dV wgmma plan on this device: nothing to run\n");
+        return;
+    }
+    assert_non_null(strstr(plan.variant, "wgmma"));
+    for (int mask = 0; mask < 2; ++mask) {
+        nf_case c = {2, 1, 150, 140, 128, FCL_DTYPE_FP16, mask == 0, mask ? 40 : -1, mask ? 9 : -1,
+                     0, 0, 1,
+                     {{NF_Q, 0, 133, 70, INFINITY}, {NF_DO, 1, 72, 5, -INFINITY},
+                      {NF_K, 0, 93, 100, NAN}, {NF_DO, 0, 10, 127, NAN}},
+                     9900 + (uint64_t)mask};
+        assert_true(nf_check(ctx, &c));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -318,6 +512,11 @@ int main(void)
         cmocka_unit_test_teardown(test_nonfinite_v, clear_forced_tile),
         cmocka_unit_test_teardown(test_loads, clear_forced_tile),
         cmocka_unit_test(test_shrink),
+        cmocka_unit_test_setup_teardown(test_backward_selection, backward_on, backward_off),
+        cmocka_unit_test_setup_teardown(test_backward_default_tile, backward_on, backward_off),
+        cmocka_unit_test_setup_teardown(test_backward_forced_tiles, backward_on, backward_off),
+        cmocka_unit_test_setup_teardown(test_backward_variants, backward_on, backward_off),
+        cmocka_unit_test_setup_teardown(test_backward_nonfinite, backward_on, backward_off),
     };
     return cmocka_run_group_tests(tests, setup, fa_group_teardown);
 }

@@ -4,6 +4,7 @@
  * target) can stand in for it on a machine without a GPU.
  *   flashcl-sm90a source                 the forward program's OpenCL C, as
  *                                        the library builds it
+ *   flashcl-sm90a source-backward        the backward program's
  *   flashcl-sm90a options D fp16|bf16 [ROWS COLS]
  *                                        the build options of the wgmma plan
  *                                        for head_dim D on the nvidia-h100
@@ -11,6 +12,10 @@
  *                                        forced ROWS x COLS one), K and V by
  *                                        the tensor memory accelerator
  *   flashcl-sm90a options-cpasync ...    the same, K and V by cp.async
+ *   flashcl-sm90a options-dkdv D fp16|bf16 [ROWS COLS]
+ *                                        dK/dV's wgmma plan (ROWS query rows
+ *                                        by COLS keys when forced)
+ *   flashcl-sm90a options-dq ...         dQ's (ROWS query rows by COLS keys)
  *   flashcl-sm90a rewrite < in > out     the PTX rewrite (ptx_rewrite.c);
  *                                        the count of instructions written
  *                                        goes to stderr
@@ -21,10 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int print_source(void)
+static int print_source(fcl_program_id id)
 {
     const char *srcs[16];
-    const size_t n = fcl_program_sources(FCL_PROGRAM_FORWARD, srcs, 16);
+    const size_t n = fcl_program_sources(id, srcs, 16);
     for (size_t i = 0; i < n && i < 16; ++i)
         fputs(srcs[i], stdout);
     return 0;
@@ -33,10 +38,14 @@ static int print_source(void)
 static int print_options(int argc, char **argv)
 {
     if (argc != 4 && argc != 6)
-        return fprintf(stderr, "options|options-cpasync D fp16|bf16 [ROWS COLS]\n"), 1;
+        return fprintf(stderr, "options[-cpasync|-dkdv|-dq] D fp16|bf16 [ROWS COLS]\n"), 1;
     /* "options": K and V by the tensor memory accelerator, as on an H100
-     * where libcuda is found; "options-cpasync": by cp.async */
+     * where libcuda is found; "options-cpasync": by cp.async;
+     * "options-dkdv": the backward's dK/dV */
     const int tma = strcmp(argv[1], "options") == 0;
+    const fcl_kernel_kind kind = strcmp(argv[1], "options-dkdv") == 0 ? FCL_KERNEL_BACKWARD_DKDV
+                                 : strcmp(argv[1], "options-dq") == 0 ? FCL_KERNEL_BACKWARD_DQ
+                                                                      : FCL_KERNEL_FORWARD;
     const size_t d = (size_t)atoi(argv[2]);
     const fcl_dtype dtype = strcmp(argv[3], "bf16") == 0 ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
     const fcl_profile *h100 = fcl_profile_find("nvidia-h100");
@@ -44,14 +53,14 @@ static int print_options(int argc, char **argv)
     if (argc == 6) {
         forced.rows = atoi(argv[4]);
         forced.cols = atoi(argv[5]);
-        forced.ty = forced.rows / 16;
+        forced.ty = (kind == FCL_KERNEL_BACKWARD_DKDV ? forced.cols : forced.rows) / 16;
     }
     fcl_plan_full plan;
-    const fcl_status st = fcl_plan_make_wgmma(&h100->caps, d, dtype, NULL,
+    const fcl_status st = fcl_plan_make_wgmma(&h100->caps, kind, d, dtype, NULL,
                                               argc == 6 ? &forced : NULL, 0, tma, &plan);
     if (st != FCL_OK)
         return fprintf(stderr, "no wgmma plan: %s\n", fcl_status_string(st)), 1;
-    fcl_build b = fcl_build_of(FCL_KERNEL_FORWARD, d, dtype,
+    fcl_build b = fcl_build_of(kind, d, dtype,
                                FCL_BUILD_TILE_MMA | FCL_BUILD_WGMMA | (tma ? FCL_BUILD_WG_TMA : 0));
     b.out_dtype = dtype;
     char opts[1024];
@@ -91,12 +100,15 @@ static int rewrite(void)
 int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "source") == 0)
-        return print_source();
-    if (argc >= 2 && (strcmp(argv[1], "options") == 0 || strcmp(argv[1], "options-cpasync") == 0))
+        return print_source(FCL_PROGRAM_FORWARD);
+    if (argc >= 2 && strcmp(argv[1], "source-backward") == 0)
+        return print_source(FCL_PROGRAM_BACKWARD);
+    if (argc >= 2 && (strcmp(argv[1], "options") == 0 || strcmp(argv[1], "options-cpasync") == 0 ||
+                      strcmp(argv[1], "options-dkdv") == 0 || strcmp(argv[1], "options-dq") == 0))
         return print_options(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "rewrite") == 0)
         return rewrite();
-    fprintf(stderr, "usage: flashcl-sm90a source | options[-cpasync] D fp16|bf16 [ROWS COLS] | "
-                    "rewrite\n");
+    fprintf(stderr, "usage: flashcl-sm90a source[-backward] | options[-cpasync|-dkdv|-dq] D "
+                    "fp16|bf16 [ROWS COLS] | rewrite\n");
     return 1;
 }

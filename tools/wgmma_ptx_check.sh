@@ -1,9 +1,10 @@
 #!/bin/sh
-# wgmma_ptx_check.sh - the wgmma forward piece through the sm_90a step, offline.
+# wgmma_ptx_check.sh - the wgmma piece through the sm_90a step, offline.
 #
 # Builds the forward program's OpenCL C (as the library embeds it) with the
-# build options of its wgmma plans (the nvidia-h100 profile) through clang's
-# NVPTX target and libclc instead of NVIDIA's OpenCL compiler, rewrites the
+# build options of its wgmma plans, and the backward program's with dK/dV's
+# (dkdv-NAME) and dQ's (dq-NAME), for the nvidia-h100 profile, through clang's NVPTX target
+# and libclc instead of NVIDIA's OpenCL compiler, rewrites the
 # PTX as the library does (src/programs/ptx_rewrite.c, through
 # tools/flashcl-sm90a) and asks ptxas for sm_90a to accept it.  clang 15
 # knows no sm_90, so it emits sm_80 PTX of version 7.5, which is relabelled
@@ -11,7 +12,7 @@
 # output sm_90 / 9.0): what counts in the end is that compiler on the GPU
 # (bench/gpu_session.sh).  Each plan is checked with K and V by the tensor
 # memory accelerator (as on an H100 whose driver encodes tensor maps) and,
-# as NAME-cpasync, by cp.async.
+# as NAME-cpasync, by cp.async (the backward: cp.async only).
 #
 # Usage: tools/wgmma_ptx_check.sh [BUILD_DIR] [OUT_DIR]
 #   (defaults: build, and a temporary folder); prints, per plan, the
@@ -26,21 +27,28 @@ ptxas=${PTXAS:-/usr/local/cuda/bin/ptxas}
 libclc=${LIBCLC:-/usr/lib/clc/nvptx64--nvidiacl.bc}
 mkdir -p "$out"
 "$tool" source > "$out/forward.cl"
+"$tool" source-backward > "$out/backward.cl"
 
-# options or options-cpasync, head_dim, storage, and an optional forced
-# tile (rows, cols)
+# options, options-cpasync or options-dkdv, head_dim, storage, and an
+# optional forced tile (rows, cols)
 check() {
     mode=$1
     shift
     name="d$1-$2${3:+-$3x$4}"
-    [ "$mode" = options ] || name="$name-cpasync"
+    src=forward
+    kernel=fcl_forward
+    case $mode in
+    options-cpasync) name="$name-cpasync" ;;
+    options-dkdv) name="dkdv-$name" src=backward kernel=fcl_backward_dkdv ;;
+    options-dq) name="dq-$name" src=backward kernel=fcl_backward_dq ;;
+    esac
     opts=$("$tool" "$mode" "$@")
     # asm: NVIDIA's compiler takes the keyword in OpenCL C, clang its
     # GNU spelling
     "$clang" -x cl $opts -Dasm=__asm__ -target nvptx64-unknown-nvidiacl \
         -Xclang -finclude-default-header -O2 -march=sm_80 \
         -Xclang -mlink-builtin-bitcode -Xclang "$libclc" \
-        -S "$out/forward.cl" -o "$out/$name.sm80.ptx"
+        -S "$out/$src.cl" -o "$out/$name.sm80.ptx"
     sed -e 's/^\.version .*/.version 8.3/' -e 's/^\.target sm_80/.target sm_90/' \
         "$out/$name.sm80.ptx" > "$out/$name.sm90.ptx"
     "$tool" rewrite < "$out/$name.sm90.ptx" > "$out/$name.sm90a.ptx" 2> "$out/$name.rewrite.log"
@@ -53,7 +61,7 @@ check() {
         exit 1
     }
     wgmma=$(grep -c 'wgmma.mma_async' "$out/$name.sm90a.ptx" || true)
-    regs=$(sed -n '/Function properties for fcl_forward$/,/Used/p' "$out/$name.ptxas.log" |
+    regs=$(sed -n "/Function properties for $kernel\$/,/Used/p" "$out/$name.ptxas.log" |
            tr '\n' ' ' | sed 's/.*stack frame, //; s/ptxas info *: //')
     warn=$(grep -ci 'warning' "$out/$name.ptxas.log" || true)
     # ptxas's notes on the pipeline (tile_nv_wgmma.cl): C7519, a
@@ -64,7 +72,7 @@ check() {
     wait=$(grep -c 'C7517' "$out/$name.ptxas.log" || true)
     serial=$(grep -c 'C7513' "$out/$name.ptxas.log" || true)
     echo "$name: $(cat "$out/$name.rewrite.log"), $wgmma wgmma.mma_async; ptxas sm_90a OK:" \
-         "fcl_forward $regs; $warn warning(s); injected: $arrive arrive(s), $wait wait(s);" \
+         "$kernel $regs; $warn warning(s); injected: $arrive arrive(s), $wait wait(s);" \
          "serialised: $serial"
     grep -i 'warning' "$out/$name.ptxas.log" || true
 }
@@ -77,4 +85,14 @@ for mode in options options-cpasync; do
     check $mode 128 fp16 64 64
     check $mode 64 bf16 128 192
 done
+check options-dkdv 64 fp16
+check options-dkdv 128 fp16
+check options-dkdv 128 bf16
+check options-dkdv 64 fp16 64 64
+check options-dkdv 128 fp16 128 128
+check options-dq 64 fp16
+check options-dq 128 fp16
+check options-dq 128 bf16
+check options-dq 64 fp16 64 64
+check options-dq 128 fp16 128 128
 echo "all accepted; PTX and logs in $out"

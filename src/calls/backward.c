@@ -214,11 +214,17 @@ fcl_backward_builds fcl_backward_builds_of(const fcl_context *ctx, const fcl_att
     const bool wide = (build_dkdv & mma) && D > 128;
     const bool split = wide && fcl_mma_dkdv_split(&ctx->caps, ctx->emulate_tensor_cores, fcl_dkdv_forced_tile(ctx), D);
     fcl_backward_builds bb;
-    bb.dq = fcl_build_of(FCL_KERNEL_BACKWARD_DQ, D, desc->dtype, build_dq);
-    const unsigned fused = fused_dq_bits(ctx, build_dkdv, wide);
+    const unsigned wgmma_dq =
+        fcl_uses_wgmma(ctx, desc, FCL_KERNEL_BACKWARD_DQ, build_dq) ? FCL_BUILD_WGMMA : 0;
+    bb.dq = fcl_build_of(FCL_KERNEL_BACKWARD_DQ, D, desc->dtype, build_dq | wgmma_dq);
+    /* dK/dV on the wgmma piece (when asked for: fcl_uses_wgmma), which
+     * computes no dQ */
+    const unsigned wgmma =
+        fcl_uses_wgmma(ctx, desc, FCL_KERNEL_BACKWARD_DKDV, build_dkdv) ? FCL_BUILD_WGMMA : 0;
+    const unsigned fused = wgmma ? 0 : fused_dq_bits(ctx, build_dkdv, wide);
     bb.fused_dq = fused != 0;
     bb.dkdv[0] = fcl_build_of(FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype,
-                              build_dkdv | fused | (split ? FCL_BUILD_DV_ONLY : 0));
+                              build_dkdv | wgmma | fused | (split ? FCL_BUILD_DV_ONLY : 0));
     bb.dkdv[1] = fcl_build_of(FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype,
                               build_dkdv | FCL_BUILD_DK_ONLY);
     bb.dkdv_launches = split ? 2 : 1;

@@ -22,6 +22,7 @@ struct fcl_context {
     int emulate_tensor_cores;     /* tests: tensor-core pieces on any device */
     int use_wgmma;                /* tests: the forward's wgmma piece where it applies, as
                                      FLASHCL_WGMMA=1 asks (fcl_uses_wgmma) */
+    int use_wgmma_backward;       /* tests: dK/dV's, as FLASHCL_WGMMA_BACKWARD=1 asks */
     char *cache_dir;              /* NULL: no disk cache */
     fcl_program_entry *programs;
     size_t num_programs;

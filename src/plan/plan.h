@@ -138,15 +138,21 @@ bool fcl_mma_dkdv_split(const fcl_caps *caps, int emulated, const fcl_tuned_tile
 fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
                              fcl_dtype dtype, bool fused_dq, const fcl_plan_limits *limits,
                              const fcl_tuned_tile *target, int emulated, fcl_plan_full *out);
-/* The forward on the wgmma piece (plan_wgmma.c, cl/tile_nv_wgmma.cl):
- * one or two warpgroups of 64 query rows, 64 or 128 keys a tile.
- * `target` (forced by a tuning tool): rows = 64 x warpgroups, cols a
- * multiple of 64 up to 256, ty = rows / 16 warps; else the default,
- * shrunk to the limits.  `emulated`: cl/warpgroup_emulated.cl; `tma`: K
- * and V by the tensor memory accelerator (FCL_BUILD_WG_TMA). */
-fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, size_t head_dim, fcl_dtype dtype,
-                               const fcl_plan_limits *limits, const fcl_tuned_tile *target,
-                               int emulated, int tma, fcl_plan_full *out);
+/* The wgmma piece's plans (plan_wgmma.c, cl/tile_nv_wgmma.cl), `kind`
+ * FCL_KERNEL_FORWARD, FCL_KERNEL_BACKWARD_DKDV or _DQ: one or two
+ * warpgroups of 64 rows (the query rows of the forward and dQ, dK/dV's
+ * keys).  The forward: 64 to 256 keys a tile; `target` (forced by a
+ * tuning tool): rows = 64 x warpgroups, cols a multiple of 64 up to 256,
+ * ty = rows / 16 warps.  dQ: the same with 64 or 128 keys a tile.  dK/dV:
+ * blocks of 64 or 128 query rows; `target`: rows = the query rows, cols =
+ * 64 x warpgroups keys, ty = cols / 16.  Else the default,
+ * shrunk to the limits.  `emulated`: cl/warpgroup_emulated.cl; `tma`
+ * (the forward only): K and V by the tensor memory accelerator
+ * (FCL_BUILD_WG_TMA). */
+fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
+                               fcl_dtype dtype, const fcl_plan_limits *limits,
+                               const fcl_tuned_tile *target, int emulated, int tma,
+                               fcl_plan_full *out);
 /* __local bytes of a portable-piece kernel (features: as fcl_plan_make). */
 uint64_t fcl_plan_local_bytes(fcl_kernel_kind kind, unsigned features, int rows, int cols,
                               int d_pad, int tx);
@@ -173,13 +179,17 @@ fcl_status fcl_plan_make_cpu(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
  * (tensor_cores.c). */
 bool fcl_uses_tensor_cores(const fcl_context *ctx, const fcl_attention_desc *desc,
                            fcl_kernel_kind kind);
-/* Whether a forward build of `kind` (FCL_KERNEL_FORWARD or _DECODE) with
- * `features` (FCL_FEAT_* and FCL_BUILD_TILE_MMA) runs on the wgmma piece:
- * a many-row forward (not a decode plan) of fp16/bf16 with strided K/V
- * (no KV-cache call), on an NVIDIA sm_90 device or the emulation, at
- * head_dim 64 or 128 when asked for (FLASHCL_WGMMA=1 in the environment,
- * or the tests' fcl_debug_use_wgmma), and by default at head_dim 128 on a
- * real sm_90 device unless FLASHCL_WGMMA=0. */
+/* Whether a build of `kind` with `features` (FCL_FEAT_* and
+ * FCL_BUILD_TILE_MMA) runs on the wgmma piece: fp16/bf16 with strided K/V
+ * (no KV-cache call), head_dim 64 or 128, on an NVIDIA sm_90 device or the
+ * emulation, and
+ *   a many-row forward (FCL_KERNEL_FORWARD, not a decode plan) when asked
+ *   for (FLASHCL_WGMMA=1 in the environment, or the tests'
+ *   fcl_debug_use_wgmma), and by default on a real sm_90 device unless
+ *   FLASHCL_WGMMA=0;
+ *   the backward's kernels (FCL_KERNEL_BACKWARD_DKDV, _DQ) only when asked
+ *   for (FLASHCL_WGMMA_BACKWARD=1, or fcl_debug_use_wgmma_backward).
+ * Never a decode plan. */
 bool fcl_uses_wgmma(const fcl_context *ctx, const fcl_attention_desc *desc, fcl_kernel_kind kind,
                     unsigned features);
 /* Whether that forward brings K and V in by the tensor memory accelerator

@@ -1,5 +1,7 @@
-/* plan_wgmma.c - tiles for the forward's wgmma piece (cl/tile_nv_wgmma.cl).
+/* plan_wgmma.c - tiles for the wgmma piece (cl/tile_nv_wgmma.cl): the
+ * forward's, and the backward's (dK/dV, dQ: below).
  *
+ * The forward:
  * One or two warpgroups of 64 query rows (m64, 4 warps each), `keys` keys a
  * tile in steps of wgmma's N = 64; head_dim 64 or 128.  __local holds Q
  * and two K and two V tiles (the pipelined loop of tile_nv_wgmma.cl) as
@@ -20,62 +22,98 @@
 #include <string.h>
 
 typedef struct wgmma_shape {
-    int warpgroups, keys;
+    int warpgroups; /* of 64 rows: the query rows of the forward and dQ, dK/dV's keys */
+    int inner;      /* the other side: keys a tile (forward, dQ), query rows a block (dK/dV) */
 } wgmma_shape;
 
-static uint64_t wgmma_bytes(int d, wgmma_shape s, int emulated, int tma)
+/* dK/dV (flash_bwd.cl, tile_nv_mma.cl's piece with wgmma's products):
+ * warpgroups of 64 keys (K and V stay), query blocks of `inner` rows
+ * (Q and dO twice: the next block arrives while this one is multiplied),
+ * all as 16-bit tiles in the 128-byte swizzle:
+ *     (2 * keys + 4 * rows) * d * 2 bytes,
+ * plus LSE and delta of two blocks (16 bytes a row) and three ints for the
+ * non-finite scans; emulated, 24 bytes a work-item.  Registers per lane:
+ * dK and dV d / 2 floats each, S^T and dP^T rows / 2 each: at d 128 and 64
+ * rows FlashAttention-3's backward shape (2 x 64 + 2 x 32 floats).  The
+ * default: two warpgroups (128 keys) and 64 query rows.
+ *
+ * dQ: warpgroups of 64 query rows (Q and dO stay), key tiles of `inner`
+ * keys (K and V twice):
+ *     (2 * rows + 4 * keys) * d * 2 bytes
+ * plus one int; registers per lane: dQ d / 2 floats, S and dP keys / 2
+ * each.  The default: two warpgroups (128 rows) and 64 keys (64 + 2 x 32
+ * floats at d 128: the score tiles of 128 keys would take 64 more). */
+static uint64_t wgmma_bytes(fcl_kernel_kind kind, int d, wgmma_shape s, int emulated, int tma)
 {
-    const uint64_t rows = 64u * (uint64_t)s.warpgroups;
-    uint64_t bytes = (rows + 4u * (uint64_t)s.keys) * (uint64_t)d * 2u + 4u;
-    if (tma)
-        bytes += 2u * 8u + 4u + 2u * 128u;
+    const uint64_t m = 64u * (uint64_t)s.warpgroups, inner = (uint64_t)s.inner;
+    uint64_t bytes;
+    if (kind == FCL_KERNEL_BACKWARD_DKDV) {
+        bytes = (2u * m + 4u * inner) * (uint64_t)d * 2u + 16u * inner + 12u;
+    } else if (kind == FCL_KERNEL_BACKWARD_DQ) {
+        bytes = (2u * m + 4u * inner) * (uint64_t)d * 2u + 4u;
+    } else {
+        bytes = (m + 4u * inner) * (uint64_t)d * 2u + 4u;
+        if (tma)
+            bytes += 2u * 8u + 4u + 2u * 128u;
+    }
     if (emulated)
         bytes += 128u * (uint64_t)s.warpgroups * 6u * 4u;
     return bytes;
 }
 
-static bool wgmma_fits(int d, wgmma_shape s, int emulated, int tma, uint64_t local_limit,
-                       size_t wg_limit)
+static bool wgmma_fits(fcl_kernel_kind kind, int d, wgmma_shape s, int emulated, int tma,
+                       uint64_t local_limit, size_t wg_limit)
 {
-    return wgmma_bytes(d, s, emulated, tma) <= local_limit &&
+    return wgmma_bytes(kind, d, s, emulated, tma) <= local_limit &&
            (size_t)(128 * s.warpgroups) <= wg_limit;
 }
 
-fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, size_t head_dim, fcl_dtype dtype,
-                               const fcl_plan_limits *limits, const fcl_tuned_tile *target,
-                               int emulated, int tma, fcl_plan_full *out)
+/* `target` as a shape of `kind`, or false where it is not one. */
+static bool target_shape(fcl_kernel_kind kind, const fcl_tuned_tile *t, wgmma_shape *s)
 {
-    if ((head_dim != 64 && head_dim != 128) ||
+    const bool dkdv = kind == FCL_KERNEL_BACKWARD_DKDV;
+    const int m = dkdv ? t->cols : t->rows;
+    s->warpgroups = m / 64;
+    s->inner = dkdv ? t->rows : t->cols;
+    const int inner_max = kind == FCL_KERNEL_FORWARD ? 256 : 128;
+    return m % 64 == 0 && s->warpgroups >= 1 && s->warpgroups <= 2 &&
+           t->ty == 4 * s->warpgroups && s->inner >= 64 && s->inner <= inner_max &&
+           s->inner % 64 == 0 && t->wd <= 1;
+}
+
+fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
+                               fcl_dtype dtype, const fcl_plan_limits *limits,
+                               const fcl_tuned_tile *target, int emulated, int tma,
+                               fcl_plan_full *out)
+{
+    const bool dkdv = kind == FCL_KERNEL_BACKWARD_DKDV, fwd = kind == FCL_KERNEL_FORWARD;
+    if ((!fwd && !dkdv && kind != FCL_KERNEL_BACKWARD_DQ) || (head_dim != 64 && head_dim != 128) ||
         (dtype != FCL_DTYPE_FP16 && dtype != FCL_DTYPE_BF16))
         return FCL_ERROR_NO_PLAN;
     memset(out, 0, sizeof *out);
+    if (!fwd)
+        tma = 0;
     const int d = (int)head_dim;
-    wgmma_shape s = {2, 128};
-    if (target != NULL) {
-        s.warpgroups = target->rows / 64;
-        s.keys = target->cols;
-        if (target->rows % 64 != 0 || s.warpgroups < 1 || s.warpgroups > 2 ||
-            target->ty != 4 * s.warpgroups || s.keys < 64 || s.keys > 256 || s.keys % 64 != 0 ||
-            target->wd > 1)
-            return FCL_ERROR_INVALID_VALUE;
-    }
+    wgmma_shape s = {2, fwd ? 128 : 64};
+    if (target != NULL && !target_shape(kind, target, &s))
+        return FCL_ERROR_INVALID_VALUE;
     uint64_t local_limit;
     size_t wg_limit;
     fcl_plan_effective_limits(caps, limits, &local_limit, &wg_limit);
-    while (!wgmma_fits(d, s, emulated, tma, local_limit, wg_limit)) {
-        if (s.keys > 64) /* half, in whole wgmma blocks of 64 (192 -> 64, not 96) */
-            s.keys = s.keys >= 256 ? s.keys / 2 : 64;
+    while (!wgmma_fits(kind, d, s, emulated, tma, local_limit, wg_limit)) {
+        if (s.inner > 64) /* half, in whole wgmma blocks of 64 (192 -> 64, not 96) */
+            s.inner = s.inner >= 256 ? s.inner / 2 : 64;
         else if (s.warpgroups > 1)
             s.warpgroups = 1;
         else
             return FCL_ERROR_NO_PLAN;
     }
-    const int warps = 4 * s.warpgroups;
+    const int warps = 4 * s.warpgroups, m = 64 * s.warpgroups;
     fcl_plan *pub = &out->pub;
     out->ty = warps;
     out->tx = 32;
     out->rm = 2;
-    out->rn = s.keys / 4;
+    out->rn = s.inner / 4;
     out->d_pad = d;
     out->force_unroll = !emulated; /* emulated: CPUs, see FCL_FORCE_UNROLL */
     out->tile_mma = 1;
@@ -83,26 +121,38 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, size_t head_dim, fcl_dtype 
     out->wd = 1;
     out->wgmma = 1;
     out->wg_tma = tma != 0;
-    fcl_plan_describe(pub, caps, FCL_KERNEL_FORWARD, dtype, head_dim, head_dim,
-                      caps->local_mem_usable, 2);
-    pub->br = (size_t)(64 * s.warpgroups);
-    pub->bc = (size_t)s.keys;
+    fcl_plan_describe(pub, caps, kind, dtype, head_dim, head_dim, caps->local_mem_usable, 2);
+    pub->br = (size_t)(dkdv ? s.inner : m);
+    pub->bc = (size_t)(dkdv ? m : s.inner);
     pub->work_group_size = (size_t)(32 * warps);
     pub->threads_row = (size_t)warps;
     pub->threads_col = 32;
-    pub->local_bytes = wgmma_bytes(d, s, emulated, tma);
+    pub->local_bytes = wgmma_bytes(kind, d, s, emulated, tma);
     fcl_copy_string(pub->variant, sizeof pub->variant,
                     emulated ? "emulated-wgmma" : "nvidia-wgmma");
     fcl_copy_string(pub->source, sizeof pub->source, target ? target->entry : "wgmma default");
-    fcl_appendf(pub->reason, sizeof pub->reason,
-                "tensor cores: wgmma m64nNk16, N %d for Q K^T and %d for P V (%s inputs, "
-                "fp32 accumulation; FLASHCL_WGMMA=0 turns it off); forward: %d warpgroup%s of 64 "
-                "query rows, %d keys per step; Q, K, V as 16-bit tiles in the 128-byte "
-                "swizzle, from descriptors, P from registers; K and V brought in by %s%s",
-                s.keys % 128 == 0 ? 128 : 64, d % 128 == 0 ? 128 : 64, fcl_dtype_name(dtype),
-                s.warpgroups, s.warpgroups > 1 ? "s" : "", s.keys,
-                tma ? "the tensor memory accelerator (FLASHCL_WGMMA_TMA=0 turns it off)"
-                    : "cp.async",
-                emulated ? "; warpgroup operations emulated in OpenCL C (a test mode)" : "");
+    if (!fwd)
+        fcl_appendf(pub->reason, sizeof pub->reason,
+                    "tensor cores: wgmma m64nNk16, N %d for %s and %d for %s (%s inputs, fp32 "
+                    "accumulation; asked for by FLASHCL_WGMMA_BACKWARD=1); %s: %d warpgroup%s "
+                    "of 64 %s, %d %s per step; K, V, Q, dO as 16-bit tiles in the 128-byte "
+                    "swizzle, from descriptors, %s from registers; %s brought in by cp.async%s",
+                    s.inner % 128 == 0 ? 128 : 64, dkdv ? "S^T and dP^T" : "S and dP",
+                    d % 128 == 0 ? 128 : 64, dkdv ? "dV and dK" : "dQ", fcl_dtype_name(dtype),
+                    dkdv ? "dK/dV" : "dQ", s.warpgroups, s.warpgroups > 1 ? "s" : "",
+                    dkdv ? "keys" : "query rows", s.inner, dkdv ? "query rows" : "keys",
+                    dkdv ? "P^T and dS^T" : "dS", dkdv ? "Q and dO" : "K and V",
+                    emulated ? "; warpgroup operations emulated in OpenCL C (a test mode)" : "");
+    else
+        fcl_appendf(pub->reason, sizeof pub->reason,
+                    "tensor cores: wgmma m64nNk16, N %d for Q K^T and %d for P V (%s inputs, "
+                    "fp32 accumulation; FLASHCL_WGMMA=0 turns it off); forward: %d warpgroup%s "
+                    "of 64 query rows, %d keys per step; Q, K, V as 16-bit tiles in the 128-byte "
+                    "swizzle, from descriptors, P from registers; K and V brought in by %s%s",
+                    s.inner % 128 == 0 ? 128 : 64, d % 128 == 0 ? 128 : 64, fcl_dtype_name(dtype),
+                    s.warpgroups, s.warpgroups > 1 ? "s" : "", s.inner,
+                    tma ? "the tensor memory accelerator (FLASHCL_WGMMA_TMA=0 turns it off)"
+                        : "cp.async",
+                    emulated ? "; warpgroup operations emulated in OpenCL C (a test mode)" : "");
     return FCL_OK;
 }

@@ -1,5 +1,5 @@
 /* tensor_cores.c - when a call runs on the tensor-core pieces, and when
- * the forward runs on the wgmma piece. */
+ * the forward (or the backward) runs on the wgmma piece. */
 #include "device/context.h"
 #include "plan/plan.h"
 
@@ -88,13 +88,22 @@ bool fcl_uses_wgmma(const fcl_context *ctx, const fcl_attention_desc *d, fcl_ker
     const bool sm90 = ctx->profile == NULL && in->vendor_id == FCL_VENDOR_ID_NVIDIA &&
                       in->nv_compute_capability == 90;
     const bool device = ctx->emulate_tensor_cores || sm90;
-    /* The default, on a real sm_90 device: there the piece measured
-     * 1.6-1.8x the mma.sync piece on an H100 at head_dim 128, 1.08-1.45x at
-     * 64 (NOTES.md, run 39). */
-    const int asked = wgmma_asked(ctx);
-    const bool wanted = asked == 1 || (asked < 0 && sm90);
-    return wanted && device && kind == FCL_KERNEL_FORWARD &&
-           (features & FCL_BUILD_TILE_MMA) && !(features & FCL_FEAT_KVCACHE) &&
+    bool wanted;
+    if (kind == FCL_KERNEL_FORWARD) {
+        /* The default, on a real sm_90 device: there the piece measured
+         * 1.6-1.8x the mma.sync piece on an H100 at head_dim 128,
+         * 1.08-1.45x at 64 (NOTES.md, run 39). */
+        const int asked = wgmma_asked(ctx);
+        wanted = asked == 1 || (asked < 0 && sm90);
+    } else if (kind == FCL_KERNEL_BACKWARD_DKDV || kind == FCL_KERNEL_BACKWARD_DQ) {
+        /* Only when asked: not yet measured on a GPU (NOTES.md). */
+        const char *env = getenv("FLASHCL_WGMMA_BACKWARD");
+        wanted = ctx->use_wgmma_backward || (env != NULL && strcmp(env, "1") == 0);
+    } else {
+        return false;
+    }
+    return wanted && device && (features & FCL_BUILD_TILE_MMA) &&
+           !(features & FCL_FEAT_KVCACHE) &&
            (d->dtype == FCL_DTYPE_FP16 || d->dtype == FCL_DTYPE_BF16) &&
            (d->head_dim == 64 || d->head_dim == 128);
 }

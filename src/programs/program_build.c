@@ -40,18 +40,17 @@ size_t fcl_program_sources(fcl_program_id id, const char **sources, size_t capac
         list[n++] = fcl_cl_tile_cpu;
         list[n++] = fcl_cl_warp_ptx;
         list[n++] = fcl_cl_warp_emulated;
+        /* the wgmma piece (FCL_WGMMA: the forward, dK/dV): its operations
+         * and layout come before tile_nv_mma.cl, which loads the tiles */
+        list[n++] = fcl_cl_warpgroup_ptx;
+        list[n++] = fcl_cl_warpgroup_emulated;
+        list[n++] = fcl_cl_tile_nv_mma;
+        list[n++] = fcl_cl_tile_nv_wgmma;
         if (id == FCL_PROGRAM_FORWARD) {
-            /* the forward's wgmma piece (FCL_WGMMA): its operations and
-             * layout come before tile_nv_mma.cl, which loads the tiles */
-            list[n++] = fcl_cl_warpgroup_ptx;
-            list[n++] = fcl_cl_warpgroup_emulated;
-            list[n++] = fcl_cl_tile_nv_mma;
-            list[n++] = fcl_cl_tile_nv_wgmma;
             list[n++] = fcl_cl_flash_fwd;
             list[n++] = fcl_cl_combine; /* the merge of split-KV's chunks */
             list[n++] = fcl_cl_kvcache; /* the KV-cache call's append */
         } else {
-            list[n++] = fcl_cl_tile_nv_mma;
             list[n++] = fcl_cl_flash_bwd;
         }
     }

@@ -99,6 +99,11 @@ fcl_status fcl_debug_use_wgmma(fcl_context *ctx, int on)
     return ctx == NULL ? FCL_ERROR_NULL_ARGUMENT : set_mode(ctx, &ctx->use_wgmma, on);
 }
 
+fcl_status fcl_debug_use_wgmma_backward(fcl_context *ctx, int on)
+{
+    return ctx == NULL ? FCL_ERROR_NULL_ARGUMENT : set_mode(ctx, &ctx->use_wgmma_backward, on);
+}
+
 
 fcl_status fcl_debug_limit_local_mem(fcl_context *ctx, uint64_t bytes)
 {

@@ -23,8 +23,11 @@ fcl_status fcl_debug_emulate_tensor_cores(fcl_context *ctx, int on);
 /* Tests: the forward runs on the wgmma piece (cl/tile_nv_wgmma.cl) wherever
  * FLASHCL_WGMMA=1 would put it there (fcl_uses_wgmma: with the tensor cores
  * emulated, on any device); 0 leaves it to the environment and the
- * default (head_dim 128 on a real sm_90 device). */
+ * default (head_dim 64 and 128 on a real sm_90 device). */
 fcl_status fcl_debug_use_wgmma(fcl_context *ctx, int on);
+/* Tests: dK/dV runs on the wgmma piece wherever FLASHCL_WGMMA_BACKWARD=1
+ * would put it there; 0 leaves it to the environment (off by default). */
+fcl_status fcl_debug_use_wgmma_backward(fcl_context *ctx, int on);
 /* Tests: plans and checks later kernels as if the device had at most
  * `bytes` of local memory (reported and usable; a 16..64 KiB device on any
  * real one); 0 gives back the device's (or profile's) own. */
