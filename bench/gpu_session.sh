@@ -143,7 +143,12 @@ for step in $steps; do
         done
       done
       PYTHONUNBUFFERED=1 timeout 300 python3 bench/sdpa_backends.py --dtypes "${WGMMA_DTYPE:-fp16}" \
-        --head-dims 64,128 --csv "$OUT/wgmma_bwd_sdpa.csv" 2>&1 | tee -a "$OUT/wgmma_bwd.txt" ;;
+        --head-dims 64,128 --csv "$OUT/wgmma_bwd_sdpa.csv" 2>&1 | tee -a "$OUT/wgmma_bwd.txt"
+      # tables and plots: the second round of each beside PyTorch's backends
+      for m in 0 1; do
+        python3 bench/compare_fa2.py "$OUT/wgmma_bwd_${m}_2.csv" "$OUT/wgmma_bwd_sdpa.csv" \
+          "$OUT/wgmma-bwd-$m" 2>&1 | tail -3
+      done ;;
     bench-probe)
       timeout 200 "$B/bench/flashcl-bench" --dtype fp32 --backward --reps 3 --seqlens 4096,16384 \
         --head-dims 64 --causal 0 2>&1 | tee "$OUT/bench_probe.txt" ;;
