@@ -95,6 +95,38 @@
 #define FCL_WG_DESC_MN(T, rows, kk, nd) \
     fcl_wg_desc(T, (nd) * (rows) * 128 + (kk) * 2 * FCL_WG_ATOM, (rows) * 128, FCL_WG_ATOM)
 
+/* The two kinds of product every kernel of the piece issues (no fence,
+ * commit or wait): the forward's Q K^T and P V, the backward's score
+ * products and accumulations.
+ * d_[nb][N / 2] = A B^T over D_PAD: A = this warpgroup's 64 rows of TA
+ * (arows rows), B = the brows rows of TB, N (64 or 128) columns of them a
+ * wgmma. */
+#define FCL_WG_ISSUE_ABT(d_, TA, arows, TB, brows, N)                                      \
+    do {                                                                                   \
+        FCL_UNROLL                                                                         \
+        for (int kk_ = 0; kk_ < D_PAD / 16; ++kk_) {                                       \
+            const ulong da_ = FCL_WG_DESC_K(TA, arows, FCL_WG_INDEX, kk_);                 \
+            FCL_UNROLL                                                                     \
+            for (int nb_ = 0; nb_ < (brows) / (N); ++nb_)                                  \
+                FCL_WG_CAT(fcl_wgmma_ss, N)(TA, TB, d_[nb_], da_,                          \
+                                            FCL_WG_DESC_K(TB, brows, nb_ * ((N) / 64), kk_), \
+                                            kk_ > 0);                                      \
+        }                                                                                  \
+    } while (0)
+
+/* wacc_[D_PAD / VN][VN / 2] += A T: A = the A fragments a_[k / 16] (16
+ * k's each), T = krows rows (k) of head_dim columns, MN-major. */
+#define FCL_WG_ISSUE_AB(wacc_, a_, T, krows)                                               \
+    do {                                                                                   \
+        FCL_UNROLL                                                                         \
+        for (int kk_ = 0; kk_ < (krows) / 16; ++kk_)                                       \
+            FCL_UNROLL                                                                     \
+            for (int nd_ = 0; nd_ < D_PAD / FCL_WG_VN; ++nd_)                              \
+                FCL_WG_CAT(fcl_wgmma_rs_t, FCL_WG_VN)(                                     \
+                    T, wacc_[nd_], a_[kk_],                                                \
+                    FCL_WG_DESC_MN(T, krows, kk_, nd_ * (FCL_WG_VN / 64)));                \
+    } while (0)
+
 #if defined(FCL_KERNEL_FORWARD)
 
 /* wgmma's N for S = Q K^T: 128 where the tile's keys allow, else 64 (with
@@ -104,7 +136,6 @@
 #else
 #define FCL_WG_QN 64
 #endif
-#define FCL_WG_DESC_V(T, kk, nd) FCL_WG_DESC_MN(T, BC, kk, nd)
 
 /* Q by cp.async (unless negated: a plain load then), waited for once the
  * first keys are requested, so that its copies overlap the tensor maps'
@@ -303,13 +334,7 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
 /* wg_o_ += P V of the previous tile, one wgmma group (after a fence). */
 #define FCL_WG_ISSUE_PV()                                                                  \
     do {                                                                                   \
-        FCL_UNROLL                                                                         \
-        for (int kk_ = 0; kk_ < BC / 16; ++kk_)                                            \
-            FCL_UNROLL                                                                     \
-            for (int nd_ = 0; nd_ < D_PAD / FCL_WG_VN; ++nd_)                              \
-                FCL_WG_CAT(fcl_wgmma_rs_t, FCL_WG_VN)(                                     \
-                    FCL_FWD_VT, wg_o_[nd_], wg_p_[kk_],                                    \
-                    FCL_WG_DESC_V(FCL_FWD_VT, kk_, nd_ * (FCL_WG_VN / 64)));               \
+        FCL_WG_ISSUE_AB(wg_o_, wg_p_, FCL_FWD_VT, BC);                                     \
         fcl_wg_commit();                                                                   \
     } while (0)
 
@@ -325,15 +350,7 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
             for (int r_ = 0; r_ < FCL_WG_QN / 2; ++r_) d_[nb_][r_] = 0.0f;                 \
         FCL_WG_KEEP_ACC(d_, FCL_WG_QN, BC / FCL_WG_QN);                                    \
         fcl_wg_fence();                                                                    \
-        FCL_UNROLL                                                                         \
-        for (int kk_ = 0; kk_ < D_PAD / 16; ++kk_) {                                       \
-            const ulong dq_ = FCL_WG_DESC_K(Qh, BR, FCL_WG_INDEX, kk_);                        \
-            FCL_UNROLL                                                                     \
-            for (int nb_ = 0; nb_ < BC / FCL_WG_QN; ++nb_)                                 \
-                FCL_WG_CAT(fcl_wgmma_ss, FCL_WG_QN)(                                       \
-                    Qh, FCL_FWD_KCUR, d_[nb_], dq_,                                        \
-                    FCL_WG_DESC_K(FCL_FWD_KCUR, BC, nb_ * (FCL_WG_QN / 64), kk_), kk_ > 0);    \
-        }                                                                                  \
+        FCL_WG_ISSUE_ABT(d_, Qh, BR, FCL_FWD_KCUR, BC, FCL_WG_QN);                         \
         fcl_wg_commit();                                                                   \
         FCL_WG_ISSUE_PV();                                                                 \
         fcl_wg_wait1();                                                                    \
@@ -392,22 +409,6 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
  * No pipelining across tiles yet (issue 27's next step for the
  * backward). */
 
-/* d_[nb][N / 2] = A B^T over D_PAD, issued (no fence, commit or wait): A
- * = this warpgroup's 64 rows of TA (arows rows), B = the brows rows of TB,
- * N (64 or 128) columns of them a wgmma. */
-#define FCL_WG_ISSUE_ABT(d_, TA, arows, TB, brows, N)                                      \
-    do {                                                                                   \
-        FCL_UNROLL                                                                         \
-        for (int kk_ = 0; kk_ < D_PAD / 16; ++kk_) {                                       \
-            const ulong da_ = FCL_WG_DESC_K(TA, arows, FCL_WG_INDEX, kk_);                 \
-            FCL_UNROLL                                                                     \
-            for (int nb_ = 0; nb_ < (brows) / (N); ++nb_)                                  \
-                FCL_WG_CAT(fcl_wgmma_ss, N)(TA, TB, d_[nb_], da_,                          \
-                                            FCL_WG_DESC_K(TB, brows, nb_ * ((N) / 64), kk_), \
-                                            kk_ > 0);                                      \
-        }                                                                                  \
-    } while (0)
-
 /* x = TA TB^T and y = TY TYB^T (when want_y) as one group, waited for: x,
  * y register tiles [2][brows / 4] (flash_bwd.cl's), through wgmma's
  * accumulator order. */
@@ -431,19 +432,6 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
         FCL_WG_FROM_ACC(x, dx_, N, (brows) / (N));                                         \
         if (want_y)                                                                        \
             FCL_WG_FROM_ACC(y, dy_, N, (brows) / (N));                                     \
-    } while (0)
-
-/* wacc_[D_PAD / VN][VN / 2] += A T, issued: A = the A fragments a_[k / 16]
- * (16 k's each), T = krows rows (k) of head_dim columns, MN-major. */
-#define FCL_WG_ISSUE_AB(wacc_, a_, T, krows)                                               \
-    do {                                                                                   \
-        FCL_UNROLL                                                                         \
-        for (int kk_ = 0; kk_ < (krows) / 16; ++kk_)                                       \
-            FCL_UNROLL                                                                     \
-            for (int nd_ = 0; nd_ < D_PAD / FCL_WG_VN; ++nd_)                              \
-                FCL_WG_CAT(fcl_wgmma_rs_t, FCL_WG_VN)(                                     \
-                    T, wacc_[nd_], a_[kk_],                                                \
-                    FCL_WG_DESC_MN(T, krows, kk_, nd_ * (FCL_WG_VN / 64)));                \
     } while (0)
 
 /* acc += x T (and acc2 += x2 T2 when two), x, x2 register tiles of krows
