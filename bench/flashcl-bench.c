@@ -12,8 +12,11 @@
  * same run.  Our outputs are checked against the standard attention's where
  * both ran (fp32).  Writes a CSV (with # metadata lines) to --out.
  * With --profile the queue also times each call on the device (OpenCL's
- * profiling: from the end of a marker enqueued just before the call to the
- * end of the call's own event, every launch of it and the gaps between),
+ * profiling: from the end of a 4-byte fill enqueued just before the call to
+ * the start of another just after it, every launch of the call and the gaps
+ * between; fills, not markers, because NVIDIA's driver stamps a marker when
+ * it is processed on the host, so a marker after a call of several kernels
+ * can read earlier than one before it),
  * as CUDA events time PyTorch's calls in sdpa_backends.py; the CSV's
  * ours_device_ms / ours_device_tflops hold those medians (empty without). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
@@ -398,6 +401,7 @@ int main(int argc, char **argv)
     cl_device_id dev = fcl_context_cl_device(fctx);
     naive nv;
     naive_init(&nv, ctx, dev);
+    cl_mem span_mark = make_buffer(ctx, 8, NULL); /* --profile's fills around each call */
     const double ceiling = measure_fma_ceiling(ctx, dev, q, info.compute_units);
 
     char date[64];
@@ -471,30 +475,36 @@ int main(int argc, char **argv)
                     progress(bwd ? "flashcl backward" : "flashcl forward", t.N, t.d);
                     fcl_context_reset_memory_stats(fctx);
                     for (int r = -2; r < c.reps; ++r) {
-                        cl_event before = NULL, done = NULL;
+                        cl_event before = NULL, after = NULL;
+                        const cl_uint stamp = 0;
                         CHECK_CL(clFinish(q));
                         double t0 = bench_now_s();
                         if (c.profile)
-                            CHECK_CL(clEnqueueMarkerWithWaitList(q, 0, NULL, &before));
-                        cl_event *ev = c.profile ? &done : NULL;
+                            CHECK_CL(clEnqueueFillBuffer(q, span_mark, &stamp, sizeof stamp, 0, sizeof stamp, 0,
+                                                         NULL, &before));
                         st = bwd ? fcl_attention_backward(fctx, &desc, t.q, t.k, t.v, t.o, t.lse, t.dout,
-                                                          t.dq, t.dk, t.dv, 0, NULL, ev)
-                                 : fcl_attention_forward(fctx, &desc, t.q, t.k, t.v, t.o, t.lse, 0, NULL, ev);
+                                                          t.dq, t.dk, t.dv, 0, NULL, NULL)
+                                 : fcl_attention_forward(fctx, &desc, t.q, t.k, t.v, t.o, t.lse, 0, NULL, NULL);
                         if (st != FCL_OK) {
                             fprintf(stderr, "flashcl: %s\n%s\n", fcl_status_string(st), fcl_context_build_log(fctx));
                             return 1;
                         }
+                        if (c.profile)
+                            CHECK_CL(clEnqueueFillBuffer(q, span_mark, &stamp, sizeof stamp, sizeof stamp,
+                                                         sizeof stamp, 0, NULL, &after));
                         CHECK_CL(clFinish(q));
                         if (r >= 0) times[r] = bench_now_s() - t0;
                         if (c.profile) {
                             cl_ulong from = 0, to = 0;
                             CHECK_CL(clGetEventProfilingInfo(before, CL_PROFILING_COMMAND_END, sizeof from,
                                                              &from, NULL));
-                            CHECK_CL(clGetEventProfilingInfo(done, CL_PROFILING_COMMAND_END, sizeof to, &to,
+                            CHECK_CL(clGetEventProfilingInfo(after, CL_PROFILING_COMMAND_START, sizeof to, &to,
                                                              NULL));
-                            if (r >= 0) dev_times[r] = (double)(to - from) * 1e-9;
+                            /* an in-order queue runs the fills around the call; a
+                             * device that stamps otherwise gets no span, not a wrapped one */
+                            if (r >= 0) dev_times[r] = to >= from ? (double)(to - from) * 1e-9 : NAN;
                             CHECK_CL(clReleaseEvent(before));
-                            CHECK_CL(clReleaseEvent(done));
+                            CHECK_CL(clReleaseEvent(after));
                         }
                     }
                     const double ours_dev = c.profile ? bench_median(dev_times, c.reps) : NAN;
@@ -587,6 +597,7 @@ int main(int argc, char **argv)
                     if (all[i]) clReleaseMemObject(all[i]);
             }
     if (out) fclose(out);
+    clReleaseMemObject(span_mark);
     fcl_context_destroy(fctx);
     return 0;
 }
