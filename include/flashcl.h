@@ -748,13 +748,16 @@ FCL_API fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_d
  * gradients.  (FLASHCL_BACKWARD_DQ in the environment selects other forms
  * of the tensor-core backward for measurements, README.md: with "ordered"
  * or "any-order" the extra memory is head_dim + 1 fp32 values per query
- * row, and "any-order" is not repeatable.  FLASHCL_WGMMA_BACKWARD=1, read
- * at each call, runs both backward kernels (dK/dV and dQ) of fp16 or bf16
- * at head_dim 64 or 128 on an NVIDIA sm_90 device on the Hopper piece,
- * "nvidia-wgmma" in their plans; not yet measured there, so off unless
- * set: the same outputs to the storage type's rounding, still
- * deterministic, the same extra memory; "ordered" and "any-order" do not
- * apply with it.)  A NaN
+ * row, and "any-order" is not repeatable; naming either also keeps the
+ * mma.sync piece below, which alone has those forms.)  On an NVIDIA sm_90
+ * device both backward kernels (dK/dV and dQ) of fp16 or bf16 at head_dim
+ * 64 or 128 run on the Hopper piece, "nvidia-wgmma" in their plans (on an
+ * H100 1.02-1.41x the mma.sync piece, NOTES.md run 40): the same outputs
+ * to the storage type's rounding as the mma.sync piece, deterministic, the
+ * same extra memory.  FLASHCL_WGMMA_BACKWARD in the environment, read at
+ * each call, set to 0 keeps the mma.sync piece there instead; other values
+ * count as unset.
+ * A NaN
  * or infinity in q, k, v, o, lse or dout reaches only the gradients
  * fcl_attention_desc's "Non-finite inputs" names: it moves only along
  * (row, key) pairs that see each other.

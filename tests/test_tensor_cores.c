@@ -66,10 +66,13 @@ static uint64_t measure_local_count_factor(void)
     return err == CL_SUCCESS ? (bytes + 4095) / 4096 : 0;
 }
 
-/* The real instructions where the device has them, else the emulation. */
+/* The real instructions where the device has them, else the emulation:
+ * the mma.sync piece, with the wgmma piece (test_wgmma's) turned off where
+ * it would be the default (an sm_90 device at head_dim 64 and 128). */
 static int setup(void **state)
 {
-    if (fa_group_setup(state) != 0)
+    if (fa_group_setup(state) != 0 || fcl_debug_use_wgmma(ctx, -1) != FCL_OK ||
+        fcl_debug_use_wgmma_backward(ctx, -1) != FCL_OK)
         return -1;
     if (strcmp(plan_variant(FCL_KERNEL_FORWARD, 64, FCL_DTYPE_FP16), "nvidia-mma-sync") != 0 &&
         fcl_debug_emulate_tensor_cores(ctx, 1) != FCL_OK)

@@ -6,9 +6,9 @@
  * tiles, the descriptors' LBO, SBO and swizzle mode, V's transpose, the
  * m64nNk16 accumulator layout and P's repacking as the A operand are all
  * checked without a GPU.  Here the piece is asked for (fcl_debug_use_wgmma;
- * FLASHCL_WGMMA=1 for users); unasked, only a real sm_90 device uses it
- * for the forward, and nothing for dK/dV (fcl_debug_use_wgmma_backward,
- * FLASHCL_WGMMA_BACKWARD=1).
+ * FLASHCL_WGMMA=1 for users); unasked, only a real sm_90 device uses it,
+ * for the forward and for both backward kernels (fcl_debug_use_wgmma_backward,
+ * FLASHCL_WGMMA_BACKWARD).
  * Small shapes: the emulation is slow.  Tolerances:
  * test_support.h. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
@@ -125,10 +125,10 @@ static void check(const fa_case *c)
     assert_true(fa_check_forward(ctx, c, &r));
 }
 
-/* Opt-in only, and only where the piece applies: the many-row forward of
- * fp16/bf16 at head_dim 64 and 128; decode plans, other head dims, fp32
- * and the backward keep their pieces, and so does everything without the
- * opt-in. */
+/* Asked for (by default on a real sm_90 device alone), and only where the
+ * piece applies: the many-row forward of fp16/bf16 at head_dim 64 and
+ * 128; decode plans, other head dims and fp32 keep their pieces, and the
+ * backward's kernels follow their own ask. */
 static void test_selection(void **state)
 {
     (void)state;
@@ -144,9 +144,16 @@ static void test_selection(void **state)
     assert_non_null(strstr(plan_variant(FCL_KERNEL_FORWARD, 65, 128, FCL_DTYPE_BF16), "wgmma"));
     assert_non_null(strstr(plan_variant(FCL_KERNEL_FORWARD, 128, 32, FCL_DTYPE_FP16), "mma-sync"));
     assert_non_null(strstr(plan_variant(FCL_KERNEL_FORWARD, 16, 64, FCL_DTYPE_FP16), "mma-sync"));
+    /* the forward's ask leaves the backward's kernels to their own */
+    assert_int_equal(fcl_debug_use_wgmma_backward(ctx, -1), FCL_OK);
     assert_non_null(
         strstr(plan_variant(FCL_KERNEL_BACKWARD_DQ, 128, 64, FCL_DTYPE_FP16), "mma-sync"));
+    assert_int_equal(fcl_debug_use_wgmma_backward(ctx, 0), FCL_OK);
     assert_null(strstr(plan_variant(FCL_KERNEL_FORWARD, 128, 64, FCL_DTYPE_FP32), "mma"));
+    /* turned off by the hook: the mma.sync piece, whatever the environment says */
+    assert_int_equal(fcl_debug_use_wgmma(ctx, -1), FCL_OK);
+    assert_non_null(strstr(plan_variant(FCL_KERNEL_FORWARD, 128, 128, FCL_DTYPE_FP16), "mma-sync"));
+    assert_int_equal(fcl_debug_use_wgmma(ctx, 2), FCL_ERROR_INVALID_VALUE);
     /* unasked: on a real sm_90 device only, at head_dim 64 and 128 */
     assert_int_equal(fcl_debug_use_wgmma(ctx, 0), FCL_OK);
     char off64[32], off128[32];
@@ -342,6 +349,46 @@ static void test_shrink(void **state)
 
 /* ---- the backward ------------------------------------------------------------ */
 
+/* The backward's plans under lowered limits, from their defaults at both
+ * head dims: every plan fits the limit, in whole wgmma blocks (warpgroups
+ * of 64 keys for dK/dV, of 64 rows for dQ, 128 work-items each; 64 or 128
+ * on the other side), and only a limit below the smallest tile (one
+ * warpgroup, 64 on the other side) has none; with room, the defaults. */
+static void test_backward_shrink(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 4; ++i) {
+        const bool dkdv = i < 2;
+        const fcl_kernel_kind kind = dkdv ? FCL_KERNEL_BACKWARD_DKDV : FCL_KERNEL_BACKWARD_DQ;
+        const uint64_t d = i % 2 ? 128 : 64;
+        /* plan_wgmma.c's count of the smallest tile */
+        const uint64_t smallest = (2 * 64 + 4 * 64) * d * 2 + (dkdv ? 16 * 64 + 12 : 4);
+        for (uint64_t kib = 8; kib <= 232; kib += 4) {
+            const fcl_plan_limits limits = {kib * 1024, 1024};
+            fcl_plan_full f;
+            const fcl_status st =
+                fcl_plan_make_wgmma(&ctx->caps, kind, d, FCL_DTYPE_BF16, &limits, NULL, 0, 0, &f);
+            uint64_t local;
+            size_t wg;
+            fcl_plan_effective_limits(&ctx->caps, &limits, &local, &wg);
+            if (st == FCL_ERROR_NO_PLAN) {
+                assert_true(local < smallest || wg < 128);
+                continue;
+            }
+            assert_int_equal(st, FCL_OK);
+            const size_t m = dkdv ? f.pub.bc : f.pub.br, inner = dkdv ? f.pub.br : f.pub.bc;
+            assert_true(m % 64 == 0 && m <= 128 && (inner == 64 || inner == 128));
+            assert_int_equal(f.pub.work_group_size, 2 * m);
+            assert_true(f.pub.local_bytes <= local);
+            assert_true(f.pub.local_bytes >= smallest);
+            if (kib == 232 && local >= 200 * 1024) { /* room for every default */
+                assert_int_equal(f.pub.br, dkdv ? (d == 64 ? 128 : 64) : (d == 64 ? 64 : 128));
+                assert_int_equal(f.pub.bc, dkdv ? 128 : 64);
+            }
+        }
+    }
+}
+
 /* The backward's case runs both kernels, dK/dV and dQ, on the wgmma piece
  * (their plans say so) and passes: dQ, dK, dV against the references. */
 static void check_backward(const fa_case *c)
@@ -375,8 +422,8 @@ static int backward_off(void **state)
                : -1;
 }
 
-/* Only when asked for, and only at head_dim 64 and 128 in fp16/bf16, both
- * kernels. */
+/* Asked for (by default on a real sm_90 device alone), and only at
+ * head_dim 64 and 128 in fp16/bf16, both kernels. */
 static void test_backward_selection(void **state)
 {
     (void)state;
@@ -395,18 +442,39 @@ static void test_backward_selection(void **state)
                            "wgmma"));
     assert_null(strstr(plan_variant(FCL_KERNEL_BACKWARD_DKDV, 128, 32, FCL_DTYPE_FP16), "wgmma"));
     assert_null(strstr(plan_variant(FCL_KERNEL_BACKWARD_DKDV, 128, 64, FCL_DTYPE_FP32), "mma"));
+    /* turned off by the hook: the mma.sync piece, whatever the environment says */
+    assert_int_equal(fcl_debug_use_wgmma_backward(ctx, -1), FCL_OK);
+    assert_non_null(
+        strstr(plan_variant(FCL_KERNEL_BACKWARD_DKDV, 128, 64, FCL_DTYPE_FP16), "mma-sync"));
+    assert_non_null(
+        strstr(plan_variant(FCL_KERNEL_BACKWARD_DQ, 128, 64, FCL_DTYPE_BF16), "mma-sync"));
+    /* unasked: the default on a real sm_90 device alone, unless
+     * FLASHCL_BACKWARD_DQ names a fused form (the mma.sync piece's) */
     assert_int_equal(fcl_debug_use_wgmma_backward(ctx, 0), FCL_OK);
-    const int asked = getenv("FLASHCL_WGMMA_BACKWARD") != NULL &&
-                      strcmp(getenv("FLASHCL_WGMMA_BACKWARD"), "1") == 0;
-    if (!asked)
-        assert_null(strstr(plan_variant(FCL_KERNEL_BACKWARD_DKDV, 128, 128, FCL_DTYPE_FP16),
-                           "wgmma"));
+    if (getenv("FLASHCL_WGMMA_BACKWARD") == NULL && getenv("FLASHCL_BACKWARD_DQ") == NULL) {
+        fcl_device_info info;
+        assert_int_equal(fcl_context_device_info(ctx, &info), FCL_OK);
+        const int sm90 = info.vendor_id == FCL_VENDOR_ID_NVIDIA && info.nv_compute_capability == 90;
+        for (int k = 0; k < 2; ++k) {
+            const fcl_kernel_kind kind = k ? FCL_KERNEL_BACKWARD_DQ : FCL_KERNEL_BACKWARD_DKDV;
+            const char *unasked = plan_variant(kind, 128, 128, FCL_DTYPE_FP16);
+            if (sm90)
+                assert_string_equal(unasked, "nvidia-wgmma");
+            else
+                assert_null(strstr(unasked, "wgmma"));
+            assert_int_equal(setenv("FLASHCL_BACKWARD_DQ", k ? "any-order" : "ordered", 1), 0);
+            assert_null(strstr(plan_variant(kind, 128, 128, FCL_DTYPE_FP16), "wgmma"));
+            assert_int_equal(unsetenv("FLASHCL_BACKWARD_DQ"), 0);
+        }
+    }
     assert_int_equal(fcl_debug_use_wgmma_backward(ctx, 1), FCL_OK);
 }
 
-/* The default tile (two warpgroups: 128 keys, 64 query rows) at both head
- * dims and storage types: edge blocks of keys and rows, causal, GQA (the
- * query heads of a K/V head summed in one work-group), BHSD. */
+/* The default tiles (plan_wgmma.c: dK/dV two warpgroups of keys, 64 query
+ * rows a step at head_dim 128 and 128 at 64; dQ 64 keys a step, two
+ * warpgroups of rows at head_dim 128 and one at 64) at both head dims and
+ * storage types: edge blocks of keys and rows, causal, GQA (the query
+ * heads of a K/V head summed in one work-group), BHSD. */
 static void test_backward_default_tile(void **state)
 {
     (void)state;
@@ -512,6 +580,7 @@ int main(void)
         cmocka_unit_test_teardown(test_nonfinite_v, clear_forced_tile),
         cmocka_unit_test_teardown(test_loads, clear_forced_tile),
         cmocka_unit_test(test_shrink),
+        cmocka_unit_test(test_backward_shrink),
         cmocka_unit_test_setup_teardown(test_backward_selection, backward_on, backward_off),
         cmocka_unit_test_setup_teardown(test_backward_default_tile, backward_on, backward_off),
         cmocka_unit_test_setup_teardown(test_backward_forced_tiles, backward_on, backward_off),

@@ -158,10 +158,9 @@ static fcl_status enqueue_dq_store(fcl_context *ctx, fcl_resolved *dkdv, const b
  * that ends no loops (the waits are loops: loop_limit.c). */
 static unsigned fused_dq_bits(const fcl_context *ctx, unsigned build_dkdv, bool wide)
 {
-    const char *env = getenv("FLASHCL_BACKWARD_DQ");
-    const bool ordered = env != NULL && strcmp(env, "ordered") == 0;
-    const bool any_order = env != NULL && strcmp(env, "any-order") == 0;
-    if (!(ordered || any_order) || !(build_dkdv & FCL_BUILD_TILE_MMA) || wide ||
+    const fcl_dq_form form = fcl_backward_dq_form();
+    const bool any_order = form == FCL_DQ_ANY_ORDER;
+    if (form == FCL_DQ_SEPARATE || !(build_dkdv & FCL_BUILD_TILE_MMA) || wide ||
         (build_dkdv & FCL_FEAT_BLOCKMASK) || ctx->loop_limit != 0)
         return 0;
     return FCL_BUILD_FUSED_DQ | (any_order ? FCL_BUILD_FUSED_DQ_ANY_ORDER : 0);

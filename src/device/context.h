@@ -20,9 +20,10 @@ struct fcl_context {
     int pocl_cpu;                 /* a CPU device of PoCL: FCL_POCL_CPU (common.cl) */
     uint32_t loop_limit;          /* loop iterations a work-item may run (llvmpipe), 0: no limit */
     int emulate_tensor_cores;     /* tests: tensor-core pieces on any device */
-    int use_wgmma;                /* tests: the forward's wgmma piece where it applies, as
-                                     FLASHCL_WGMMA=1 asks (fcl_uses_wgmma) */
-    int use_wgmma_backward;       /* tests: dK/dV's, as FLASHCL_WGMMA_BACKWARD=1 asks */
+    int use_wgmma;                /* tests: 1 the forward's wgmma piece where it applies, as
+                                     FLASHCL_WGMMA=1 asks (fcl_uses_wgmma); -1 never;
+                                     0 as the environment and the default say */
+    int use_wgmma_backward;       /* tests: the same for the backward's kernels */
     char *cache_dir;              /* NULL: no disk cache */
     fcl_program_entry *programs;
     size_t num_programs;

@@ -187,11 +187,19 @@ bool fcl_uses_tensor_cores(const fcl_context *ctx, const fcl_attention_desc *des
  *   for (FLASHCL_WGMMA=1 in the environment, or the tests'
  *   fcl_debug_use_wgmma), and by default on a real sm_90 device unless
  *   FLASHCL_WGMMA=0;
- *   the backward's kernels (FCL_KERNEL_BACKWARD_DKDV, _DQ) only when asked
- *   for (FLASHCL_WGMMA_BACKWARD=1, or fcl_debug_use_wgmma_backward).
+ *   the backward's kernels (FCL_KERNEL_BACKWARD_DKDV, _DQ) when asked for
+ *   (FLASHCL_WGMMA_BACKWARD=1, or fcl_debug_use_wgmma_backward), and by
+ *   default on a real sm_90 device unless FLASHCL_WGMMA_BACKWARD=0 or
+ *   FLASHCL_BACKWARD_DQ names a fused form (fcl_backward_dq_form).
+ * The tests' hooks at -1 turn either off whatever the environment says.
  * Never a decode plan. */
 bool fcl_uses_wgmma(const fcl_context *ctx, const fcl_attention_desc *desc, fcl_kernel_kind kind,
                     unsigned features);
+/* The backward's dQ form FLASHCL_BACKWARD_DQ names, read at each call:
+ * "ordered" or "any-order" (the fused forms of the mma.sync piece,
+ * README.md), else the separate dQ kernel. */
+typedef enum { FCL_DQ_SEPARATE, FCL_DQ_ORDERED, FCL_DQ_ANY_ORDER } fcl_dq_form;
+fcl_dq_form fcl_backward_dq_form(void);
 /* Whether that forward brings K and V in by the tensor memory accelerator
  * (FCL_BUILD_WG_TMA): where the context has a tensor map template
  * (tensor_maps.c) or emulates the tensor cores, K's and V's rows suit a

@@ -35,14 +35,21 @@ typedef struct wgmma_shape {
  * non-finite scans; emulated, 24 bytes a work-item.  Registers per lane:
  * dK and dV d / 2 floats each, S^T and dP^T rows / 2 each: at d 128 and 64
  * rows FlashAttention-3's backward shape (2 x 64 + 2 x 32 floats).  The
- * default: two warpgroups (128 keys) and 64 query rows.
+ * default: two warpgroups (128 keys) and 64 query rows at d 128, 128 rows
+ * at d 64 (2 x 32 + 2 x 64 floats).
  *
  * dQ: warpgroups of 64 query rows (Q and dO stay), key tiles of `inner`
  * keys (K and V twice):
  *     (2 * rows + 4 * keys) * d * 2 bytes
  * plus one int; registers per lane: dQ d / 2 floats, S and dP keys / 2
- * each.  The default: two warpgroups (128 rows) and 64 keys (64 + 2 x 32
- * floats at d 128: the score tiles of 128 keys would take 64 more). */
+ * each.  The default: 64 keys, in two warpgroups (128 rows) at d 128, one
+ * at d 64.
+ *
+ * Those defaults measured best or level on an H100 at N 4096 (flashcl-tune,
+ * NOTES.md run 40): at d 64, dK/dV's 128 rows 1.13x its 64 and dQ's one
+ * warpgroup 1.06x two; at d 128 the others lose or tie (dK/dV: 128 rows
+ * 0.92x, one warpgroup 0.55-0.98x; dQ: one warpgroup 0.68-0.96x, 128 keys
+ * 1.00x). */
 static uint64_t wgmma_bytes(fcl_kernel_kind kind, int d, wgmma_shape s, int emulated, int tma)
 {
     const uint64_t m = 64u * (uint64_t)s.warpgroups, inner = (uint64_t)s.inner;
@@ -95,6 +102,10 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
         tma = 0;
     const int d = (int)head_dim;
     wgmma_shape s = {2, fwd ? 128 : 64};
+    if (dkdv && d == 64)
+        s.inner = 128;
+    else if (!fwd && !dkdv && d == 64)
+        s.warpgroups = 1;
     if (target != NULL && !target_shape(kind, target, &s))
         return FCL_ERROR_INVALID_VALUE;
     uint64_t local_limit;
@@ -134,7 +145,7 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
     if (!fwd)
         fcl_appendf(pub->reason, sizeof pub->reason,
                     "tensor cores: wgmma m64nNk16, N %d for %s and %d for %s (%s inputs, fp32 "
-                    "accumulation; asked for by FLASHCL_WGMMA_BACKWARD=1); %s: %d warpgroup%s "
+                    "accumulation; FLASHCL_WGMMA_BACKWARD=0 turns it off); %s: %d warpgroup%s "
                     "of 64 %s, %d %s per step; K, V, Q, dO as 16-bit tiles in the 128-byte "
                     "swizzle, from descriptors, %s from registers; %s brought in by cp.async%s",
                     s.inner % 128 == 0 ? 128 : 64, dkdv ? "S^T and dP^T" : "S and dP",

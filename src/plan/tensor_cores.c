@@ -68,17 +68,29 @@ bool fcl_uses_wgmma_tma(const fcl_context *ctx, const fcl_attention_desc *d)
            map_rows_ok(&d->k) && map_rows_ok(&d->v);
 }
 
-/* Whether the wgmma piece is asked for: 1 by FLASHCL_WGMMA=1 in the
- * environment (read at each call, as the backward's FLASHCL_BACKWARD_DQ
- * is) or the tests' hook (which also asks on a device the piece is
- * emulated on), 0 by FLASHCL_WGMMA=0, -1 by neither (any other value
- * counts as unset): the default. */
-static int wgmma_asked(const fcl_context *ctx)
+/* Whether the wgmma piece is asked for (1), turned off (0) or left to the
+ * default (-1): the tests' hook first (`hook` 1 asks, also on a device the
+ * piece is emulated on; -1 turns it off), then the environment variable
+ * `name`, read at each call ("1" asks, "0" turns it off; any other value
+ * counts as unset). */
+static int wgmma_asked(int hook, const char *name)
 {
-    const char *env = getenv("FLASHCL_WGMMA");
-    if (ctx->use_wgmma || (env != NULL && strcmp(env, "1") == 0))
+    if (hook != 0)
+        return hook > 0;
+    const char *env = getenv(name);
+    if (env != NULL && strcmp(env, "1") == 0)
         return 1;
     return env != NULL && strcmp(env, "0") == 0 ? 0 : -1;
+}
+
+fcl_dq_form fcl_backward_dq_form(void)
+{
+    const char *env = getenv("FLASHCL_BACKWARD_DQ");
+    if (env != NULL && strcmp(env, "ordered") == 0)
+        return FCL_DQ_ORDERED;
+    if (env != NULL && strcmp(env, "any-order") == 0)
+        return FCL_DQ_ANY_ORDER;
+    return FCL_DQ_SEPARATE;
 }
 
 bool fcl_uses_wgmma(const fcl_context *ctx, const fcl_attention_desc *d, fcl_kernel_kind kind,
@@ -93,12 +105,15 @@ bool fcl_uses_wgmma(const fcl_context *ctx, const fcl_attention_desc *d, fcl_ker
         /* The default, on a real sm_90 device: there the piece measured
          * 1.6-1.8x the mma.sync piece on an H100 at head_dim 128,
          * 1.08-1.45x at 64 (NOTES.md, run 39). */
-        const int asked = wgmma_asked(ctx);
+        const int asked = wgmma_asked(ctx->use_wgmma, "FLASHCL_WGMMA");
         wanted = asked == 1 || (asked < 0 && sm90);
     } else if (kind == FCL_KERNEL_BACKWARD_DKDV || kind == FCL_KERNEL_BACKWARD_DQ) {
-        /* Only when asked: not yet measured on a GPU (NOTES.md). */
-        const char *env = getenv("FLASHCL_WGMMA_BACKWARD");
-        wanted = ctx->use_wgmma_backward || (env != NULL && strcmp(env, "1") == 0);
+        /* The default on a real sm_90 device too: there both kernels
+         * measured 1.0-1.4x the mma.sync pieces on an H100 (NOTES.md, run
+         * 40).  A fused dQ form named by FLASHCL_BACKWARD_DQ is an ask for
+         * the mma.sync piece, which alone has it. */
+        const int asked = wgmma_asked(ctx->use_wgmma_backward, "FLASHCL_WGMMA_BACKWARD");
+        wanted = asked == 1 || (asked < 0 && sm90 && fcl_backward_dq_form() == FCL_DQ_SEPARATE);
     } else {
         return false;
     }

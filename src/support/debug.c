@@ -94,14 +94,26 @@ fcl_status fcl_debug_emulate_tensor_cores(fcl_context *ctx, int on)
     return ctx == NULL ? FCL_ERROR_NULL_ARGUMENT : set_mode(ctx, &ctx->emulate_tensor_cores, on);
 }
 
-fcl_status fcl_debug_use_wgmma(fcl_context *ctx, int on)
+/* A three-way test mode of ctx: 1 on, -1 off, 0 left to the default. */
+static fcl_status set_choice(fcl_context *ctx, int *flag, int choice)
 {
-    return ctx == NULL ? FCL_ERROR_NULL_ARGUMENT : set_mode(ctx, &ctx->use_wgmma, on);
+    if (ctx == NULL)
+        return FCL_ERROR_NULL_ARGUMENT;
+    if (choice < -1 || choice > 1)
+        return FCL_ERROR_INVALID_VALUE;
+    *flag = choice;
+    fcl_forget_resolved(ctx); /* the next call plans again */
+    return FCL_OK;
 }
 
-fcl_status fcl_debug_use_wgmma_backward(fcl_context *ctx, int on)
+fcl_status fcl_debug_use_wgmma(fcl_context *ctx, int choice)
 {
-    return ctx == NULL ? FCL_ERROR_NULL_ARGUMENT : set_mode(ctx, &ctx->use_wgmma_backward, on);
+    return set_choice(ctx, ctx == NULL ? NULL : &ctx->use_wgmma, choice);
+}
+
+fcl_status fcl_debug_use_wgmma_backward(fcl_context *ctx, int choice)
+{
+    return set_choice(ctx, ctx == NULL ? NULL : &ctx->use_wgmma_backward, choice);
 }
 
 

@@ -20,14 +20,16 @@ fcl_status fcl_debug_set_tile_split(fcl_context *ctx, fcl_kernel_kind kind, int 
  * warp operations emulated in OpenCL C (cl/warp_emulated.cl), wherever the
  * real ones would be used on an NVIDIA sm_80+ device; 0 turns it off. */
 fcl_status fcl_debug_emulate_tensor_cores(fcl_context *ctx, int on);
-/* Tests: the forward runs on the wgmma piece (cl/tile_nv_wgmma.cl) wherever
- * FLASHCL_WGMMA=1 would put it there (fcl_uses_wgmma: with the tensor cores
- * emulated, on any device); 0 leaves it to the environment and the
- * default (head_dim 64 and 128 on a real sm_90 device). */
-fcl_status fcl_debug_use_wgmma(fcl_context *ctx, int on);
-/* Tests: dK/dV runs on the wgmma piece wherever FLASHCL_WGMMA_BACKWARD=1
- * would put it there; 0 leaves it to the environment (off by default). */
-fcl_status fcl_debug_use_wgmma_backward(fcl_context *ctx, int on);
+/* Tests: with `choice` 1 the forward runs on the wgmma piece
+ * (cl/tile_nv_wgmma.cl) wherever FLASHCL_WGMMA=1 would put it there
+ * (fcl_uses_wgmma: with the tensor cores emulated, on any device); with
+ * -1 never (the mma.sync piece where the default would take wgmma, as
+ * FLASHCL_WGMMA=0 does, whatever the environment says); 0 leaves it to
+ * the environment and the default (head_dim 64 and 128 on a real sm_90
+ * device).  FCL_ERROR_INVALID_VALUE for any other choice. */
+fcl_status fcl_debug_use_wgmma(fcl_context *ctx, int choice);
+/* Tests: the same for both backward kernels (FLASHCL_WGMMA_BACKWARD). */
+fcl_status fcl_debug_use_wgmma_backward(fcl_context *ctx, int choice);
 /* Tests: plans and checks later kernels as if the device had at most
  * `bytes` of local memory (reported and usable; a 16..64 KiB device on any
  * real one); 0 gives back the device's (or profile's) own. */
