@@ -10,7 +10,7 @@
 #include "device/device.h"
 #include "plan/plan.h"
 #include "programs/programs.h"
-#include "support/debug.h"
+#include "debug/debug.h"
 #include "support/support.h"
 
 #endif /* FCL_INTERNAL_H */

@@ -2,7 +2,7 @@
  * kernels rely on, on the device itself: Philox known answers and the
  * dropout mask of a call. */
 #include "calls/calls.h"
-#include "support/debug.h"
+#include "debug/debug.h"
 
 #include <string.h>
 

@@ -1,8 +1,10 @@
 /* debug.c - hooks for tuning tools (bench/flashcl-tune.c), declared in
- * internal.h only: forcing a target tile and adding build options; for
- * tests, a smaller local memory than the device's. */
+ * debug.h (reached through internal.h) only: forcing a target tile and
+ * adding build options; for tests, a smaller local memory than the
+ * device's and the pieces' test modes.  The top layer of src/: it reaches
+ * into the calls' and programs' internals, and nothing below includes it. */
 #include "calls/calls.h"
-#include "support/debug.h"
+#include "debug/debug.h"
 
 #include <stdlib.h>
 #include <string.h>
