@@ -155,12 +155,13 @@ for step in $steps; do
       done ;;
     wgmma-bwd-tiles)
       # the backward's wgmma tiles beside its defaults (flashcl-tune, whole
-      # backward, N 4096): dK/dV keys x query rows a step, dQ rows x keys
+      # backward, N 4096; tiles as query rows x keys x warps, for both
+      # kernels), with NVIDIA's compiler's registers and spills
       for d in ${TUNE_DIMS:-64 128}; do
-        FLASHCL_WGMMA_BACKWARD=1 timeout 150 "$B/bench/flashcl-tune" --dtype fp16 --head-dims $d --reps 5 \
+        FLASHCL_WGMMA_BACKWARD=1 timeout 150 "$B/bench/flashcl-tune" --dtype fp16 --head-dims $d --reps 5 --verbose-build \
           --kernels dkdv --tiles "${DKDV_TILES:-64x128x8,128x128x8,128x64x4,64x64x4}" 2>&1 \
           | tee -a "$OUT/wgmma_bwd_tiles.txt"
-        FLASHCL_WGMMA_BACKWARD=1 timeout 150 "$B/bench/flashcl-tune" --dtype fp16 --head-dims $d --reps 5 \
+        FLASHCL_WGMMA_BACKWARD=1 timeout 150 "$B/bench/flashcl-tune" --dtype fp16 --head-dims $d --reps 5 --verbose-build \
           --kernels dq --tiles "${DQ_TILES:-128x64x8,128x128x8,64x128x4,64x64x4}" 2>&1 \
           | tee -a "$OUT/wgmma_bwd_tiles.txt"
       done ;;
