@@ -46,9 +46,8 @@
 /* tiles written by ordinary stores or cp.async are read by the tensor
  * cores' (async) proxy after the next barrier */
 #define FCL_TILE_WRITTEN() fcl_wg_proxy_fence()
-#if FCL_IS_FP8 || FCL_PAGE_SIZE > 0 || FCL_HAS(FCL_FEAT_SHARED_KV) || FCL_FUSED_DQ || \
-    FCL_DKDV_PART != 0
-#error "the wgmma piece: fp16/bf16 tiles of strided K/V, dK and dV in one launch, dQ apart"
+#if FCL_IS_FP8 || FCL_PAGE_SIZE > 0 || FCL_HAS(FCL_FEAT_SHARED_KV) || FCL_DKDV_PART != 0
+#error "the wgmma piece: fp16/bf16 tiles of strided K/V, dK and dV in one launch"
 #endif
 #else
 #define FCL_H_AT_IN(rows, r, c) ((r) * LDH + (c))
@@ -132,9 +131,10 @@
 
 /* acc[2 * MBN][NCOL / 4] += A B, summing over KLEN: A's fragments (MBN
  * blocks of 16 rows), each given by LOAD_A(SRC, mb, kk, a) for 16-row
- * block mb and 16-column step kk; B = the first KLEN rows of TB as stored
+ * block mb and 16-column step kk; B = TB, a tile of KLEN rows, as stored
  * (k = row of TB, n = head dim), its columns COL0 .. COL0 + NCOL - 1, so
- * ldmatrix .trans gives its fragments. */
+ * ldmatrix .trans gives its fragments (8 values of a row are 16
+ * contiguous bytes in either layout, FCL_H_AT_IN). */
 #define FCL_MMA_A_B(acc, MBN, LOAD_A, SRC, TB, COL0, NCOL, KLEN)                           \
     do {                                                                                   \
         FCL_UNROLL                                                                         \
@@ -145,8 +145,9 @@
             FCL_UNROLL                                                                     \
             for (int n2_ = 0; n2_ < (NCOL) / 16; ++n2_) {                                  \
                 uint b_[4];                                                                \
-                fcl_ldmatrix_x4_trans(TB, (kk_ * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDH \
-                                              + (COL0) + n2_ * 16 + (lane >> 4) * 8, b_);  \
+                fcl_ldmatrix_x4_trans(TB, FCL_H_AT_IN((KLEN), kk_ * 16 + (lane & 7)            \
+                                                              + ((lane >> 3) & 1) * 8,         \
+                                                      (COL0) + n2_ * 16 + (lane >> 4) * 8), b_); \
                 FCL_UNROLL                                                                 \
                 for (int mb_ = 0; mb_ < (MBN); ++mb_) {                                    \
                     FCL_MMA_INTO(acc, 2 * mb_, 4 * n2_, a_[mb_], b_[0], b_[1]);            \
@@ -857,7 +858,9 @@ inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t
  * Q block: FCL_DQ_MQ blocks of 16 query rows each and all of head_dim, or,
  * with fewer row blocks than warps, one row block and a share of the
  * columns.  A = dS (query rows x keys) is dS^T read with ldmatrix .trans;
- * B = K as stored, as in FCL_MMA_AB. */
+ * B = K as stored, as in FCL_MMA_AB.  The wgmma piece takes this form as it
+ * is (mma.sync for the share, K read from its swizzled tile), an option
+ * for measurements (README.md). */
 #define LDS (BR + 8)
 #define FCL_DQ_ROWB (BR / 16)
 #define FCL_DQ_MQ (FCL_DQ_ROWB >= WARPS ? FCL_DQ_ROWB / WARPS : 1)
@@ -946,7 +949,7 @@ inline float fcl_dq_exact(__local const ushort *ds, __local const ushort *kt, in
 {
     float sum = 0.0f;
     for (int c = 0; c < cols; ++c) {
-        const ushort kh = kt[c * LDH + col];
+        const ushort kh = kt[FCL_H_AT_IN(BC, c, col)];
         if (fcl_h_nonfinite(kh)) {
             if (fcl_visible(mask, r0 + qrow, c0 + c) && r0 + qrow < seqlen_q) return NAN;
             continue;

@@ -748,8 +748,8 @@ FCL_API fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_d
  * gradients.  (FLASHCL_BACKWARD_DQ in the environment selects other forms
  * of the tensor-core backward for measurements, README.md: with "ordered"
  * or "any-order" the extra memory is head_dim + 1 fp32 values per query
- * row, and "any-order" is not repeatable; naming either also keeps the
- * mma.sync piece below, which alone has those forms.)  On an NVIDIA sm_90
+ * row, and "any-order" is not repeatable; either form runs on the Hopper
+ * piece below too.)  On an NVIDIA sm_90
  * device both backward kernels (dK/dV and dQ) of fp16 or bf16 at head_dim
  * 64 or 128 run on the Hopper piece, "nvidia-wgmma" in their plans (on an
  * H100 1.02-1.41x the mma.sync piece, NOTES.md run 40): the same outputs

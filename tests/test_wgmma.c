@@ -330,7 +330,7 @@ static void test_shrink(void **state)
             fcl_plan_full f;
             const fcl_status st = fcl_plan_make_wgmma(&ctx->caps, FCL_KERNEL_FORWARD, 64,
                                                       FCL_DTYPE_FP16, &limits,
-                                                      i & 1 ? &forced : NULL, 0, tma, &f);
+                                                      i & 1 ? &forced : NULL, 0, tma, 0, &f);
             uint64_t local; /* the limit, or the device's own where smaller */
             size_t wg;
             fcl_plan_effective_limits(&ctx->caps, &limits, &local, &wg);
@@ -367,7 +367,7 @@ static void test_backward_shrink(void **state)
             const fcl_plan_limits limits = {kib * 1024, 1024};
             fcl_plan_full f;
             const fcl_status st =
-                fcl_plan_make_wgmma(&ctx->caps, kind, d, FCL_DTYPE_BF16, &limits, NULL, 0, 0, &f);
+                fcl_plan_make_wgmma(&ctx->caps, kind, d, FCL_DTYPE_BF16, &limits, NULL, 0, 0, 0, &f);
             uint64_t local;
             size_t wg;
             fcl_plan_effective_limits(&ctx->caps, &limits, &local, &wg);
@@ -448,23 +448,19 @@ static void test_backward_selection(void **state)
         strstr(plan_variant(FCL_KERNEL_BACKWARD_DKDV, 128, 64, FCL_DTYPE_FP16), "mma-sync"));
     assert_non_null(
         strstr(plan_variant(FCL_KERNEL_BACKWARD_DQ, 128, 64, FCL_DTYPE_BF16), "mma-sync"));
-    /* unasked: the default on a real sm_90 device alone, unless
-     * FLASHCL_BACKWARD_DQ names a fused form (the mma.sync piece's) */
+    /* unasked: the default on a real sm_90 device alone */
     assert_int_equal(fcl_debug_use_wgmma_backward(ctx, 0), FCL_OK);
-    if (getenv("FLASHCL_WGMMA_BACKWARD") == NULL && getenv("FLASHCL_BACKWARD_DQ") == NULL) {
+    if (getenv("FLASHCL_WGMMA_BACKWARD") == NULL) {
         fcl_device_info info;
         assert_int_equal(fcl_context_device_info(ctx, &info), FCL_OK);
         const int sm90 = info.vendor_id == FCL_VENDOR_ID_NVIDIA && info.nv_compute_capability == 90;
         for (int k = 0; k < 2; ++k) {
-            const fcl_kernel_kind kind = k ? FCL_KERNEL_BACKWARD_DQ : FCL_KERNEL_BACKWARD_DKDV;
-            const char *unasked = plan_variant(kind, 128, 128, FCL_DTYPE_FP16);
+            const char *unasked = plan_variant(k ? FCL_KERNEL_BACKWARD_DQ : FCL_KERNEL_BACKWARD_DKDV,
+                                               128, 128, FCL_DTYPE_FP16);
             if (sm90)
                 assert_string_equal(unasked, "nvidia-wgmma");
             else
                 assert_null(strstr(unasked, "wgmma"));
-            assert_int_equal(setenv("FLASHCL_BACKWARD_DQ", k ? "any-order" : "ordered", 1), 0);
-            assert_null(strstr(plan_variant(kind, 128, 128, FCL_DTYPE_FP16), "wgmma"));
-            assert_int_equal(unsetenv("FLASHCL_BACKWARD_DQ"), 0);
         }
     }
     assert_int_equal(fcl_debug_use_wgmma_backward(ctx, 1), FCL_OK);
@@ -570,6 +566,58 @@ static void test_backward_nonfinite(void **state)
     }
 }
 
+/* The fused dQ forms (FLASHCL_BACKWARD_DQ, README.md) on the wgmma piece:
+ * the dK/dV kernel adds each key block's share dS K (mma.sync, K read from
+ * its swizzled tile) into an fp32 buffer, in key-block order ("ordered",
+ * bitwise repeatable) or in any order; both head dims and storage types,
+ * causal, GQA, edge blocks, and a non-finite K element, whose edge tile
+ * takes the exact per-element path (fcl_dq_exact, K's swizzled places). */
+static void test_backward_fused_dq(void **state)
+{
+    (void)state;
+    if (ctx->loop_limit != 0) {
+        print_message("a device that ends long loops keeps the dQ kernel: nothing to run\n");
+        return;
+    }
+    static const char *const forms[2] = {"ordered", "any-order"};
+    for (int f = 0; f < 2; ++f) {
+        assert_int_equal(setenv("FLASHCL_BACKWARD_DQ", forms[f], 1), 0);
+        fa_case c = default_tile_case(9960 + (uint64_t)(4 * f), f ? 2 : 1);
+        c.heads_q = 4;
+        fcl_attention_desc d = case_desc(&c);
+        fcl_plan plan;
+        if (fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &plan) != FCL_OK) {
+            check_backward(&c); /* refused, as the plan query says */
+            continue;
+        }
+        /* the fused kernel's dS^T and fp32 share on chip */
+        assert_true(fcl_backward_builds_of(ctx, &d, 0).fused_dq);
+        check_backward(&c);
+        nf_case n = {2, 1, 150, 140, f ? 64 : 128, FCL_DTYPE_FP16, f == 0, -1, -1, 0, 0, 1,
+                     {{NF_K, 0, 93, 100 % (f ? 64 : 128), NAN}, {NF_K, 0, 139, 3, INFINITY},
+                      {NF_Q, 0, 20, 7, NAN}, {NF_DO, 1, 72, 5, -INFINITY}},
+                     9970 + (uint64_t)f};
+        nf_dq_rounding = 1; /* nonfinite_support.h: the exact path's order */
+        const int held = nf_check(ctx, &n);
+        nf_dq_rounding = 0;
+        assert_true(held);
+    }
+    fa_case r = default_tile_case(9980, 2);
+    assert_int_equal(setenv("FLASHCL_BACKWARD_DQ", "ordered", 1), 0);
+    const fcl_attention_desc d = case_desc(&r);
+    fcl_plan plan;
+    if (fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &plan) == FCL_OK)
+        assert_true(fa_check_deterministic(ctx, &r, 1));
+    assert_int_equal(unsetenv("FLASHCL_BACKWARD_DQ"), 0);
+}
+
+/* After the fused dQ's test, whether it passed or failed: the separate
+ * kernels again. */
+static int backward_fused_off(void **state)
+{
+    return unsetenv("FLASHCL_BACKWARD_DQ") == 0 ? backward_off(state) : -1;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -586,6 +634,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_backward_forced_tiles, backward_on, backward_off),
         cmocka_unit_test_setup_teardown(test_backward_variants, backward_on, backward_off),
         cmocka_unit_test_setup_teardown(test_backward_nonfinite, backward_on, backward_off),
+        cmocka_unit_test_setup_teardown(test_backward_fused_dq, backward_on, backward_fused_off),
     };
     return cmocka_run_group_tests(tests, setup, fa_group_teardown);
 }

@@ -15,6 +15,8 @@
  *   flashcl-sm90a options-dkdv D fp16|bf16 [ROWS COLS]
  *                                        dK/dV's wgmma plan (ROWS query rows
  *                                        by COLS keys when forced)
+ *   flashcl-sm90a options-dkdv-fused ... dK/dV's with the fused dQ
+ *                                        (FLASHCL_BACKWARD_DQ=ordered)
  *   flashcl-sm90a options-dq ...         dQ's (ROWS query rows by COLS keys)
  *   flashcl-sm90a rewrite < in > out     the PTX rewrite (ptx_rewrite.c);
  *                                        the count of instructions written
@@ -38,12 +40,17 @@ static int print_source(fcl_program_id id)
 static int print_options(int argc, char **argv)
 {
     if (argc != 4 && argc != 6)
-        return fprintf(stderr, "options[-cpasync|-dkdv|-dq] D fp16|bf16 [ROWS COLS]\n"), 1;
+        return fprintf(stderr, "options[-cpasync|-dkdv|-dkdv-fused|-dq] D fp16|bf16 "
+                               "[ROWS COLS]\n"),
+               1;
     /* "options": K and V by the tensor memory accelerator, as on an H100
      * where libcuda is found; "options-cpasync": by cp.async;
-     * "options-dkdv": the backward's dK/dV */
+     * "options-dkdv": the backward's dK/dV, "options-dkdv-fused" with the
+     * fused dQ (FLASHCL_BACKWARD_DQ=ordered); "options-dq": its dQ */
     const int tma = strcmp(argv[1], "options") == 0;
-    const fcl_kernel_kind kind = strcmp(argv[1], "options-dkdv") == 0 ? FCL_KERNEL_BACKWARD_DKDV
+    const int fused = strcmp(argv[1], "options-dkdv-fused") == 0;
+    const fcl_kernel_kind kind = strcmp(argv[1], "options-dkdv") == 0 || fused
+                                     ? FCL_KERNEL_BACKWARD_DKDV
                                  : strcmp(argv[1], "options-dq") == 0 ? FCL_KERNEL_BACKWARD_DQ
                                                                       : FCL_KERNEL_FORWARD;
     const size_t d = (size_t)atoi(argv[2]);
@@ -57,11 +64,12 @@ static int print_options(int argc, char **argv)
     }
     fcl_plan_full plan;
     const fcl_status st = fcl_plan_make_wgmma(&h100->caps, kind, d, dtype, NULL,
-                                              argc == 6 ? &forced : NULL, 0, tma, &plan);
+                                              argc == 6 ? &forced : NULL, 0, tma, fused, &plan);
     if (st != FCL_OK)
         return fprintf(stderr, "no wgmma plan: %s\n", fcl_status_string(st)), 1;
     fcl_build b = fcl_build_of(kind, d, dtype,
-                               FCL_BUILD_TILE_MMA | FCL_BUILD_WGMMA | (tma ? FCL_BUILD_WG_TMA : 0));
+                               FCL_BUILD_TILE_MMA | FCL_BUILD_WGMMA | (tma ? FCL_BUILD_WG_TMA : 0) |
+                                   (fused ? FCL_BUILD_FUSED_DQ : 0));
     b.out_dtype = dtype;
     char opts[1024];
     if (fcl_kernel_options(&plan, &b, 0, opts, sizeof opts) >= (int)sizeof opts)
@@ -104,11 +112,14 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "source-backward") == 0)
         return print_source(FCL_PROGRAM_BACKWARD);
     if (argc >= 2 && (strcmp(argv[1], "options") == 0 || strcmp(argv[1], "options-cpasync") == 0 ||
-                      strcmp(argv[1], "options-dkdv") == 0 || strcmp(argv[1], "options-dq") == 0))
+                      strcmp(argv[1], "options-dkdv") == 0 ||
+                      strcmp(argv[1], "options-dkdv-fused") == 0 ||
+                      strcmp(argv[1], "options-dq") == 0))
         return print_options(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "rewrite") == 0)
         return rewrite();
-    fprintf(stderr, "usage: flashcl-sm90a source[-backward] | options[-cpasync|-dkdv|-dq] D "
-                    "fp16|bf16 [ROWS COLS] | rewrite\n");
+    fprintf(stderr, "usage: flashcl-sm90a source[-backward] | "
+                    "options[-cpasync|-dkdv|-dkdv-fused|-dq] D fp16|bf16 [ROWS COLS] | "
+                    "rewrite\n");
     return 1;
 }

@@ -3,7 +3,8 @@
 #
 # Builds the forward program's OpenCL C (as the library embeds it) with the
 # build options of its wgmma plans, and the backward program's with dK/dV's
-# (dkdv-NAME) and dQ's (dq-NAME), for the nvidia-h100 profile, through clang's NVPTX target
+# (dkdv-NAME; dkdv-fused-NAME with the fused dQ) and dQ's (dq-NAME), for the
+# nvidia-h100 profile, through clang's NVPTX target
 # and libclc instead of NVIDIA's OpenCL compiler, rewrites the
 # PTX as the library does (src/programs/ptx_rewrite.c, through
 # tools/flashcl-sm90a) and asks ptxas for sm_90a to accept it.  clang 15
@@ -29,7 +30,7 @@ mkdir -p "$out"
 "$tool" source > "$out/forward.cl"
 "$tool" source-backward > "$out/backward.cl"
 
-# options, options-cpasync or options-dkdv, head_dim, storage, and an
+# options, options-cpasync, options-dkdv[-fused] or options-dq, head_dim, storage, and an
 # optional forced tile (rows, cols)
 check() {
     mode=$1
@@ -40,6 +41,7 @@ check() {
     case $mode in
     options-cpasync) name="$name-cpasync" ;;
     options-dkdv) name="dkdv-$name" src=backward kernel=fcl_backward_dkdv ;;
+    options-dkdv-fused) name="dkdv-fused-$name" src=backward kernel=fcl_backward_dkdv ;;
     options-dq) name="dq-$name" src=backward kernel=fcl_backward_dq ;;
     esac
     opts=$("$tool" "$mode" "$@")
@@ -90,6 +92,8 @@ check options-dkdv 128 fp16
 check options-dkdv 128 bf16
 check options-dkdv 64 fp16 64 64
 check options-dkdv 128 fp16 128 128
+check options-dkdv-fused 64 fp16
+check options-dkdv-fused 128 bf16
 check options-dq 64 fp16
 check options-dq 128 fp16
 check options-dq 128 bf16

@@ -216,11 +216,11 @@ fcl_backward_builds fcl_backward_builds_of(const fcl_context *ctx, const fcl_att
     const unsigned wgmma_dq =
         fcl_uses_wgmma(ctx, desc, FCL_KERNEL_BACKWARD_DQ, build_dq) ? FCL_BUILD_WGMMA : 0;
     bb.dq = fcl_build_of(FCL_KERNEL_BACKWARD_DQ, D, desc->dtype, build_dq | wgmma_dq);
-    /* dK/dV on the wgmma piece (when asked for: fcl_uses_wgmma), which
-     * computes no dQ */
+    /* dK/dV on the wgmma piece (fcl_uses_wgmma); either piece takes the
+     * fused dQ forms */
     const unsigned wgmma =
         fcl_uses_wgmma(ctx, desc, FCL_KERNEL_BACKWARD_DKDV, build_dkdv) ? FCL_BUILD_WGMMA : 0;
-    const unsigned fused = wgmma ? 0 : fused_dq_bits(ctx, build_dkdv, wide);
+    const unsigned fused = fused_dq_bits(ctx, build_dkdv, wide);
     bb.fused_dq = fused != 0;
     bb.dkdv[0] = fcl_build_of(FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype,
                               build_dkdv | wgmma | fused | (split ? FCL_BUILD_DV_ONLY : 0));

@@ -148,10 +148,11 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
  * 64 x warpgroups keys, ty = cols / 16.  Else the default,
  * shrunk to the limits.  `emulated`: cl/warpgroup_emulated.cl; `tma`
  * (the forward only): K and V by the tensor memory accelerator
- * (FCL_BUILD_WG_TMA). */
+ * (FCL_BUILD_WG_TMA); `fused_dq` (dK/dV only): the kernel computes dQ too
+ * (FCL_BUILD_FUSED_DQ), which takes more local memory. */
 fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
                                fcl_dtype dtype, const fcl_plan_limits *limits,
-                               const fcl_tuned_tile *target, int emulated, int tma,
+                               const fcl_tuned_tile *target, int emulated, int tma, int fused_dq,
                                fcl_plan_full *out);
 /* __local bytes of a portable-piece kernel (features: as fcl_plan_make). */
 uint64_t fcl_plan_local_bytes(fcl_kernel_kind kind, unsigned features, int rows, int cols,
@@ -189,8 +190,7 @@ bool fcl_uses_tensor_cores(const fcl_context *ctx, const fcl_attention_desc *des
  *   FLASHCL_WGMMA=0;
  *   the backward's kernels (FCL_KERNEL_BACKWARD_DKDV, _DQ) when asked for
  *   (FLASHCL_WGMMA_BACKWARD=1, or fcl_debug_use_wgmma_backward), and by
- *   default on a real sm_90 device unless FLASHCL_WGMMA_BACKWARD=0 or
- *   FLASHCL_BACKWARD_DQ names a fused form (fcl_backward_dq_form).
+ *   default on a real sm_90 device unless FLASHCL_WGMMA_BACKWARD=0.
  * The tests' hooks at -1 turn either off whatever the environment says.
  * Never a decode plan. */
 bool fcl_uses_wgmma(const fcl_context *ctx, const fcl_attention_desc *desc, fcl_kernel_kind kind,

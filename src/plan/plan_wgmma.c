@@ -50,12 +50,17 @@ typedef struct wgmma_shape {
  * warpgroup 1.06x two; at d 128 the others lose or tie (dK/dV: 128 rows
  * 0.92x, one warpgroup 0.55-0.98x; dQ: one warpgroup 0.68-0.96x, 128 keys
  * 1.00x). */
-static uint64_t wgmma_bytes(fcl_kernel_kind kind, int d, wgmma_shape s, int emulated, int tma)
+static uint64_t wgmma_bytes(fcl_kernel_kind kind, int d, wgmma_shape s, int emulated, int tma,
+                            int fused_dq)
 {
     const uint64_t m = 64u * (uint64_t)s.warpgroups, inner = (uint64_t)s.inner;
     uint64_t bytes;
     if (kind == FCL_KERNEL_BACKWARD_DKDV) {
         bytes = (2u * m + 4u * inner) * (uint64_t)d * 2u + 16u * inner + 12u;
+        /* the fused dQ (tile_nv_mma.cl): dS^T as 16-bit values, rows of
+         * inner + 8, and the share in fp32, rows of d + 4 */
+        if (fused_dq)
+            bytes += m * (inner + 8u) * 2u + inner * ((uint64_t)d + 4u) * 4u;
     } else if (kind == FCL_KERNEL_BACKWARD_DQ) {
         bytes = (2u * m + 4u * inner) * (uint64_t)d * 2u + 4u;
     } else {
@@ -69,9 +74,9 @@ static uint64_t wgmma_bytes(fcl_kernel_kind kind, int d, wgmma_shape s, int emul
 }
 
 static bool wgmma_fits(fcl_kernel_kind kind, int d, wgmma_shape s, int emulated, int tma,
-                       uint64_t local_limit, size_t wg_limit)
+                       int fused_dq, uint64_t local_limit, size_t wg_limit)
 {
-    return wgmma_bytes(kind, d, s, emulated, tma) <= local_limit &&
+    return wgmma_bytes(kind, d, s, emulated, tma, fused_dq) <= local_limit &&
            (size_t)(128 * s.warpgroups) <= wg_limit;
 }
 
@@ -91,7 +96,7 @@ static bool target_shape(fcl_kernel_kind kind, const fcl_tuned_tile *t, wgmma_sh
 fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
                                fcl_dtype dtype, const fcl_plan_limits *limits,
                                const fcl_tuned_tile *target, int emulated, int tma,
-                               fcl_plan_full *out)
+                               int fused_dq, fcl_plan_full *out)
 {
     const bool dkdv = kind == FCL_KERNEL_BACKWARD_DKDV, fwd = kind == FCL_KERNEL_FORWARD;
     if ((!fwd && !dkdv && kind != FCL_KERNEL_BACKWARD_DQ) || (head_dim != 64 && head_dim != 128) ||
@@ -100,6 +105,8 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
     memset(out, 0, sizeof *out);
     if (!fwd)
         tma = 0;
+    if (!dkdv)
+        fused_dq = 0;
     const int d = (int)head_dim;
     wgmma_shape s = {2, fwd ? 128 : 64};
     if (dkdv && d == 64)
@@ -111,7 +118,7 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
     uint64_t local_limit;
     size_t wg_limit;
     fcl_plan_effective_limits(caps, limits, &local_limit, &wg_limit);
-    while (!wgmma_fits(kind, d, s, emulated, tma, local_limit, wg_limit)) {
+    while (!wgmma_fits(kind, d, s, emulated, tma, fused_dq, local_limit, wg_limit)) {
         if (s.inner > 64) /* half, in whole wgmma blocks of 64 (192 -> 64, not 96) */
             s.inner = s.inner >= 256 ? s.inner / 2 : 64;
         else if (s.warpgroups > 1)
@@ -138,7 +145,9 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
     pub->work_group_size = (size_t)(32 * warps);
     pub->threads_row = (size_t)warps;
     pub->threads_col = 32;
-    pub->local_bytes = wgmma_bytes(kind, d, s, emulated, tma);
+    pub->local_bytes = wgmma_bytes(kind, d, s, emulated, tma, fused_dq);
+    /* red.global.v4.f32 for the fused dQ's adds on the real device (plan_mma.c) */
+    out->red_v4 = fused_dq && !emulated;
     fcl_copy_string(pub->variant, sizeof pub->variant,
                     emulated ? "emulated-wgmma" : "nvidia-wgmma");
     fcl_copy_string(pub->source, sizeof pub->source, target ? target->entry : "wgmma default");
@@ -147,12 +156,15 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
                     "tensor cores: wgmma m64nNk16, N %d for %s and %d for %s (%s inputs, fp32 "
                     "accumulation; FLASHCL_WGMMA_BACKWARD=0 turns it off); %s: %d warpgroup%s "
                     "of 64 %s, %d %s per step; K, V, Q, dO as 16-bit tiles in the 128-byte "
-                    "swizzle, from descriptors, %s from registers; %s brought in by cp.async%s",
+                    "swizzle, from descriptors, %s from registers; %s brought in by cp.async%s%s",
                     s.inner % 128 == 0 ? 128 : 64, dkdv ? "S^T and dP^T" : "S and dP",
                     d % 128 == 0 ? 128 : 64, dkdv ? "dV and dK" : "dQ", fcl_dtype_name(dtype),
                     dkdv ? "dK/dV" : "dQ", s.warpgroups, s.warpgroups > 1 ? "s" : "",
                     dkdv ? "keys" : "query rows", s.inner, dkdv ? "query rows" : "keys",
                     dkdv ? "P^T and dS^T" : "dS", dkdv ? "Q and dO" : "K and V",
+                    fused_dq ? "; dQ's share dS K of each key block on mma.sync, added in "
+                               "here (FLASHCL_BACKWARD_DQ)"
+                             : "",
                     emulated ? "; warpgroup operations emulated in OpenCL C (a test mode)" : "");
     else
         fcl_appendf(pub->reason, sizeof pub->reason,

@@ -110,10 +110,9 @@ bool fcl_uses_wgmma(const fcl_context *ctx, const fcl_attention_desc *d, fcl_ker
     } else if (kind == FCL_KERNEL_BACKWARD_DKDV || kind == FCL_KERNEL_BACKWARD_DQ) {
         /* The default on a real sm_90 device too: there both kernels
          * measured 1.0-1.4x the mma.sync pieces on an H100 (NOTES.md, run
-         * 40).  A fused dQ form named by FLASHCL_BACKWARD_DQ is an ask for
-         * the mma.sync piece, which alone has it. */
+         * 40). */
         const int asked = wgmma_asked(ctx->use_wgmma_backward, "FLASHCL_WGMMA_BACKWARD");
-        wanted = asked == 1 || (asked < 0 && sm90 && fcl_backward_dq_form() == FCL_DQ_SEPARATE);
+        wanted = asked == 1 || (asked < 0 && sm90);
     } else {
         return false;
     }
