@@ -271,8 +271,37 @@ static uint16_t to_bits(float f, fcl_dtype dt)
     return (uint16_t)(sign | h);
 }
 
+static int bench_is_fp8(fcl_dtype dt) { return dt == FCL_DTYPE_FP8_E4M3 || dt == FCL_DTYPE_FP8_E5M2; }
+
+/* An FP8 tensor (the forward's storage; --dtype e4m3 / e5m2): random
+ * normal codes of magnitude 1/8 .. 1.875 (exponent fields 4-7 of E4M3,
+ * 12-15 of E5M2) and either sign, and their values (flashcl.h, fcl_dtype)
+ * as the fp32 copy, so the reference computes with exactly the stored
+ * inputs. */
+static cl_mem random_fp8(cl_context ctx, size_t n, fcl_dtype dt, unsigned seed, cl_mem *f32)
+{
+    const int e4m3 = dt == FCL_DTYPE_FP8_E4M3, mbits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+    float *f = malloc(n * sizeof *f);
+    uint8_t *b = malloc(n);
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; ++i) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        const unsigned r = (unsigned)(s >> 33), m = r & ((1u << mbits) - 1u);
+        const int e = bias - 3 + (int)((r >> 4) & 3u);
+        b[i] = (uint8_t)(((r >> 8) & 1u) << 7 | (unsigned)e << mbits | m);
+        f[i] = (float)ldexp(1.0 + m / (double)(1u << mbits), e - bias) * ((r >> 8) & 1u ? -1.0f : 1.0f);
+    }
+    *f32 = make_buffer(ctx, n * sizeof(float), f);
+    cl_mem mem = make_buffer(ctx, n, b);
+    free(f);
+    free(b);
+    return mem;
+}
+
 static cl_mem random_tensor(cl_context ctx, size_t n, fcl_dtype dt, unsigned seed, cl_mem *f32)
 {
+    if (bench_is_fp8(dt))
+        return random_fp8(ctx, n, dt, seed, f32);
     float *f = malloc(n * sizeof *f);
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
     for (size_t i = 0; i < n; ++i) {
@@ -341,7 +370,7 @@ static double rel_diff(cl_command_queue q, cl_mem ours, fcl_dtype dt, cl_mem ref
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: flashcl-bench [--device P:D] [--dtype fp32|fp16|bf16] [--head-dims 64,128]\n"
+            "usage: flashcl-bench [--device P:D] [--dtype fp32|fp16|bf16|e4m3|e5m2] [--head-dims 64,128]\n"
             "       [--seqlens 512,1024,...] [--causal 0,1] [--tokens 16384] [--hidden 2048]\n"
             "       [--reps 10] [--backward] [--no-naive] [--portable-only] [--out results.csv]\n"
             "       [--head-dim-v DV] [--profile]\n");
@@ -355,7 +384,11 @@ int main(int argc, char **argv)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(a, "--device")) c.device = v, ++i;
         else if (!strcmp(a, "--dtype")) {
-            c.dtype = !strcmp(v, "fp16") ? FCL_DTYPE_FP16 : !strcmp(v, "bf16") ? FCL_DTYPE_BF16 : FCL_DTYPE_FP32;
+            c.dtype = !strcmp(v, "fp16")   ? FCL_DTYPE_FP16
+                      : !strcmp(v, "bf16") ? FCL_DTYPE_BF16
+                      : !strcmp(v, "e4m3") ? FCL_DTYPE_FP8_E4M3
+                      : !strcmp(v, "e5m2") ? FCL_DTYPE_FP8_E5M2
+                                           : FCL_DTYPE_FP32;
             ++i;
         } else if (!strcmp(a, "--head-dims")) c.n_head_dims = parse_list(v, c.head_dims, 8), ++i;
         else if (!strcmp(a, "--seqlens")) c.n_seqlens = parse_list(v, c.seqlens, 16), ++i;
@@ -377,6 +410,10 @@ int main(int argc, char **argv)
     }
     if (c.head_dim_v)
         c.naive = 0; /* standard attention (cl/reference.cl) takes V as wide as K */
+    if (bench_is_fp8(c.dtype) && c.backward) {
+        fprintf(stderr, "flashcl-bench: FP8 storage has no backward (flashcl.h)\n");
+        return 2;
+    }
     if (c.reps < 1 || c.reps > 1000) c.reps = 10;
     g_start = bench_now_s();
 
@@ -431,7 +468,10 @@ int main(int argc, char **argv)
            "type", "d", "causal", "N", "B", "H", "ours ms", unit_name, "%ceil", "naive ms",
            unit_name, "speedup", "ours MiB", "naive MiB", "rel diff", "note");
 
+    /* bytes of an input element, and of O's (FP8: fp16, the default
+     * out_dtype, which the comparison reads) */
     const size_t es = fcl_dtype_size(c.dtype);
+    const fcl_dtype o_dtype = bench_is_fp8(c.dtype) ? FCL_DTYPE_FP16 : c.dtype;
     for (size_t di = 0; di < c.n_head_dims; ++di)
         for (int ci = 0; ci < c.n_causals; ++ci)
             for (size_t ni = 0; ni < c.n_seqlens; ++ni) {
@@ -449,7 +489,7 @@ int main(int argc, char **argv)
                 t.k = random_tensor(ctx, n, c.dtype, 2, &t.kf);
                 t.v = random_tensor(ctx, n_v, c.dtype, 3, &t.vf);
                 t.dout = random_tensor(ctx, n_v, c.dtype, 4, &t.doutf);
-                t.o = make_buffer(ctx, n_v * es, NULL);
+                t.o = make_buffer(ctx, n_v * fcl_dtype_size(o_dtype), NULL);
                 t.of = make_buffer(ctx, n_v * 4, NULL);
                 t.lse = make_buffer(ctx, t.B * t.H * t.N * 4, NULL);
                 fcl_attention_desc desc;
@@ -551,7 +591,7 @@ int main(int argc, char **argv)
                                 diff = bwd ? fmax(rel_diff(q, t.dq, c.dtype, t.dqf, n),
                                                   fmax(rel_diff(q, t.dk, c.dtype, t.dkf, n),
                                                        rel_diff(q, t.dv, c.dtype, t.dvf, n)))
-                                           : rel_diff(q, t.o, c.dtype, t.of, n);
+                                           : rel_diff(q, t.o, o_dtype, t.of, n);
                             }
                         }
                         if (S) clReleaseMemObject(S);

@@ -153,6 +153,30 @@ for step in $steps; do
         python3 bench/compare_fa2.py "$OUT/wgmma_bwd_${m}_$rounds.csv" "$OUT/wgmma_bwd_sdpa.csv" \
           "$OUT/wgmma-bwd-$m" 2>&1 | tail -3
       done ;;
+    wgmma-fp8)
+      # issue 27: FP8 storage's forward on the wgmma piece (FLASHCL_WGMMA=1
+      # asks; its loads decode to fp16): test_wgmma and test_fp8 through it
+      # on the real instructions, then the forward of e4m3 with it and
+      # without (mma.sync), alternated WGMMA_ROUNDS times, and fp16 on the
+      # wgmma piece beside (device spans)
+      FLASHCL_WGMMA=1 timeout 120 "$B/tools/flashcl-info" --head-dim 128 --dtype e4m3 2>&1 \
+        | tee "$OUT/wgmma_fp8_info.txt"
+      for t in test_wgmma test_fp8; do
+        ( time FLASHCL_WGMMA=1 timeout 300 "$B/tests/$t" ) > "$OUT/$t.log" 2>&1
+        echo "$t (FLASHCL_WGMMA=1): rc=$?"; grep -E "PASSED|FAILED|FAIL " "$OUT/$t.log" | head -20
+      done
+      for r in $(seq 1 "${WGMMA_ROUNDS:-2}"); do
+        for m in 0 1; do
+          echo "== e4m3, FLASHCL_WGMMA=$m round $r" | tee -a "$OUT/wgmma_fp8.txt"
+          FLASHCL_WGMMA=$m timeout 200 "$B/bench/flashcl-bench" --dtype e4m3 \
+            --head-dims 64,128 --seqlens 1024,4096,16384 --causal 0,1 --no-naive --reps 5 \
+            --profile --out "$OUT/wgmma_fp8_${m}_$r.csv" 2>&1 | grep -v '^\[' | tee -a "$OUT/wgmma_fp8.txt"
+        done
+        echo "== fp16 (wgmma) round $r" | tee -a "$OUT/wgmma_fp8.txt"
+        timeout 200 "$B/bench/flashcl-bench" --dtype fp16 --head-dims 64,128 --seqlens 1024,4096,16384 \
+          --causal 0,1 --no-naive --reps 5 --profile --out "$OUT/wgmma_fp16_$r.csv" 2>&1 \
+          | grep -v '^\[' | tee -a "$OUT/wgmma_fp8.txt"
+      done ;;
     wgmma-bwd-tiles)
       # the backward's wgmma tiles beside its defaults (flashcl-tune, whole
       # backward, N 4096; tiles as query rows x keys x warps, for both

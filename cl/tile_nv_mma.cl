@@ -46,8 +46,9 @@
 /* tiles written by ordinary stores or cp.async are read by the tensor
  * cores' (async) proxy after the next barrier */
 #define FCL_TILE_WRITTEN() fcl_wg_proxy_fence()
-#if FCL_IS_FP8 || FCL_PAGE_SIZE > 0 || FCL_HAS(FCL_FEAT_SHARED_KV) || FCL_DKDV_PART != 0
-#error "the wgmma piece: fp16/bf16 tiles of strided K/V, dK and dV in one launch"
+#if FCL_PAGE_SIZE > 0 || FCL_HAS(FCL_FEAT_SHARED_KV) || FCL_DKDV_PART != 0 || \
+    (FCL_IS_FP8 && (FCL_WG_TMA || !defined(FCL_KERNEL_FORWARD)))
+#error "the wgmma piece: 16-bit tiles (FP8: decoded forward) of strided K/V, dK, dV in one launch"
 #endif
 #else
 #define FCL_H_AT_IN(rows, r, c) ((r) * LDH + (c))
@@ -208,8 +209,15 @@
 /* 8 elements of a row as 8 16-bit tile values.  FP8 is decoded to fp16:
  * exact for both formats (E4M3's 3 mantissa bits and exponents 2^-9 ..
  * 2^8, E5M2's 2 bits and 2^-16 .. 2^15, infinities and NaN all exist in
- * fp16), so the fp16 products serve FP8 unchanged. */
-inline uint4 fcl_load8_h(__global const fcl_storage *src)
+ * fp16), so the fp16 products serve FP8 unchanged.
+ * The loads' functions are always inlined (FCL_LOAD_INLINE): an inline
+ * function is only an inline definition in OpenCL C (C99), and clang's
+ * NVPTX build of the wgmma forward of FP8, whose loads decode, left calls
+ * to fcl_load_rows_h, fcl_load_rows_h_async and fcl_copy8_h_async
+ * unresolved (ptxas: "Unresolved extern function";
+ * tools/wgmma_ptx_check.sh). */
+#define FCL_LOAD_INLINE __attribute__((always_inline)) inline
+FCL_LOAD_INLINE uint4 fcl_load8_h(__global const fcl_storage *src)
 {
 #if FCL_IS_FP8
     uint4 h;
@@ -222,7 +230,8 @@ inline uint4 fcl_load8_h(__global const fcl_storage *src)
 
 /* 8 elements into a tile in the background (cp.async, zeros when !valid);
  * FP8 must be decoded on the way, so it is copied at once. */
-inline void fcl_copy8_h_async(__local ushort *dst, __global const fcl_storage *src, bool valid)
+FCL_LOAD_INLINE void fcl_copy8_h_async(__local ushort *dst, __global const fcl_storage *src,
+                                       bool valid)
 {
 #if FCL_IS_FP8
     *(__local uint4 *)dst = valid ? fcl_load8_h(src) : (uint4)(0u);
@@ -305,9 +314,9 @@ inline bool fcl_h_tile_bad(__local const ushort *tile, int rows, int n, int lid)
  * and zero columns from `width` on (D_PAD, or head_dim_v for V and dO; a
  * multiple of 8), negated when `negate` (the sign bits of fp16 and bf16
  * alike); 8 elements per access (the host guarantees the alignment). */
-inline void fcl_load_rows_h(__local ushort *dst, int nrows, __global const fcl_storage *src,
-                            const fcl_rows src_rows, bool keys, int nvalid, int width,
-                            bool negate, int lid)
+FCL_LOAD_INLINE void fcl_load_rows_h(__local ushort *dst, int nrows,
+                                     __global const fcl_storage *src, const fcl_rows src_rows,
+                                     bool keys, int nvalid, int width, bool negate, int lid)
 {
     const uint flip = negate ? 0x80008000u : 0u;
     const int chunks = D_PAD / 8;
@@ -322,9 +331,10 @@ inline void fcl_load_rows_h(__local ushort *dst, int nrows, __global const fcl_s
 
 /* The same through cp.async, as one group: the copy proceeds while the warps
  * compute; FCL_TILES_ARRIVED() makes it visible. */
-inline void fcl_load_rows_h_async(__local ushort *dst, int nrows, __global const fcl_storage *src,
-                                  const fcl_rows src_rows, bool keys, int nvalid, int width,
-                                  int lid)
+FCL_LOAD_INLINE void fcl_load_rows_h_async(__local ushort *dst, int nrows,
+                                           __global const fcl_storage *src,
+                                           const fcl_rows src_rows, bool keys, int nvalid,
+                                           int width, int lid)
 {
     const int chunks = D_PAD / 8;
     FCL_FOR_TILE_CHUNKS(e, nrows * chunks, lid) {
@@ -337,15 +347,17 @@ inline void fcl_load_rows_h_async(__local ushort *dst, int nrows, __global const
 }
 
 /* The two for rows at a fixed stride `ss` from element `base`. */
-inline void fcl_load_tile_h(__local ushort *dst, int nrows, __global const fcl_storage *src,
-                            long base, long ss, int nvalid, int width, bool negate, int lid)
+FCL_LOAD_INLINE void fcl_load_tile_h(__local ushort *dst, int nrows,
+                                     __global const fcl_storage *src, long base, long ss,
+                                     int nvalid, int width, bool negate, int lid)
 {
     fcl_load_rows_h(dst, nrows, src, fcl_rows_strided(base, ss), true, nvalid, width, negate,
                     lid);
 }
 
-inline void fcl_load_tile_h_async(__local ushort *dst, int nrows, __global const fcl_storage *src,
-                                  long base, long ss, int nvalid, int width, int lid)
+FCL_LOAD_INLINE void fcl_load_tile_h_async(__local ushort *dst, int nrows,
+                                           __global const fcl_storage *src, long base, long ss,
+                                           int nvalid, int width, int lid)
 {
     fcl_load_rows_h_async(dst, nrows, src, fcl_rows_strided(base, ss), true, nvalid, width, lid);
 }

@@ -1,10 +1,12 @@
 /* tile_nv_wgmma.cl - the tile piece of the forward and of the backward's
  * two kernels on Hopper's warpgroup MMA (wgmma, sm_90a; the operations and
  * the tile layout: warpgroup_ptx.cl).  Built with FCL_TILE_MMA=1 and
- * FCL_WGMMA=1 (the host's choice: the forward on an NVIDIA sm_90 device
- * unless FLASHCL_WGMMA=0, the backward only when FLASHCL_WGMMA_BACKWARD=1
- * asks; in the tests, emulated), for fp16/bf16 of strided K/V, head_dim 64
- * or 128.  The backward's piece is at the end of the file.
+ * FCL_WGMMA=1 (the host's choice: on an NVIDIA sm_90 device the forward
+ * unless FLASHCL_WGMMA=0, the backward unless FLASHCL_WGMMA_BACKWARD=0; in
+ * the tests, emulated), for fp16/bf16 of strided K/V, head_dim 64 or 128,
+ * and the forward of FP8 when FLASHCL_WGMMA=1 asks (its tiles decoded to
+ * fp16 by the warps' loads, tile_nv_mma.cl's fcl_copy8_h_async, never by
+ * the accelerator).  The backward's piece is at the end of the file.
  *
  * It is tile_nv_mma.cl's forward with its two products replaced: K and V
  * by the tensor memory accelerator (FCL_WG_TMA: one work-item issues a

@@ -720,7 +720,11 @@ FCL_API fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *de
  * piece at head_dim 128 and 1.08-1.45x at 64 (NOTES.md, run 39); the
  * results agree to the storage type's rounding.  The environment's
  * FLASHCL_WGMMA, read at each call, set to 0 keeps such forwards on the
- * mma.sync piece; other values count as unset.
+ * mma.sync piece; set to 1 it also puts FP8 forwards of those head dims on
+ * the Hopper piece (their tiles decoded to fp16 by the loads, never by the
+ * tensor memory accelerator; the same results as on the mma.sync piece, to
+ * fp16's rounding of P), which is not yet their default: it has not been
+ * timed on a GPU; other values count as unset.
  * Where NVIDIA's CUDA driver library (libcuda.so.1) encodes a tensor map
  * when the context is made, that piece brings K and V in by the tensor
  * memory accelerator (its plan's reason says so; 1.14-1.30x its cp.async

@@ -5,12 +5,13 @@
  *   flashcl-sm90a source                 the forward program's OpenCL C, as
  *                                        the library builds it
  *   flashcl-sm90a source-backward        the backward program's
- *   flashcl-sm90a options D fp16|bf16 [ROWS COLS]
+ *   flashcl-sm90a options D fp16|bf16|e4m3|e5m2 [ROWS COLS]
  *                                        the build options of the wgmma plan
  *                                        for head_dim D on the nvidia-h100
  *                                        profile (the default tile, or the
  *                                        forced ROWS x COLS one), K and V by
- *                                        the tensor memory accelerator
+ *                                        the tensor memory accelerator (FP8:
+ *                                        by the warps' decoding loads)
  *   flashcl-sm90a options-cpasync ...    the same, K and V by cp.async
  *   flashcl-sm90a options-dkdv D fp16|bf16 [ROWS COLS]
  *                                        dK/dV's wgmma plan (ROWS query rows
@@ -40,7 +41,7 @@ static int print_source(fcl_program_id id)
 static int print_options(int argc, char **argv)
 {
     if (argc != 4 && argc != 6)
-        return fprintf(stderr, "options[-cpasync|-dkdv|-dkdv-fused|-dq] D fp16|bf16 "
+        return fprintf(stderr, "options[-cpasync|-dkdv|-dkdv-fused|-dq] D fp16|bf16|e4m3|e5m2 "
                                "[ROWS COLS]\n"),
                1;
     /* "options": K and V by the tensor memory accelerator, as on an H100
@@ -54,7 +55,15 @@ static int print_options(int argc, char **argv)
                                  : strcmp(argv[1], "options-dq") == 0 ? FCL_KERNEL_BACKWARD_DQ
                                                                       : FCL_KERNEL_FORWARD;
     const size_t d = (size_t)atoi(argv[2]);
-    const fcl_dtype dtype = strcmp(argv[3], "bf16") == 0 ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
+    /* e4m3 / e5m2: FP8 storage (the forward, its loads decoding to fp16;
+     * never with the accelerator, so "options" and "options-cpasync" agree) */
+    const fcl_dtype dtype = strcmp(argv[3], "bf16") == 0   ? FCL_DTYPE_BF16
+                            : strcmp(argv[3], "e4m3") == 0 ? FCL_DTYPE_FP8_E4M3
+                            : strcmp(argv[3], "e5m2") == 0 ? FCL_DTYPE_FP8_E5M2
+                                                           : FCL_DTYPE_FP16;
+    if (dtype == FCL_DTYPE_FP16 && strcmp(argv[3], "fp16") != 0)
+        return fprintf(stderr, "unknown storage type %s\n", argv[3]), 1;
+    const int fp8 = fcl_dtype_is_fp8(dtype);
     const fcl_profile *h100 = fcl_profile_find("nvidia-h100");
     fcl_tuned_tile forced = {0, 0, 0, 32, "forced", 0};
     if (argc == 6) {
@@ -68,9 +77,10 @@ static int print_options(int argc, char **argv)
     if (st != FCL_OK)
         return fprintf(stderr, "no wgmma plan: %s\n", fcl_status_string(st)), 1;
     fcl_build b = fcl_build_of(kind, d, dtype,
-                               FCL_BUILD_TILE_MMA | FCL_BUILD_WGMMA | (tma ? FCL_BUILD_WG_TMA : 0) |
+                               FCL_BUILD_TILE_MMA | FCL_BUILD_WGMMA |
+                                   (tma && !fp8 ? FCL_BUILD_WG_TMA : 0) |
                                    (fused ? FCL_BUILD_FUSED_DQ : 0));
-    b.out_dtype = dtype;
+    b.out_dtype = fp8 ? FCL_DTYPE_FP16 : dtype;
     char opts[1024];
     if (fcl_kernel_options(&plan, &b, 0, opts, sizeof opts) >= (int)sizeof opts)
         return fprintf(stderr, "options too long\n"), 1;
@@ -119,7 +129,7 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "rewrite") == 0)
         return rewrite();
     fprintf(stderr, "usage: flashcl-sm90a source[-backward] | "
-                    "options[-cpasync|-dkdv|-dkdv-fused|-dq] D fp16|bf16 [ROWS COLS] | "
+                    "options[-cpasync|-dkdv|-dkdv-fused|-dq] D fp16|bf16|e4m3|e5m2 [ROWS COLS] | "
                     "rewrite\n");
     return 1;
 }

@@ -99,11 +99,14 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
                                int fused_dq, fcl_plan_full *out)
 {
     const bool dkdv = kind == FCL_KERNEL_BACKWARD_DKDV, fwd = kind == FCL_KERNEL_FORWARD;
+    /* FP8 (the forward only) is held as fp16 tiles, decoded by the loads:
+     * the same tiles and bytes as 16-bit storage, never the accelerator */
+    const bool fp8 = fcl_dtype_is_fp8(dtype);
     if ((!fwd && !dkdv && kind != FCL_KERNEL_BACKWARD_DQ) || (head_dim != 64 && head_dim != 128) ||
-        (dtype != FCL_DTYPE_FP16 && dtype != FCL_DTYPE_BF16))
+        (dtype != FCL_DTYPE_FP16 && dtype != FCL_DTYPE_BF16 && !(fwd && fp8)))
         return FCL_ERROR_NO_PLAN;
     memset(out, 0, sizeof *out);
-    if (!fwd)
+    if (!fwd || fp8)
         tma = 0;
     if (!dkdv)
         fused_dq = 0;
@@ -174,8 +177,9 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
                     "swizzle, from descriptors, P from registers; K and V brought in by %s%s",
                     s.inner % 128 == 0 ? 128 : 64, d % 128 == 0 ? 128 : 64, fcl_dtype_name(dtype),
                     s.warpgroups, s.warpgroups > 1 ? "s" : "", s.inner,
-                    tma ? "the tensor memory accelerator (FLASHCL_WGMMA_TMA=0 turns it off)"
-                        : "cp.async",
+                    fp8   ? "the warps' loads, decoded from FP8 to fp16 on the way"
+                    : tma ? "the tensor memory accelerator (FLASHCL_WGMMA_TMA=0 turns it off)"
+                          : "cp.async",
                     emulated ? "; warpgroup operations emulated in OpenCL C (a test mode)" : "");
     return FCL_OK;
 }

@@ -64,8 +64,10 @@ bool fcl_uses_wgmma_tma(const fcl_context *ctx, const fcl_attention_desc *d)
 {
     const char *env = getenv("FLASHCL_WGMMA_TMA");
     const bool off = env != NULL && strcmp(env, "0") == 0;
+    /* the accelerator copies bytes as they are: FP8 is decoded by the
+     * warps' loads instead */
     return !off && (ctx->emulate_tensor_cores || ctx->has_map_template) &&
-           map_rows_ok(&d->k) && map_rows_ok(&d->v);
+           !fcl_dtype_is_fp8(d->dtype) && map_rows_ok(&d->k) && map_rows_ok(&d->v);
 }
 
 /* Whether the wgmma piece is asked for (1), turned off (0) or left to the
@@ -106,7 +108,9 @@ bool fcl_uses_wgmma(const fcl_context *ctx, const fcl_attention_desc *d, fcl_ker
          * 1.6-1.8x the mma.sync piece on an H100 at head_dim 128,
          * 1.08-1.45x at 64 (NOTES.md, run 39). */
         const int asked = wgmma_asked(ctx->use_wgmma, "FLASHCL_WGMMA");
-        wanted = asked == 1 || (asked < 0 && sm90);
+        /* FP8 storage only when asked for, until it has been measured on
+         * a GPU (NOTES.md, "FP8 storage on the wgmma forward") */
+        wanted = asked == 1 || (asked < 0 && sm90 && !fcl_dtype_is_fp8(d->dtype));
     } else if (kind == FCL_KERNEL_BACKWARD_DKDV || kind == FCL_KERNEL_BACKWARD_DQ) {
         /* The default on a real sm_90 device too: there both kernels
          * measured 1.0-1.4x the mma.sync pieces on an H100 (NOTES.md, run
@@ -116,8 +120,11 @@ bool fcl_uses_wgmma(const fcl_context *ctx, const fcl_attention_desc *d, fcl_ker
     } else {
         return false;
     }
+    /* FP8 storage: the forward only (the backward takes none), its tiles
+     * decoded to fp16 as they are loaded, as on the mma.sync piece */
+    const bool dtype_ok = d->dtype == FCL_DTYPE_FP16 || d->dtype == FCL_DTYPE_BF16 ||
+                          (kind == FCL_KERNEL_FORWARD && fcl_dtype_is_fp8(d->dtype));
     return wanted && device && (features & FCL_BUILD_TILE_MMA) &&
-           !(features & FCL_FEAT_KVCACHE) &&
-           (d->dtype == FCL_DTYPE_FP16 || d->dtype == FCL_DTYPE_BF16) &&
+           !(features & FCL_FEAT_KVCACHE) && dtype_ok &&
            (d->head_dim == 64 || d->head_dim == 128);
 }
