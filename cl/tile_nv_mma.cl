@@ -864,16 +864,24 @@ inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t
 
 #if FCL_FUSED_DQ
 /* dQ in the dK/dV kernel (flash_bwd.cl): the Q block's share dS K of this
- * key block.  dS^T goes to __local as 16-bit values (the precision dK's
- * product already uses), rows = keys, LDS halves apart (8 of padding: the 8
- * rows of an ldmatrix fall in different banks); then the warps split the
- * Q block: FCL_DQ_MQ blocks of 16 query rows each and all of head_dim, or,
- * with fewer row blocks than warps, one row block and a share of the
- * columns.  A = dS (query rows x keys) is dS^T read with ldmatrix .trans;
- * B = K as stored, as in FCL_MMA_AB.  The wgmma piece takes this form as it
- * is (mma.sync for the share, K read from its swizzled tile), an option
- * for measurements (README.md). */
+ * key block, from dS^T in __local as 16-bit values (the precision dK's
+ * product already uses), into the register tile dqs[FCL_DQ_RM][FCL_DQ_DN],
+ * whose register (i, n) is query row FCL_DQ_ROW(i) and head_dim column
+ * FCL_DQ_COL(n) (FCL_DKDV_DQ_SHARE; the wgmma piece's own form:
+ * tile_nv_wgmma.cl); then staged and added (below, both pieces).
+ * FCL_DQ_DS_AT(c, q): where dS^T's element (key c, query row q) lies. */
+#if FCL_WGMMA
+/* rows = keys in the 128-byte swizzle, 64-column blocks of query rows */
+#define FCL_DQ_DS_AT(c, q) FCL_WG_AT(BC, c, q)
+#else
+/* mma.sync: rows = keys, LDS halves apart (8 of padding: the 8 rows of an
+ * ldmatrix fall in different banks); the warps split the Q block:
+ * FCL_DQ_MQ blocks of 16 query rows each and all of head_dim, or, with
+ * fewer row blocks than warps, one row block and a share of the columns.
+ * A = dS (query rows x keys) is dS^T read with ldmatrix .trans; B = K as
+ * stored, as in FCL_MMA_AB. */
 #define LDS (BR + 8)
+#define FCL_DQ_DS_AT(c, q) ((c) * LDS + (q))
 #define FCL_DQ_ROWB (BR / 16)
 #define FCL_DQ_MQ (FCL_DQ_ROWB >= WARPS ? FCL_DQ_ROWB / WARPS : 1)
 #define FCL_DQ_NCOL (FCL_DQ_ROWB >= WARPS ? D_PAD : D_PAD / (WARPS / FCL_DQ_ROWB))
@@ -882,8 +890,6 @@ inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t
 #if FCL_DQ_NCOL % 16 != 0
 #error "fused dQ: each warp's share of head_dim must be a multiple of 16"
 #endif
-/* the share in fp32, staged for the adds, LDQ floats a row */
-#define LDQ (D_PAD + 4)
 #if FCL_WD > 1
 /* the columns split: FCL_DKDV_ACC stored dS^T (LDP = LDS) and waited */
 #define FCL_DQ_DS_TILE dSth
@@ -896,9 +902,6 @@ inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t
     barrier(CLK_LOCAL_MEM_FENCE)
 #define FCL_DQ_DS_LOCAL __local ushort dSh[BC * LDS] FCL_ALIGNED;
 #endif
-#define FCL_DQ_LOCALS_FUSED                    \
-    FCL_DQ_DS_LOCAL                            \
-    __local float dQs[BR * LDQ] FCL_ALIGNED;
 /* First query row block and first column of this warp's share. */
 #define FCL_DQ_ROWBLK0 (FCL_DQ_ROWB >= WARPS ? warp * FCL_DQ_MQ : warp % FCL_DQ_ROWB)
 #define FCL_DQ_COL0 (FCL_DQ_ROWB >= WARPS ? 0 : (warp / FCL_DQ_ROWB) * FCL_DQ_NCOL)
@@ -919,6 +922,12 @@ inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t
         FCL_MMA_A_B(dqs, FCL_DQ_MQ, FCL_DQ_LOAD_DS, FCL_DQ_DS_TILE, Kh, FCL_DQ_COL0,           \
                     FCL_DQ_NCOL, BC);                                                        \
     } while (0)
+#endif /* mma.sync's share */
+/* the share in fp32, staged for the adds, LDQ floats a row */
+#define LDQ (D_PAD + 4)
+#define FCL_DQ_LOCALS_FUSED                    \
+    FCL_DQ_DS_LOCAL                            \
+    __local float dQs[BR * LDQ] FCL_ALIGNED;
 
 /* Adds the share (rows [0, rows), head_dim columns) into dq (row stride
  * head_dim) through dQs, so that a warp's adds cover whole rows: 32
@@ -966,7 +975,7 @@ inline float fcl_dq_exact(__local const ushort *ds, __local const ushort *kt, in
             if (fcl_visible(mask, r0 + qrow, c0 + c) && r0 + qrow < seqlen_q) return NAN;
             continue;
         }
-        sum = fma(fcl_h_value(ds[c * LDS + qrow]), fcl_h_value(kh), sum);
+        sum = fma(fcl_h_value(ds[FCL_DQ_DS_AT(c, qrow)]), fcl_h_value(kh), sum);
     }
     return sum;
 }

@@ -497,6 +497,81 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
 #define FCL_DKDV_DPT(dpt, buf) (void)0
 #define FCL_DKDV_ACC(dk, dv, st, dpt, buf)                                                 \
     FCL_WG_ACCUMULATE(dv, st, FCL_BUF(dOh, BR, buf), dk, dpt, FCL_BUF(Qh, BR, buf), BR, 1)
+
+#if FCL_FUSED_DQ
+/* dQ in the dK/dV kernel (FCL_FUSED_DQ, flash_bwd.cl; staged and added by
+ * tile_nv_mma.cl's shared part): the Q block's share dS K of this key
+ * block as one wgmma group.  dS^T leaves the registers (dpt) for __local
+ * in the 128-byte swizzle, rows = keys and 64-column blocks of query rows
+ * (FCL_DQ_DS_AT), which is dS MN-major: A = dS (m = query row, k = key)
+ * through the transpose bit, B = K's tile MN-major (k = key, n = head_dim),
+ * as V in the forward's P V.  The warpgroups split the share: with as many
+ * 64-row blocks of query rows as warpgroups or more, warpgroup g takes
+ * FCL_DQ_WMB of them and all of head_dim; with one block and two
+ * warpgroups, the block and half of head_dim each (64 columns at least:
+ * the plan takes no tile that would need fewer, plan_wgmma.c). */
+#define FCL_DQ_MBLK (BR / 64)
+#define FCL_DQ_WGS (BC / 64)
+#if FCL_DQ_MBLK >= FCL_DQ_WGS
+#define FCL_DQ_WMB (FCL_DQ_MBLK / FCL_DQ_WGS)
+#define FCL_DQ_WN D_PAD
+#define FCL_DQ_M0 (FCL_WG_INDEX * FCL_DQ_WMB)
+#define FCL_DQ_C0 0
+#else
+#define FCL_DQ_WMB 1
+#define FCL_DQ_WN (D_PAD / FCL_DQ_WGS)
+#define FCL_DQ_M0 0
+#define FCL_DQ_C0 (FCL_WG_INDEX * FCL_DQ_WN)
+#endif
+/* the share's operation, by its N (FCL_DQ_WN is an expression) */
+#if FCL_DQ_WN == 64
+#define FCL_DQ_SS_TT fcl_wgmma_ss_tt64
+#elif FCL_DQ_WN == 128
+#define FCL_DQ_SS_TT fcl_wgmma_ss_tt128
+#else
+#error "the wgmma piece's fused dQ: 64 or 128 head_dim columns a warpgroup"
+#endif
+#define FCL_DQ_RM (2 * FCL_DQ_WMB)
+#define FCL_DQ_DN (FCL_DQ_WN / 4)
+/* register (i, n) of the share: its query row and head_dim column */
+#define FCL_DQ_ROW(i) ((FCL_DQ_M0 + ((i) >> 1)) * 64 + 16 * (warp & 3) + grp + 8 * ((i) & 1))
+#define FCL_DQ_COL(n) (FCL_DQ_C0 + 8 * ((n) >> 1) + 2 * tig + ((n) & 1))
+#define FCL_DQ_DS_TILE dSw
+#define FCL_DQ_DS_LOCAL __local ushort dSw[BC * BR] FCL_WG_TILE_ALIGNED;
+#define FCL_DKDV_DQ_SHARE(dqs, dpt)                                                          \
+    do {                                                                                     \
+        FCL_UNROLL                                                                           \
+        for (int i_ = 0; i_ < RM; ++i_)                                                      \
+            FCL_UNROLL                                                                       \
+            for (int j_ = 0; j_ < RN; j_ += 2)                                               \
+                *(__local uint *)(dSw + FCL_DQ_DS_AT(FCL_ROW(i_), FCL_COL(j_))) =            \
+                    fcl_pack2(dpt[i_][j_], dpt[i_][j_ + 1]);                                 \
+        fcl_wg_proxy_fence();                                                                \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                        \
+        float dw_[FCL_DQ_WMB][FCL_DQ_WN / 2];                                                \
+        FCL_UNROLL                                                                           \
+        for (int mb_ = 0; mb_ < FCL_DQ_WMB; ++mb_)                                           \
+            FCL_UNROLL                                                                       \
+            for (int r_ = 0; r_ < FCL_DQ_WN / 2; ++r_) dw_[mb_][r_] = 0.0f;                  \
+        FCL_WG_KEEP_ACC(dw_, FCL_DQ_WN, FCL_DQ_WMB);                                         \
+        fcl_wg_fence();                                                                      \
+        FCL_UNROLL                                                                           \
+        for (int mb_ = 0; mb_ < FCL_DQ_WMB; ++mb_)                                           \
+            FCL_UNROLL                                                                       \
+            for (int kk_ = 0; kk_ < BC / 16; ++kk_)                                          \
+                FCL_DQ_SS_TT(dSw, Kh, dw_[mb_],                                              \
+                             FCL_WG_DESC_MN(dSw, BC, kk_, FCL_DQ_M0 + mb_),                  \
+                             FCL_WG_DESC_MN(Kh, BC, kk_, FCL_DQ_C0 / 64), kk_ > 0);          \
+        fcl_wg_commit();                                                                     \
+        fcl_wg_wait0();                                                                      \
+        FCL_WG_KEEP_ACC(dw_, FCL_DQ_WN, FCL_DQ_WMB);                                         \
+        FCL_UNROLL                                                                           \
+        for (int mb_ = 0; mb_ < FCL_DQ_WMB; ++mb_)                                           \
+            FCL_UNROLL                                                                       \
+            for (int r_ = 0; r_ < FCL_DQ_WN / 2; ++r_)                                       \
+                FCL_WG_REG((dqs + 2 * mb_), FCL_DQ_WN, 0, r_) = dw_[mb_][r_];                \
+    } while (0)
+#endif
 #else
 /* s = S and dp = dP of this key tile (FCL_DQ_DP: nothing left to do) */
 #define FCL_DQ_S(s, buf)                                                                    \

@@ -56,14 +56,18 @@ inline int fcl_wg_row(int r)
 }
 inline int fcl_wg_col(int r) { return 8 * (r >> 2) + 2 * (get_local_id(0) & 3) + (r & 1); }
 
+/* d = A B^T (+ d when acc), A and B K-major; with `trans` (both transpose
+ * bits) A B, both MN-major: A's element (m, k) lies where an MN-major
+ * operand's (k, n = m) does. */
 inline void fcl_wgmma_ss_emulated(__local const ushort *ta, __local const ushort *tb, float *d,
-                                  ulong da, ulong db, int acc, int n)
+                                  ulong da, ulong db, int acc, int n, int trans)
 {
     for (int r = 0; r < n / 2; ++r) {
         const int row = fcl_wg_row(r), col = fcl_wg_col(r);
         float sum = acc ? d[r] : 0.0f;
         for (int k = 0; k < 16; ++k)
-            sum = fma(fcl_wg_kmajor(ta, da, row, k), fcl_wg_kmajor(tb, db, col, k), sum);
+            sum = fma(trans ? fcl_wg_mnmajor(ta, da, k, row) : fcl_wg_kmajor(ta, da, row, k),
+                      trans ? fcl_wg_mnmajor(tb, db, k, col) : fcl_wg_kmajor(tb, db, col, k), sum);
         d[r] = sum;
     }
 }
@@ -143,8 +147,13 @@ inline bool fcl_wg_last_arrival(volatile __local uint *count, int lane)
 #define fcl_wg_bar_wait(bar, parity) ((void)(bar), (void)(parity), barrier(CLK_LOCAL_MEM_FENCE))
 #endif
 
-#define fcl_wgmma_ss64(ta, tb, d, da, db, acc) fcl_wgmma_ss_emulated(ta, tb, d, da, db, acc, 64)
-#define fcl_wgmma_ss128(ta, tb, d, da, db, acc) fcl_wgmma_ss_emulated(ta, tb, d, da, db, acc, 128)
+#define fcl_wgmma_ss64(ta, tb, d, da, db, acc) fcl_wgmma_ss_emulated(ta, tb, d, da, db, acc, 64, 0)
+#define fcl_wgmma_ss128(ta, tb, d, da, db, acc) \
+    fcl_wgmma_ss_emulated(ta, tb, d, da, db, acc, 128, 0)
+#define fcl_wgmma_ss_tt64(ta, tb, d, da, db, acc) \
+    fcl_wgmma_ss_emulated(ta, tb, d, da, db, acc, 64, 1)
+#define fcl_wgmma_ss_tt128(ta, tb, d, da, db, acc) \
+    fcl_wgmma_ss_emulated(ta, tb, d, da, db, acc, 128, 1)
 #define fcl_wgmma_rs_t64(tb, d, a, db) fcl_wgmma_rs_emulated(fcl_warp_x, (tb), (d), (a), (db), 64)
 #define fcl_wgmma_rs_t128(tb, d, a, db) fcl_wgmma_rs_emulated(fcl_warp_x, (tb), (d), (a), (db), 128)
 #define fcl_wg_fence() ((void)0)

@@ -41,6 +41,10 @@
  *   fcl_wgmma_rs_tN(tb, d, a, db)         d += A B, A from registers (the
  *       mma.sync m16n8k16 A fragment of each warp's 16 rows, warp_ptx.cl),
  *       B MN-major from descriptor db
+ *   fcl_wgmma_ss_ttN(ta, tb, d, da, db, acc) d = A B (+ d when acc), A and B
+ *       both MN-major from descriptors (both transpose bits: A's element
+ *       (m, k) where an MN-major B's (k, n) would be, m for n; the fused
+ *       dQ's dS, stored as dS^T)
  *   fcl_wg_fence()                        before the first wgmma that reads
  *       registers written by other instructions (wgmma.fence)
  *   fcl_wg_commit(), fcl_wg_wait0(), fcl_wg_wait1()
@@ -131,31 +135,27 @@ inline ulong fcl_wg_desc(__local const ushort *tile, int bytes, int lbo, int sbo
 #define FCL_WGMMA_OP(n) \
     "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32." FCL_MMA_TYPE "." FCL_MMA_TYPE
 
-/* fcl_wgmma_ss64 / ss128 and rs_t64 / rs_t128: N = 64 or 128 (the
- * operand numbers after the accumulators are spelled out per N). */
-inline void fcl_wgmma_ss64(__local const ushort *ta, __local const ushort *tb, float d[32],
-                           ulong da, ulong db, int acc)
-{
-    (void)ta;
-    (void)tb;
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "// @sm90a@ " FCL_WGMMA_OP(64) " {" FCL_WG_LIST32 "}, %32, %33, p, 1, 1, 0, 0;\n}"
-                 : FCL_WG_OUTS32(d)
-                 : "l"(da), "l"(db), "r"(acc)
-                 : "memory");
-}
-
-inline void fcl_wgmma_ss128(__local const ushort *ta, __local const ushort *tb, float d[64],
-                            ulong da, ulong db, int acc)
-{
-    (void)ta;
-    (void)tb;
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "// @sm90a@ " FCL_WGMMA_OP(128) " {" FCL_WG_LIST64 "}, %64, %65, p, 1, 1, 0, 0;\n}"
-                 : FCL_WG_OUTS64(d)
-                 : "l"(da), "l"(db), "r"(acc)
-                 : "memory");
-}
+/* fcl_wgmma_ss64 / ss128 and ss_tt64 / ss_tt128 (`trans`: both transpose
+ * bits), then rs_t64 / rs_t128: N = 64 or 128 (the operand numbers after
+ * the N / 2 accumulators are spelled out per N: the descriptors, then the
+ * flag for p). */
+#define FCL_WGMMA_SS(name, n, list, outs, descs, flag, trans)                              \
+    inline void name(__local const ushort *ta, __local const ushort *tb, float d[(n) / 2],   \
+                     ulong da, ulong db, int acc)                                          \
+    {                                                                                     \
+        (void)ta;                                                                         \
+        (void)tb;                                                                         \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " flag ", 0;\n"                    \
+                     "// @sm90a@ " FCL_WGMMA_OP(n) " {" list "}, " descs ", p, 1, 1, " trans \
+                     ";\n}"                                                               \
+                     : outs(d)                                                            \
+                     : "l"(da), "l"(db), "r"(acc)                                         \
+                     : "memory");                                                         \
+    }
+FCL_WGMMA_SS(fcl_wgmma_ss64, 64, FCL_WG_LIST32, FCL_WG_OUTS32, "%32, %33", "%34", "0, 0")
+FCL_WGMMA_SS(fcl_wgmma_ss128, 128, FCL_WG_LIST64, FCL_WG_OUTS64, "%64, %65", "%66", "0, 0")
+FCL_WGMMA_SS(fcl_wgmma_ss_tt64, 64, FCL_WG_LIST32, FCL_WG_OUTS32, "%32, %33", "%34", "1, 1")
+FCL_WGMMA_SS(fcl_wgmma_ss_tt128, 128, FCL_WG_LIST64, FCL_WG_OUTS64, "%64, %65", "%66", "1, 1")
 
 inline void fcl_wgmma_rs_t64(__local const ushort *tb, float d[32], const uint a[4], ulong db)
 {

@@ -400,17 +400,19 @@ static void test_shrink(void **state)
 static void test_backward_shrink(void **state)
 {
     (void)state;
-    for (int i = 0; i < 4; ++i) {
-        const bool dkdv = i < 2;
+    for (int i = 0; i < 6; ++i) {
+        const bool dkdv = i < 2 || i >= 4, fused = i >= 4; /* 4, 5: with the fused dQ */
         const fcl_kernel_kind kind = dkdv ? FCL_KERNEL_BACKWARD_DKDV : FCL_KERNEL_BACKWARD_DQ;
         const uint64_t d = i % 2 ? 128 : 64;
-        /* plan_wgmma.c's count of the smallest tile */
-        const uint64_t smallest = (2 * 64 + 4 * 64) * d * 2 + (dkdv ? 16 * 64 + 12 : 4);
+        /* plan_wgmma.c's count of the smallest tile (the fused dQ's dS^T and
+         * fp32 share beside) */
+        const uint64_t smallest = (2 * 64 + 4 * 64) * d * 2 + (dkdv ? 16 * 64 + 12 : 4) +
+                                  (fused ? 64 * 64 * 2 + 64 * (d + 4) * 4 : 0);
         for (uint64_t kib = 8; kib <= 232; kib += 4) {
             const fcl_plan_limits limits = {kib * 1024, 1024};
             fcl_plan_full f;
-            const fcl_status st =
-                fcl_plan_make_wgmma(&ctx->caps, kind, d, FCL_DTYPE_BF16, &limits, NULL, 0, 0, 0, &f);
+            const fcl_status st = fcl_plan_make_wgmma(&ctx->caps, kind, d, FCL_DTYPE_BF16,
+                                                      &limits, NULL, 0, 0, fused, &f);
             uint64_t local;
             size_t wg;
             fcl_plan_effective_limits(&ctx->caps, &limits, &local, &wg);
@@ -424,6 +426,10 @@ static void test_backward_shrink(void **state)
             assert_int_equal(f.pub.work_group_size, 2 * m);
             assert_true(f.pub.local_bytes <= local);
             assert_true(f.pub.local_bytes >= smallest);
+            /* the fused share splits over the warpgroups (tile_nv_wgmma.cl):
+             * whole 64-row blocks of query rows, or 64 columns or more each */
+            if (fused)
+                assert_true(inner / 64 >= m / 64 || d / (m / 64) >= 64);
             if (kib == 232 && local >= 200 * 1024) { /* room for every default */
                 assert_int_equal(f.pub.br, dkdv ? (d == 64 ? 128 : 64) : (d == 64 ? 64 : 128));
                 assert_int_equal(f.pub.bc, dkdv ? 128 : 64);
@@ -645,8 +651,45 @@ static void test_backward_fused_dq(void **state)
         nf_dq_rounding = 0;
         assert_true(held);
     }
-    fa_case r = default_tile_case(9980, 2);
+    /* forced tiles (query rows x keys, warps): two 64-row blocks for one
+     * warpgroup at d 64 (N 64 twice), one block and all of d 128 for one
+     * warpgroup (N 128); the defaults above split one block's columns
+     * (d 128) or give each warpgroup a block (d 64) */
     assert_int_equal(setenv("FLASHCL_BACKWARD_DQ", "ordered", 1), 0);
+    const int tiles[2][4] = {{128, 64, 4, 64}, {64, 64, 4, 128}}; /* rows, keys, warps, d */
+    for (int i = 0; i < 2; ++i) {
+        assert_int_equal(fcl_debug_set_tile(ctx, FCL_KERNEL_BACKWARD_DKDV, tiles[i][0],
+                                            tiles[i][1], tiles[i][2], 32),
+                         FCL_OK);
+        fa_case c = base_case(9990 + (uint64_t)i);
+        c.heads_q = 4;
+        c.heads_kv = 2;
+        c.seqlen_q = 150;
+        c.seqlen_k = 100;
+        c.head_dim = (size_t)tiles[i][3];
+        c.causal = i == 0;
+        const fcl_attention_desc d = case_desc(&c);
+        fcl_plan plan;
+        const fcl_status q = fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &plan);
+        if (q == FCL_OK) {
+            assert_int_equal(plan.br, tiles[i][0]);
+            assert_int_equal(plan.bc, tiles[i][1]);
+        }
+        check_backward(&c);
+    }
+    /* one 64-row block over two warpgroups at d 64 would leave each 32
+     * columns, fewer than the share's wgmma takes: the forced tile is
+     * refused, not built */
+    assert_int_equal(fcl_debug_set_tile(ctx, FCL_KERNEL_BACKWARD_DKDV, 64, 128, 8, 32), FCL_OK);
+    {
+        fcl_attention_desc d;
+        fcl_attention_desc_init(&d, 1, 2, 2, 128, 96, 64, FCL_DTYPE_FP16, FCL_LAYOUT_BSHD);
+        fcl_plan plan;
+        const fcl_status q = fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &plan);
+        assert_true(q == FCL_ERROR_INVALID_VALUE || q == FCL_ERROR_NO_PLAN);
+    }
+    assert_int_equal(fcl_debug_set_tile(ctx, FCL_KERNEL_BACKWARD_DKDV, 0, 0, 0, 0), FCL_OK);
+    fa_case r = default_tile_case(9980, 2);
     const fcl_attention_desc d = case_desc(&r);
     fcl_plan plan;
     if (fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &plan) == FCL_OK)

@@ -98,6 +98,8 @@ check options-dkdv 64 fp16 64 64
 check options-dkdv 128 fp16 128 128
 check options-dkdv-fused 64 fp16
 check options-dkdv-fused 128 bf16
+check options-dkdv-fused 128 fp16 64 64
+check options-dkdv-fused 64 fp16 128 64
 check options-dq 64 fp16
 check options-dq 128 fp16
 check options-dq 128 bf16

@@ -57,10 +57,10 @@ static uint64_t wgmma_bytes(fcl_kernel_kind kind, int d, wgmma_shape s, int emul
     uint64_t bytes;
     if (kind == FCL_KERNEL_BACKWARD_DKDV) {
         bytes = (2u * m + 4u * inner) * (uint64_t)d * 2u + 16u * inner + 12u;
-        /* the fused dQ (tile_nv_mma.cl): dS^T as 16-bit values, rows of
-         * inner + 8, and the share in fp32, rows of d + 4 */
+        /* the fused dQ (tile_nv_wgmma.cl): dS^T as 16-bit values in the
+         * swizzle, and the share in fp32, rows of d + 4 (tile_nv_mma.cl) */
         if (fused_dq)
-            bytes += m * (inner + 8u) * 2u + inner * ((uint64_t)d + 4u) * 4u;
+            bytes += m * inner * 2u + inner * ((uint64_t)d + 4u) * 4u;
     } else if (kind == FCL_KERNEL_BACKWARD_DQ) {
         bytes = (2u * m + 4u * inner) * (uint64_t)d * 2u + 4u;
     } else {
@@ -78,6 +78,14 @@ static bool wgmma_fits(fcl_kernel_kind kind, int d, wgmma_shape s, int emulated,
 {
     return wgmma_bytes(kind, d, s, emulated, tma, fused_dq) <= local_limit &&
            (size_t)(128 * s.warpgroups) <= wg_limit;
+}
+
+/* Whether the fused dQ's share splits over the shape's warpgroups
+ * (tile_nv_wgmma.cl): whole 64-row blocks of query rows each, or the one
+ * block and 64 head_dim columns or more each. */
+static bool fused_split_ok(int d, wgmma_shape s)
+{
+    return s.inner / 64 >= s.warpgroups || d / s.warpgroups >= 64;
 }
 
 /* `target` as a shape of `kind`, or false where it is not one. */
@@ -116,12 +124,14 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
         s.inner = 128;
     else if (!fwd && !dkdv && d == 64)
         s.warpgroups = 1;
-    if (target != NULL && !target_shape(kind, target, &s))
+    if (target != NULL &&
+        (!target_shape(kind, target, &s) || (fused_dq && !fused_split_ok(d, s))))
         return FCL_ERROR_INVALID_VALUE;
     uint64_t local_limit;
     size_t wg_limit;
     fcl_plan_effective_limits(caps, limits, &local_limit, &wg_limit);
-    while (!wgmma_fits(kind, d, s, emulated, tma, fused_dq, local_limit, wg_limit)) {
+    while (!wgmma_fits(kind, d, s, emulated, tma, fused_dq, local_limit, wg_limit) ||
+           (fused_dq && !fused_split_ok(d, s))) {
         if (s.inner > 64) /* half, in whole wgmma blocks of 64 (192 -> 64, not 96) */
             s.inner = s.inner >= 256 ? s.inner / 2 : 64;
         else if (s.warpgroups > 1)
@@ -165,8 +175,8 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
                     dkdv ? "dK/dV" : "dQ", s.warpgroups, s.warpgroups > 1 ? "s" : "",
                     dkdv ? "keys" : "query rows", s.inner, dkdv ? "query rows" : "keys",
                     dkdv ? "P^T and dS^T" : "dS", dkdv ? "Q and dO" : "K and V",
-                    fused_dq ? "; dQ's share dS K of each key block on mma.sync, added in "
-                               "here (FLASHCL_BACKWARD_DQ)"
+                    fused_dq ? "; dQ's share dS K of each key block on wgmma too (dS^T "
+                               "through __local), added in here (FLASHCL_BACKWARD_DQ)"
                              : "",
                     emulated ? "; warpgroup operations emulated in OpenCL C (a test mode)" : "");
     else
