@@ -616,7 +616,7 @@ int main(int argc, char **argv)
                     printf("%-4s %-4s %4zu %6d %6zu %4zu %4zu | %9.3f %8.2f %5.1f%% | %9.3f %8.2f | %6.2fx | %9.2f %10.1f | %9.2e %s%s\n",
                            bwd ? "bwd" : "fwd", fcl_dtype_name(c.dtype), t.d, causal, t.N, t.B, t.H,
                            ours * 1e3, shown, 100 * tf / ceiling, naive_s * 1e3, nshown, naive_s / ours, ours_mib,
-                           naive_mib, diff, note, strcmp(path, "portable-fma") ? " [tensor cores]" : "");
+                           naive_mib, diff, note, strstr(path, "mma") ? " [tensor cores]" : "");
                     if (c.profile)
                         printf("     device span: %.3f ms, %.2f %s\n", ours_dev * 1e3, pfl / ours_dev / unit, unit_name);
                     fflush(stdout);

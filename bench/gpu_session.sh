@@ -102,9 +102,13 @@ for step in $steps; do
           echo "== FLASHCL_BACKWARD_DQ=$m round $r" | tee -a "$OUT/fused_dq.txt"
           FLASHCL_BACKWARD_DQ=$m timeout 200 "$B/bench/flashcl-bench" --dtype "${FUSED_DTYPE:-fp16}" \
             --head-dims "${FUSED_DIMS:-64,128}" --seqlens 1024,4096,16384 --backward --no-naive --reps 5 \
-            --out "$OUT/fused_${m}_$r.csv" 2>&1 | grep -v '^\[' | tee -a "$OUT/fused_dq.txt"
+            --profile --out "$OUT/fused_${m}_$r.csv" 2>&1 | grep -v '^\[' | tee -a "$OUT/fused_dq.txt"
         done
-      done ;;
+      done
+      rounds_of() { ls "$OUT"/$1_*.csv 2>/dev/null | sort | paste -sd, -; }
+      python3 bench/compare_ab.py "$OUT/fused-dq" "separate=$(rounds_of fused_separate)" \
+        "ordered=$(rounds_of fused_ordered)" "any-order=$(rounds_of fused_any-order)" 2>&1 \
+        | tee -a "$OUT/fused_dq.txt" ;;
     wgmma)
       # issue 27, step 1: the forward's wgmma piece (FLASHCL_WGMMA=1, sm_90
       # only): its plans, test_wgmma on the real instructions against
@@ -176,7 +180,11 @@ for step in $steps; do
         timeout 200 "$B/bench/flashcl-bench" --dtype fp16 --head-dims 64,128 --seqlens 1024,4096,16384 \
           --causal 0,1 --no-naive --reps 5 --profile --out "$OUT/wgmma_fp16_$r.csv" 2>&1 \
           | grep -v '^\[' | tee -a "$OUT/wgmma_fp8.txt"
-      done ;;
+      done
+      rounds_of() { ls "$OUT"/$1_*.csv 2>/dev/null | sort | paste -sd, -; }
+      python3 bench/compare_ab.py "$OUT/wgmma-fp8" "e4m3-mma.sync=$(rounds_of wgmma_fp8_0)" \
+        "e4m3-wgmma=$(rounds_of wgmma_fp8_1)" "fp16-wgmma=$(rounds_of wgmma_fp16)" 2>&1 \
+        | tee -a "$OUT/wgmma_fp8.txt" ;;
     wgmma-bwd-tiles)
       # the backward's wgmma tiles beside its defaults (flashcl-tune, whole
       # backward, N 4096; tiles as query rows x keys x warps, for both
