@@ -22,7 +22,7 @@ took "the tests on the default device"
 # with its measured cost; the Oclgrind checks (Oclgrind is its own device)
 # and the packaging tests (test_package, test_python_install: what is
 # installed, not how a device computes) run on the default device only.
-not_device='test_oclgrind_races|test_oclgrind_uninitialized|test_package|test_python_install'
+not_device='test_oclgrind_races|test_oclgrind_uninitialized|test_oclgrind_wgmma_races|test_oclgrind_wgmma_uninitialized|test_package|test_python_install'
 other_device_tests() { # <label> <out: regex of names> <env...>
   local label=$1 out=$2
   shift 2
