@@ -146,10 +146,13 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
  * ty = rows / 16 warps.  dQ: the same with 64 or 128 keys a tile.  dK/dV:
  * blocks of 64 or 128 query rows; `target`: rows = the query rows, cols =
  * 64 x warpgroups keys, ty = cols / 16.  Else the default,
- * shrunk to the limits.  `emulated`: cl/warpgroup_emulated.cl; `tma`
- * (the forward only): K and V by the tensor memory accelerator
- * (FCL_BUILD_WG_TMA); `fused_dq` (dK/dV only): the kernel computes dQ too
- * (FCL_BUILD_FUSED_DQ), which takes more local memory. */
+ * shrunk to the limits.  `dtype`: fp16 or bf16, or FP8 for the forward
+ * (its tiles decoded to fp16 by the loads: the same plan, never `tma`).
+ * `emulated`: cl/warpgroup_emulated.cl; `tma` (the forward only): K and V
+ * by the tensor memory accelerator (FCL_BUILD_WG_TMA); `fused_dq` (dK/dV
+ * only): the kernel computes dQ too (FCL_BUILD_FUSED_DQ), which takes more
+ * local memory, and no tile that would leave a warpgroup fewer than 64 of
+ * the share's columns (shrunk past; a forced one: FCL_ERROR_INVALID_VALUE). */
 fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
                                fcl_dtype dtype, const fcl_plan_limits *limits,
                                const fcl_tuned_tile *target, int emulated, int tma, int fused_dq,
