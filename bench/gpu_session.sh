@@ -158,11 +158,12 @@ for step in $steps; do
           "$OUT/wgmma-bwd-$m" 2>&1 | tail -3
       done ;;
     wgmma-fp8)
-      # issue 27: FP8 storage's forward on the wgmma piece (FLASHCL_WGMMA=1
-      # asks; its loads decode to fp16): test_wgmma and test_fp8 through it
-      # on the real instructions, then the forward of e4m3 with it and
-      # without (mma.sync), alternated WGMMA_ROUNDS times, and fp16 on the
-      # wgmma piece beside (device spans)
+      # issue 27: FP8 storage's forward on the wgmma piece (its default on
+      # sm_90 since run 41; its bytes staged and decoded to fp16 on chip):
+      # test_wgmma and test_fp8 through it on the real instructions, then
+      # the forward of e4m3 with it (FLASHCL_WGMMA=1) and without (0:
+      # mma.sync), alternated WGMMA_ROUNDS times, and fp16 on the wgmma
+      # piece beside (device spans)
       FLASHCL_WGMMA=1 timeout 120 "$B/tools/flashcl-info" --head-dim 128 --dtype e4m3 2>&1 \
         | tee "$OUT/wgmma_fp8_info.txt"
       for t in test_wgmma test_fp8; do

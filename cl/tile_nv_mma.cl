@@ -217,12 +217,33 @@
  * unresolved (ptxas: "Unresolved extern function";
  * tools/wgmma_ptx_check.sh). */
 #define FCL_LOAD_INLINE __attribute__((always_inline)) inline
+#if FCL_IS_FP8
+/* 8 FP8 values (raw's bytes, the first in the low byte) as 8 fp16:
+ * E5M2 is an fp16's upper byte (its infinities, NaNs and subnormals
+ * included), so each byte moves up; E4M3 takes the hardware's conversion
+ * where the host sets FCL_CVT_FP8 (sm_89+, cvt.rn.f16x2.e4m3x2: exact),
+ * else common.cl's decoder and a rounding to fp16 that is exact too. */
+FCL_LOAD_INLINE uint4 fcl_fp8x8_to_h(uint2 raw)
+{
+#if FCL_DTYPE == 4
+    return (uint4)(((raw.x << 8) & 0xFF00u) | ((raw.x << 16) & 0xFF000000u),
+                   ((raw.x >> 8) & 0xFF00u) | (raw.x & 0xFF000000u),
+                   ((raw.y << 8) & 0xFF00u) | ((raw.y << 16) & 0xFF000000u),
+                   ((raw.y >> 8) & 0xFF00u) | (raw.y & 0xFF000000u));
+#elif FCL_CVT_FP8
+    return (uint4)(fcl_e4m3x4_to_h(raw.x), fcl_e4m3x4_to_h(raw.y));
+#else
+    uint4 h;
+    vstore_half8_rte(fcl_decode_fp8_8(convert_uint8(as_uchar8(raw))), 0, (__private half *)&h);
+    return h;
+#endif
+}
+#endif
+
 FCL_LOAD_INLINE uint4 fcl_load8_h(__global const fcl_storage *src)
 {
 #if FCL_IS_FP8
-    uint4 h;
-    vstore_half8_rte(fcl_decode_fp8_8(convert_uint8(vload8(0, src))), 0, (__private half *)&h);
-    return h;
+    return fcl_fp8x8_to_h(as_uint2(vload8(0, src)));
 #else
     return *(__global const uint4 *)src;
 #endif
@@ -329,21 +350,34 @@ FCL_LOAD_INLINE void fcl_load_rows_h(__local ushort *dst, int nrows,
     }
 }
 
-/* The same through cp.async, as one group: the copy proceeds while the warps
- * compute; FCL_TILES_ARRIVED() makes it visible. */
+/* The loop of the cp.async loads below: copy e of a tile of nrows x D_PAD
+ * elements (FCL_TILE_COPY_ROW / _COL) as COPY(e, r, c, at, valid), `at`
+ * the 8 elements of row r from column 8 c (src itself where !valid: zero
+ * rows from nvalid on, zero columns from `width` on), then one cp.async
+ * group. */
+#define FCL_COPY_ROWS_ASYNC(nrows, src, src_rows, keys, nvalid, width, lid, COPY)             \
+    do {                                                                                     \
+        const int chunks_ = D_PAD / 8;                                                       \
+        FCL_FOR_TILE_CHUNKS(e_, (nrows) * chunks_, lid) {                                    \
+            const int r_ = FCL_TILE_COPY_ROW(e_, chunks_), c_ = FCL_TILE_COPY_COL(e_, chunks_); \
+            const bool valid_ = r_ < (nvalid) && c_ * 8 < (width);                           \
+            COPY(e_, r_, c_,                                                                 \
+                 (src) + (valid_ ? fcl_row_offset(src_rows, keys, r_) + c_ * 8 : 0), valid_); \
+        }                                                                                    \
+        fcl_cp_async_commit();                                                               \
+    } while (0)
+
+/* The same as fcl_load_rows_h through cp.async, as one group: the copy
+ * proceeds while the warps compute; FCL_TILES_ARRIVED() makes it visible. */
 FCL_LOAD_INLINE void fcl_load_rows_h_async(__local ushort *dst, int nrows,
                                            __global const fcl_storage *src,
                                            const fcl_rows src_rows, bool keys, int nvalid,
                                            int width, int lid)
 {
-    const int chunks = D_PAD / 8;
-    FCL_FOR_TILE_CHUNKS(e, nrows * chunks, lid) {
-        const int r = FCL_TILE_COPY_ROW(e, chunks), c = FCL_TILE_COPY_COL(e, chunks);
-        const bool valid = r < nvalid && c * 8 < width;
-        fcl_copy8_h_async(dst + FCL_H_AT_IN(nrows, r, c * 8),
-                       src + (valid ? fcl_row_offset(src_rows, keys, r) + c * 8 : 0), valid);
-    }
-    fcl_cp_async_commit();
+#define FCL_COPY_H_(e, r, c, at, valid) \
+    fcl_copy8_h_async(dst + FCL_H_AT_IN(nrows, r, (c) * 8), at, valid)
+    FCL_COPY_ROWS_ASYNC(nrows, src, src_rows, keys, nvalid, width, lid, FCL_COPY_H_);
+#undef FCL_COPY_H_
 }
 
 /* The two for rows at a fixed stride `ss` from element `base`. */
@@ -361,6 +395,38 @@ FCL_LOAD_INLINE void fcl_load_tile_h_async(__local ushort *dst, int nrows,
 {
     fcl_load_rows_h_async(dst, nrows, src, fcl_rows_strided(base, ss), true, nvalid, width, lid);
 }
+
+#if FCL_IS_FP8
+/* An FP8 tile in two steps, so that its copy runs in the background as
+ * the 16-bit tiles' cp.async does (decoding on the way, fcl_copy8_h_async,
+ * makes every copy wait for its load): its raw bytes by cp.async into a
+ * staging area half the 16-bit tile's size, then, once they have arrived
+ * (FCL_TILES_ARRIVED), decoded into the tile by fcl_unstage_fp8.  Copy e
+ * (fcl_load_rows_h_async's order) lands at byte 8 e: a warp's copies, and
+ * its reads of them, are contiguous. */
+FCL_LOAD_INLINE void fcl_stage_rows_fp8_async(__local uchar *stage, int nrows,
+                                              __global const fcl_storage *src,
+                                              const fcl_rows src_rows, bool keys, int nvalid,
+                                              int width, int lid)
+{
+#define FCL_COPY_FP8_(e, r, c, at, valid) fcl_cp_async8(stage + 8 * (e), at, valid)
+    FCL_COPY_ROWS_ASYNC(nrows, src, src_rows, keys, nvalid, width, lid, FCL_COPY_FP8_);
+#undef FCL_COPY_FP8_
+}
+
+/* The staged bytes of a tile of nrows rows into it as 16-bit values (the
+ * rows and columns the copy left out are zero bytes: zeros). */
+FCL_LOAD_INLINE void fcl_unstage_fp8(__local ushort *dst, int nrows, __local const uchar *stage,
+                                     int lid)
+{
+    const int chunks = D_PAD / 8;
+    FCL_FOR_TILE_CHUNKS(e, nrows * chunks, lid) {
+        const int r = FCL_TILE_COPY_ROW(e, chunks), c = FCL_TILE_COPY_COL(e, chunks);
+        *(__local uint4 *)(dst + FCL_H_AT_IN(nrows, r, c * 8)) =
+            fcl_fp8x8_to_h(*(__local const uint2 *)(stage + 8 * e));
+    }
+}
+#endif
 
 /* ---- the forward's pieces (see flash_fwd.cl) ----------------------------
  * K and V have one buffer each, loaded as in FlashAttention-2: V of this

@@ -4,9 +4,9 @@
  * FCL_WGMMA=1 (the host's choice: on an NVIDIA sm_90 device the forward
  * unless FLASHCL_WGMMA=0, the backward unless FLASHCL_WGMMA_BACKWARD=0; in
  * the tests, emulated), for fp16/bf16 of strided K/V, head_dim 64 or 128,
- * and the forward of FP8 when FLASHCL_WGMMA=1 asks (its tiles decoded to
- * fp16 by the warps' loads, tile_nv_mma.cl's fcl_copy8_h_async, never by
- * the accelerator).  The backward's piece is at the end of the file.
+ * and the forward of FP8 (its K and V bytes staged by cp.async and decoded
+ * to fp16 tiles by the warps, Q decoded as it is loaded; never by the
+ * accelerator).  The backward's piece is at the end of the file.
  *
  * It is tile_nv_mma.cl's forward with its two products replaced: K and V
  * by the tensor memory accelerator (FCL_WG_TMA: one work-item issues a
@@ -183,7 +183,11 @@
     __local ushort Vh[2 * FCL_H_HALVES(BC)] FCL_WG_TILE_ALIGNED;     \
     FCL_WG_TMA_LOCALS
 #define FCL_WG_BUF(T, t) ((T) + ((t) & 1) * FCL_H_HALVES(BC))
+#if FCL_IS_FP8
+#define FCL_FWD_KCUR Kh /* one K buffer: the other holds the raw bytes (below) */
+#else
 #define FCL_FWD_KCUR FCL_WG_BUF(Kh, wg_tile_)
+#endif
 /* the V tile the next P V reads, the previous tile's (also what
  * FCL_FWD_V_BAD / FCL_FWD_V_CLEAN guard, tile_nv_mma.cl) */
 #define FCL_FWD_VT FCL_WG_BUF(Vh, wg_tile_ + 1)
@@ -285,6 +289,46 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
     } while (0)
 #else
 #define FCL_WG_MAPS_STATE (void)0
+#if FCL_IS_FP8
+/* FP8 (never through the tensor memory accelerator, which would copy the
+ * bytes as they are): K's bytes of the next tile and V's of this one are
+ * staged by cp.async (tile_nv_mma.cl, fcl_stage_rows_fp8_async) in K's
+ * second buffer, half of it each, during the tile's products, and decoded
+ * at the next tile's start into the one K buffer and into V's buffer of
+ * the tile before, which every warp is done with then (both products of
+ * the tile before were waited for before its rescale).  A second barrier
+ * a tile publishes the decoded tiles and frees the staging area. */
+#define FCL_WG_K8 ((__local uchar *)FCL_WG_BUF(Kh, 1))
+#define FCL_WG_V8 (FCL_WG_K8 + BC * D_PAD)
+#define FCL_FWD_PREFETCH_K(k_rows, c0, cols)                                                \
+    fcl_stage_rows_fp8_async(FCL_WG_K8, BC, K, fcl_tile_rows(k_rows, true, c0), true, (cols), \
+                             D_PAD, lid)
+/* K of this tile and V of the previous one decoded and published, then K
+ * of the next tile and V of this one requested */
+#define FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, more, next, next_cols, head_dim)      \
+    do {                                                                                   \
+        FCL_WG_UNSTAGE(1);                                                                 \
+        if (more)                                                                          \
+            fcl_stage_rows_fp8_async(FCL_WG_K8, BC, K, fcl_tile_rows(k_rows, true, next),  \
+                                     true, (next_cols), D_PAD, lid);                       \
+        fcl_stage_rows_fp8_async(FCL_WG_V8, BC, V, fcl_tile_rows(v_rows, true, c0), true,  \
+                                 (cols), head_dim_v, lid);                                 \
+    } while (0)
+/* The staged copies have arrived: K's decoded when `k`, V's of the
+ * previous tile when there is one; then published. */
+#define FCL_WG_UNSTAGE(k)                                                                  \
+    do {                                                                                   \
+        FCL_TILES_ARRIVED();                                                               \
+        if (k)                                                                             \
+            fcl_unstage_fp8(Kh, BC, FCL_WG_K8, lid);                                       \
+        if (wg_tile_ > 0)                                                                  \
+            fcl_unstage_fp8(FCL_FWD_VT, BC, FCL_WG_V8, lid);                               \
+        FCL_TILE_WRITTEN();                                                                \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                      \
+    } while (0)
+/* the last tile's V (none requested without a tile) */
+#define FCL_WG_LAST_ARRIVED() FCL_WG_UNSTAGE(0)
+#else
 #define FCL_FWD_PREFETCH_K(k_rows, c0, cols) \
     FCL_FWD_LOAD_K_INTO(FCL_WG_BUF(Kh, 0), k_rows, c0, cols, pg_now)
 
@@ -301,6 +345,7 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
                               true, (cols), head_dim_v, lid);                              \
     } while (0)
 #define FCL_WG_LAST_ARRIVED() FCL_TILES_ARRIVED()
+#endif /* FCL_IS_FP8 */
 #endif
 #ifndef FCL_WG_GUARDS_APART
 #define FCL_WG_GUARDS_APART() (void)0 /* every tile starts with a barrier */

@@ -106,6 +106,13 @@ inline void fcl_cp_async16(__local ushort *dst, __global const fcl_storage *src,
     *(__local uint4 *)dst = v;
 }
 
+inline void fcl_cp_async8(__local uchar *dst, __global const uchar *src, bool valid)
+{
+    uint2 v = (uint2)(0u);
+    if (valid) v = *(__global const uint2 *)src;
+    *(__local uint2 *)dst = v;
+}
+
 /* A compare-and-swap loop: exact, as the hardware's add is. */
 inline void fcl_red_add(__global float *p, float v)
 {

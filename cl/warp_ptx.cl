@@ -21,6 +21,11 @@
  *       background (zeros when !valid); fcl_cp_async_commit() closes a group,
  *       fcl_cp_async_wait_all() / fcl_cp_async_wait_but_one() wait for all
  *       groups / all but the newest
+ *   fcl_cp_async8(dst, src, valid)  the same for 8 bytes (.ca: the only
+ *       cp.async of that size), the FP8 tiles' raw bytes (tile_nv_mma.cl)
+ *   fcl_e4m3x4_to_h(w)              the 4 E4M3 bytes of w (first in the low
+ *       byte) as 4 fp16, low half first: cvt.rn.f16x2.e4m3x2 (sm_89+, exact),
+ *       only where the host sets FCL_CVT_FP8
  *   fcl_red_add(p, v)               *p += v in global memory, atomically
  *       (performed at L2; the order of two adds to one element is the
  *       caller's business); fcl_red_add4(p, v) four floats at once where
@@ -105,6 +110,24 @@ inline void fcl_cp_async16(__local ushort *dst, __global const fcl_storage *src,
                  :: "r"(fcl_smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0)
                  : "memory");
 }
+
+inline void fcl_cp_async8(__local uchar *dst, __global const uchar *src, bool valid)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;"
+                 :: "r"(fcl_smem_addr(dst)), "l"(src), "r"(valid ? 8 : 0)
+                 : "memory");
+}
+
+#if FCL_CVT_FP8
+inline uint2 fcl_e4m3x4_to_h(uint w)
+{
+    uint lo, hi;
+    asm("{\n\t.reg .b16 a, b;\n\tmov.b32 {a, b}, %2;\n\t"
+        "cvt.rn.f16x2.e4m3x2 %0, a;\n\tcvt.rn.f16x2.e4m3x2 %1, b;\n\t}"
+        : "=r"(lo), "=r"(hi) : "r"(w));
+    return (uint2)(lo, hi);
+}
+#endif
 
 inline void fcl_red_add(__global float *p, float v)
 {

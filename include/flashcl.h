@@ -713,18 +713,18 @@ FCL_API fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *de
  * type (out_dtype for FP8 dtypes, else dtype) for o.  A NaN or infinity in
  * q, k or v reaches only the outputs fcl_attention_desc's "Non-finite
  * inputs" names.
- * On an NVIDIA sm_90 device a forward of fp16 or bf16 at head_dim 64 or
- * 128 with more than 64 query rows, not a KV-cache call, runs on the Hopper
- * piece (warpgroup MMA; its plan's variant is "nvidia-wgmma", its program
- * built through a PTX rewrite to sm_90a): on an H100 1.6-1.8x the mma.sync
- * piece at head_dim 128 and 1.08-1.45x at 64 (NOTES.md, run 39); the
- * results agree to the storage type's rounding.  The environment's
- * FLASHCL_WGMMA, read at each call, set to 0 keeps such forwards on the
- * mma.sync piece; set to 1 it also puts FP8 forwards of those head dims on
- * the Hopper piece (their tiles decoded to fp16 by the loads, never by the
- * tensor memory accelerator; the same results as on the mma.sync piece, to
- * fp16's rounding of P), which is not yet their default: it has not been
- * timed on a GPU; other values count as unset.
+ * On an NVIDIA sm_90 device a forward of fp16, bf16 or FP8 storage at
+ * head_dim 64 or 128 with more than 64 query rows, not a KV-cache call,
+ * runs on the Hopper piece (warpgroup MMA; its plan's variant is
+ * "nvidia-wgmma", its program built through a PTX rewrite to sm_90a): on
+ * an H100 1.6-1.8x the mma.sync piece at head_dim 128 and 1.08-1.45x at 64
+ * (NOTES.md, run 39); FP8 storage, whose K and V bytes are copied on chip
+ * and decoded there to fp16 tiles (never by the tensor memory
+ * accelerator), 1.42-2.82x the mma.sync piece on an H200 (run 41).  The
+ * results agree with the mma.sync piece's to the storage type's rounding
+ * (FP8: to fp16's rounding of P, which both pieces make).  The
+ * environment's FLASHCL_WGMMA, read at each call, set to 0 keeps such
+ * forwards on the mma.sync piece; other values count as unset.
  * Where NVIDIA's CUDA driver library (libcuda.so.1) encodes a tensor map
  * when the context is made, that piece brings K and V in by the tensor
  * memory accelerator (its plan's reason says so; 1.14-1.30x its cp.async

@@ -91,6 +91,7 @@ done
 # FP8 storage's forward (its loads decode to fp16: no accelerator)
 check options-cpasync 64 e4m3
 check options-cpasync 128 e5m2
+check options-cpasync 128 e4m3
 check options-dkdv 64 fp16
 check options-dkdv 128 fp16
 check options-dkdv 128 bf16

@@ -87,6 +87,8 @@ typedef struct fcl_plan_full {
                                      256), 1 otherwise */
     int red_v4;                   /* tensor cores on sm_90+: the fused dQ adds four floats
                                      an instruction (FCL_RED_V4) */
+    int cvt_fp8;                  /* tensor cores on sm_89+: E4M3 tiles decoded by the
+                                     hardware's conversion (FCL_CVT_FP8) */
     int wgmma;                    /* the forward's wgmma piece (tile_nv_wgmma.cl): built
                                      through the sm_90a step unless emulated */
     int wg_tma;                   /* ... with K and V by the tensor memory accelerator */

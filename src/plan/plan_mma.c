@@ -265,6 +265,8 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
     out->wd = s.wd;
     /* red.global.v4.f32 (sm_90, PTX 8.1): the fused dQ's adds, run 28 */
     out->red_v4 = !emulated && caps->nv_compute_capability >= 90;
+    /* cvt.rn.f16x2.e4m3x2 (sm_89, PTX 7.8): FP8 tiles' decode */
+    out->cvt_fp8 = !emulated && caps->nv_compute_capability >= 89;
     /* 16-bit tiles on chip */
     fcl_plan_describe(pub, caps, kind, dtype, head_dim, head_dim, caps->local_mem_usable, 2);
     pub->br = (size_t)(dkdv ? s.inner : rows);

@@ -107,8 +107,9 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
                                int fused_dq, fcl_plan_full *out)
 {
     const bool dkdv = kind == FCL_KERNEL_BACKWARD_DKDV, fwd = kind == FCL_KERNEL_FORWARD;
-    /* FP8 (the forward only) is held as fp16 tiles, decoded by the loads:
-     * the same tiles and bytes as 16-bit storage, never the accelerator */
+    /* FP8 (the forward only) is held as fp16 tiles, decoded on chip: the
+     * same tiles and bytes as 16-bit storage (the bytes staged in K's
+     * second buffer, tile_nv_wgmma.cl), never the accelerator */
     const bool fp8 = fcl_dtype_is_fp8(dtype);
     if ((!fwd && !dkdv && kind != FCL_KERNEL_BACKWARD_DQ) || (head_dim != 64 && head_dim != 128) ||
         (dtype != FCL_DTYPE_FP16 && dtype != FCL_DTYPE_BF16 && !(fwd && fp8)))
@@ -161,6 +162,7 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
     pub->local_bytes = wgmma_bytes(kind, d, s, emulated, tma, fused_dq);
     /* red.global.v4.f32 for the fused dQ's adds on the real device (plan_mma.c) */
     out->red_v4 = fused_dq && !emulated;
+    out->cvt_fp8 = !emulated; /* the hardware's E4M3 conversion (plan_mma.c): sm_90 */
     fcl_copy_string(pub->variant, sizeof pub->variant,
                     emulated ? "emulated-wgmma" : "nvidia-wgmma");
     fcl_copy_string(pub->source, sizeof pub->source, target ? target->entry : "wgmma default");
@@ -187,7 +189,8 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
                     "swizzle, from descriptors, P from registers; K and V brought in by %s%s",
                     s.inner % 128 == 0 ? 128 : 64, d % 128 == 0 ? 128 : 64, fcl_dtype_name(dtype),
                     s.warpgroups, s.warpgroups > 1 ? "s" : "", s.inner,
-                    fp8   ? "the warps' loads, decoded from FP8 to fp16 on the way"
+                    fp8   ? "cp.async as FP8 bytes, decoded to fp16 by the warps at the "
+                            "next tile's start"
                     : tma ? "the tensor memory accelerator (FLASHCL_WGMMA_TMA=0 turns it off)"
                           : "cp.async",
                     emulated ? "; warpgroup operations emulated in OpenCL C (a test mode)" : "");

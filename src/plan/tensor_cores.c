@@ -106,11 +106,10 @@ bool fcl_uses_wgmma(const fcl_context *ctx, const fcl_attention_desc *d, fcl_ker
     if (kind == FCL_KERNEL_FORWARD) {
         /* The default, on a real sm_90 device: there the piece measured
          * 1.6-1.8x the mma.sync piece on an H100 at head_dim 128,
-         * 1.08-1.45x at 64 (NOTES.md, run 39). */
+         * 1.08-1.45x at 64 (NOTES.md, run 39), and FP8 storage's forward
+         * 1.42-2.82x on an H200 (run 41). */
         const int asked = wgmma_asked(ctx->use_wgmma, "FLASHCL_WGMMA");
-        /* FP8 storage only when asked for, until it has been measured on
-         * a GPU (NOTES.md, "FP8 storage on the wgmma forward") */
-        wanted = asked == 1 || (asked < 0 && sm90 && !fcl_dtype_is_fp8(d->dtype));
+        wanted = asked == 1 || (asked < 0 && sm90);
     } else if (kind == FCL_KERNEL_BACKWARD_DKDV || kind == FCL_KERNEL_BACKWARD_DQ) {
         /* The default on a real sm_90 device too: there both kernels
          * measured 1.0-1.4x the mma.sync pieces on an H100 (NOTES.md, run
@@ -121,7 +120,7 @@ bool fcl_uses_wgmma(const fcl_context *ctx, const fcl_attention_desc *d, fcl_ker
         return false;
     }
     /* FP8 storage: the forward only (the backward takes none), its tiles
-     * decoded to fp16 as they are loaded, as on the mma.sync piece */
+     * decoded to fp16 on chip (tile_nv_wgmma.cl) */
     const bool dtype_ok = d->dtype == FCL_DTYPE_FP16 || d->dtype == FCL_DTYPE_BF16 ||
                           (kind == FCL_KERNEL_FORWARD && fcl_dtype_is_fp8(d->dtype));
     return wanted && device && (features & FCL_BUILD_TILE_MMA) &&
