@@ -197,14 +197,18 @@
 
 /* A register tile x[RM][cols / 4] of this warp (rows FCL_ROW, columns
  * FCL_COL) into T as 16-bit pairs, LD halves a row: how a warp hands a
- * score tile to the warps that multiply it by another operand's columns. */
-#define FCL_SHARE_TILE(T, x, cols, LD)                                               \
+ * score tile to the warps that multiply it by another operand's columns.
+ * FCL_SHARE_TILE_AT puts element (r, c) at AT(T, r, c, arg) instead (the
+ * wgmma piece's swizzled dS^T). */
+#define FCL_SHARE_TILE_AT(T, x, cols, AT, arg)                                       \
     FCL_UNROLL                                                                       \
     for (int i_ = 0; i_ < RM; ++i_)                                                  \
         FCL_UNROLL                                                                   \
         for (int j_ = 0; j_ < (cols) / 4; j_ += 2)                                   \
-            *(__local uint *)((T) + FCL_ROW(i_) * (LD) + FCL_COL(j_)) =              \
+            *(__local uint *)(AT(T, FCL_ROW(i_), FCL_COL(j_), arg)) =                \
                 fcl_pack2(x[i_][j_], x[i_][j_ + 1])
+#define FCL_ROW_MAJOR_AT(T, r, c, LD) ((T) + (r) * (LD) + (c))
+#define FCL_SHARE_TILE(T, x, cols, LD) FCL_SHARE_TILE_AT(T, x, cols, FCL_ROW_MAJOR_AT, LD)
 
 /* 8 elements of a row as 8 16-bit tile values.  FP8 is decoded to fp16:
  * exact for both formats (E4M3's 3 mantissa bits and exponents 2^-9 ..

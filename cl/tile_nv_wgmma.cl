@@ -583,14 +583,10 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
 #define FCL_DQ_COL(n) (FCL_DQ_C0 + 8 * ((n) >> 1) + 2 * tig + ((n) & 1))
 #define FCL_DQ_DS_TILE dSw
 #define FCL_DQ_DS_LOCAL __local ushort dSw[BC * BR] FCL_WG_TILE_ALIGNED;
+#define FCL_DQ_DS_PTR(T, r, c, unused) ((T) + FCL_DQ_DS_AT(r, c))
 #define FCL_DKDV_DQ_SHARE(dqs, dpt)                                                          \
     do {                                                                                     \
-        FCL_UNROLL                                                                           \
-        for (int i_ = 0; i_ < RM; ++i_)                                                      \
-            FCL_UNROLL                                                                       \
-            for (int j_ = 0; j_ < RN; j_ += 2)                                               \
-                *(__local uint *)(dSw + FCL_DQ_DS_AT(FCL_ROW(i_), FCL_COL(j_))) =            \
-                    fcl_pack2(dpt[i_][j_], dpt[i_][j_ + 1]);                                 \
+        FCL_SHARE_TILE_AT(dSw, dpt, 4 * RN, FCL_DQ_DS_PTR, 0);                               \
         fcl_wg_proxy_fence();                                                                \
         barrier(CLK_LOCAL_MEM_FENCE);                                                        \
         float dw_[FCL_DQ_WMB][FCL_DQ_WN / 2];                                                \
