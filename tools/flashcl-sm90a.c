@@ -48,7 +48,7 @@ static int print_options(int argc, char **argv)
      * where libcuda is found; "options-cpasync": by cp.async;
      * "options-dkdv": the backward's dK/dV, "options-dkdv-fused" with the
      * fused dQ (FLASHCL_BACKWARD_DQ=ordered); "options-dq": its dQ */
-    const int tma = strcmp(argv[1], "options") == 0;
+    int tma = strcmp(argv[1], "options") == 0;
     const int fused = strcmp(argv[1], "options-dkdv-fused") == 0;
     const fcl_kernel_kind kind = strcmp(argv[1], "options-dkdv") == 0 || fused
                                      ? FCL_KERNEL_BACKWARD_DKDV
@@ -64,6 +64,7 @@ static int print_options(int argc, char **argv)
     if (dtype == FCL_DTYPE_FP16 && strcmp(argv[3], "fp16") != 0)
         return fprintf(stderr, "unknown storage type %s\n", argv[3]), 1;
     const int fp8 = fcl_dtype_is_fp8(dtype);
+    tma = tma && fcl_wgmma_tma_allowed(kind, dtype);
     const fcl_profile *h100 = fcl_profile_find("nvidia-h100");
     fcl_tuned_tile forced = {0, 0, 0, 32, "forced", 0};
     if (argc == 6) {
@@ -78,7 +79,7 @@ static int print_options(int argc, char **argv)
         return fprintf(stderr, "no wgmma plan: %s\n", fcl_status_string(st)), 1;
     fcl_build b = fcl_build_of(kind, d, dtype,
                                FCL_BUILD_TILE_MMA | FCL_BUILD_WGMMA |
-                                   (tma && !fp8 ? FCL_BUILD_WG_TMA : 0) |
+                                   (tma ? FCL_BUILD_WG_TMA : 0) |
                                    (fused ? FCL_BUILD_FUSED_DQ : 0));
     b.out_dtype = fp8 ? FCL_DTYPE_FP16 : dtype;
     char opts[1024];

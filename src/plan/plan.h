@@ -149,7 +149,7 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
  * blocks of 64 or 128 query rows; `target`: rows = the query rows, cols =
  * 64 x warpgroups keys, ty = cols / 16.  Else the default,
  * shrunk to the limits.  `dtype`: fp16 or bf16, or FP8 for the forward
- * (its tiles decoded to fp16 by the loads: the same plan, never `tma`).
+ * (its tiles decoded to fp16 on chip: the same plan, never `tma`).
  * `emulated`: cl/warpgroup_emulated.cl; `tma` (the forward only): K and V
  * by the tensor memory accelerator (FCL_BUILD_WG_TMA); `fused_dq` (dK/dV
  * only): the kernel computes dQ too (FCL_BUILD_FUSED_DQ), which takes more
@@ -206,9 +206,15 @@ bool fcl_uses_wgmma(const fcl_context *ctx, const fcl_attention_desc *desc, fcl_
 typedef enum { FCL_DQ_SEPARATE, FCL_DQ_ORDERED, FCL_DQ_ANY_ORDER } fcl_dq_form;
 fcl_dq_form fcl_backward_dq_form(void);
 /* Whether that forward brings K and V in by the tensor memory accelerator
- * (FCL_BUILD_WG_TMA): where the context has a tensor map template
- * (tensor_maps.c) or emulates the tensor cores, K's and V's rows suit a
- * tensor map, and FLASHCL_WGMMA_TMA=0 is not set (read at each call). */
+ * (FCL_BUILD_WG_TMA): where fcl_wgmma_tma_allowed says the kernel can, the
+ * context has a tensor map template (tensor_maps.c) or emulates the tensor
+ * cores, K's and V's rows suit a tensor map, and FLASHCL_WGMMA_TMA=0 is not
+ * set (read at each call). */
 bool fcl_uses_wgmma_tma(const fcl_context *ctx, const fcl_attention_desc *desc);
+/* The one rule of which wgmma kernels can take K and V by the accelerator:
+ * the forward, of 16-bit storage (it copies bytes as they are, and FP8's
+ * are decoded on chip: tile_nv_wgmma.cl).  fcl_uses_wgmma_tma, the plan
+ * (which drops `tma` elsewhere) and flashcl-sm90a's build features ask it. */
+bool fcl_wgmma_tma_allowed(fcl_kernel_kind kind, fcl_dtype dtype);
 
 #endif /* FCL_PLAN_H */

@@ -60,14 +60,18 @@ static bool map_rows_ok(const fcl_layout *l)
     return l->stride_seq >= 8 && l->stride_seq < ((size_t)1 << 39);
 }
 
+bool fcl_wgmma_tma_allowed(fcl_kernel_kind kind, fcl_dtype dtype)
+{
+    return kind == FCL_KERNEL_FORWARD && !fcl_dtype_is_fp8(dtype);
+}
+
 bool fcl_uses_wgmma_tma(const fcl_context *ctx, const fcl_attention_desc *d)
 {
     const char *env = getenv("FLASHCL_WGMMA_TMA");
     const bool off = env != NULL && strcmp(env, "0") == 0;
-    /* the accelerator copies bytes as they are: FP8 is decoded by the
-     * warps' loads instead */
     return !off && (ctx->emulate_tensor_cores || ctx->has_map_template) &&
-           !fcl_dtype_is_fp8(d->dtype) && map_rows_ok(&d->k) && map_rows_ok(&d->v);
+           fcl_wgmma_tma_allowed(FCL_KERNEL_FORWARD, d->dtype) && map_rows_ok(&d->k) &&
+           map_rows_ok(&d->v);
 }
 
 /* Whether the wgmma piece is asked for (1), turned off (0) or left to the
