@@ -13,8 +13,8 @@
 # output sm_90 / 9.0): what counts in the end is that compiler on the GPU
 # (bench/gpu_session.sh).  Each plan is checked with K and V by the tensor
 # memory accelerator (as on an H100 whose driver encodes tensor maps) and,
-# as NAME-cpasync, by cp.async (the backward, and FP8 storage, whose loads
-# decode it: cp.async mode only).
+# as NAME-cpasync, by cp.async (the backward, and FP8 storage, whose bytes
+# are decoded on chip: cp.async mode only).
 #
 # Usage: tools/wgmma_ptx_check.sh [BUILD_DIR] [OUT_DIR]
 #   (defaults: build, and a temporary folder); prints, per plan, the
@@ -88,7 +88,7 @@ for mode in options options-cpasync; do
     check $mode 128 fp16 64 64
     check $mode 64 bf16 128 192
 done
-# FP8 storage's forward (its loads decode to fp16: no accelerator)
+# FP8 storage's forward (its bytes staged and decoded to fp16 on chip: no accelerator)
 check options-cpasync 64 e4m3
 check options-cpasync 128 e5m2
 check options-cpasync 128 e4m3
