@@ -4,9 +4,9 @@
  * smallest tiles (64 x 64) need more __local memory than Oclgrind's
  * default 32 KiB: the ctest wrapper gives this program 1 MiB
  * (tests/CMakeLists.txt).  Cases, each checked against the reference too:
- * the forward of FP8 storage (tiles decoded by the loads) and of bf16 (K
- * and V by the emulated tensor memory accelerator), and the backward's two
- * separate kernels, all with a 64 x 64 tile of one warpgroup, causal edge
+ * the forward of FP8 storage (its bytes staged and decoded on chip) and of
+ * bf16 (K and V by the emulated tensor memory accelerator), and the
+ * backward's two separate kernels, all with a 64 x 64 tile of one warpgroup, causal edge
  * tiles and two tiles along each sequence.  With the argument "fp8", the
  * FP8 forward alone: the uninitialised-value check's run, since the
  * backward took that check 8 minutes, and the bf16 forward run after the

@@ -48,7 +48,7 @@ static int print_options(int argc, char **argv)
      * where libcuda is found; "options-cpasync": by cp.async;
      * "options-dkdv": the backward's dK/dV, "options-dkdv-fused" with the
      * fused dQ (FLASHCL_BACKWARD_DQ=ordered); "options-dq": its dQ */
-    int tma = strcmp(argv[1], "options") == 0;
+    const int tma = strcmp(argv[1], "options") == 0;
     const int fused = strcmp(argv[1], "options-dkdv-fused") == 0;
     const fcl_kernel_kind kind = strcmp(argv[1], "options-dkdv") == 0 || fused
                                      ? FCL_KERNEL_BACKWARD_DKDV
@@ -56,8 +56,8 @@ static int print_options(int argc, char **argv)
                                                                       : FCL_KERNEL_FORWARD;
     const size_t d = (size_t)atoi(argv[2]);
     /* e4m3 / e5m2: FP8 storage (the forward, its bytes decoded to fp16 on
-     * chip; never with the accelerator, fcl_wgmma_tma_allowed, so "options"
-     * and "options-cpasync" agree) */
+     * chip; the plan drops the accelerator, fcl_wgmma_tma_allowed, so
+     * "options" and "options-cpasync" agree) */
     const fcl_dtype dtype = strcmp(argv[3], "bf16") == 0   ? FCL_DTYPE_BF16
                             : strcmp(argv[3], "e4m3") == 0 ? FCL_DTYPE_FP8_E4M3
                             : strcmp(argv[3], "e5m2") == 0 ? FCL_DTYPE_FP8_E5M2
@@ -65,7 +65,6 @@ static int print_options(int argc, char **argv)
     if (dtype == FCL_DTYPE_FP16 && strcmp(argv[3], "fp16") != 0)
         return fprintf(stderr, "unknown storage type %s\n", argv[3]), 1;
     const int fp8 = fcl_dtype_is_fp8(dtype);
-    tma = tma && fcl_wgmma_tma_allowed(kind, dtype);
     const fcl_profile *h100 = fcl_profile_find("nvidia-h100");
     fcl_tuned_tile forced = {0, 0, 0, 32, "forced", 0};
     if (argc == 6) {
@@ -80,7 +79,7 @@ static int print_options(int argc, char **argv)
         return fprintf(stderr, "no wgmma plan: %s\n", fcl_status_string(st)), 1;
     fcl_build b = fcl_build_of(kind, d, dtype,
                                FCL_BUILD_TILE_MMA | FCL_BUILD_WGMMA |
-                                   (tma ? FCL_BUILD_WG_TMA : 0) |
+                                   (plan.wg_tma ? FCL_BUILD_WG_TMA : 0) |
                                    (fused ? FCL_BUILD_FUSED_DQ : 0));
     b.out_dtype = fp8 ? FCL_DTYPE_FP16 : dtype;
     char opts[1024];

@@ -213,8 +213,8 @@ fcl_dq_form fcl_backward_dq_form(void);
 bool fcl_uses_wgmma_tma(const fcl_context *ctx, const fcl_attention_desc *desc);
 /* The one rule of which wgmma kernels can take K and V by the accelerator:
  * the forward, of 16-bit storage (it copies bytes as they are, and FP8's
- * are decoded on chip: tile_nv_wgmma.cl).  fcl_uses_wgmma_tma, the plan
- * (which drops `tma` elsewhere) and flashcl-sm90a's build features ask it. */
+ * are decoded on chip: tile_nv_wgmma.cl).  fcl_uses_wgmma_tma and the plan
+ * (which drops `tma` elsewhere, so its wg_tma is the build's) ask it. */
 bool fcl_wgmma_tma_allowed(fcl_kernel_kind kind, fcl_dtype dtype);
 
 #endif /* FCL_PLAN_H */

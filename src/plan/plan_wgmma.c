@@ -162,7 +162,7 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
     pub->local_bytes = wgmma_bytes(kind, d, s, emulated, tma, fused_dq);
     /* red.global.v4.f32 for the fused dQ's adds on the real device (plan_mma.c) */
     out->red_v4 = fused_dq && !emulated;
-    out->cvt_fp8 = !emulated; /* the hardware's E4M3 conversion (plan_mma.c): sm_90 */
+    out->cvt_fp8 = !emulated && caps->nv_compute_capability >= 89; /* as plan_mma.c */
     fcl_copy_string(pub->variant, sizeof pub->variant,
                     emulated ? "emulated-wgmma" : "nvidia-wgmma");
     fcl_copy_string(pub->source, sizeof pub->source, target ? target->entry : "wgmma default");
