@@ -109,6 +109,27 @@ for step in $steps; do
       python3 bench/compare_ab.py "$OUT/fused-dq" "separate=$(rounds_of fused_separate)" \
         "ordered=$(rounds_of fused_ordered)" "any-order=$(rounds_of fused_any-order)" 2>&1 \
         | tee -a "$OUT/fused_dq.txt" ;;
+    ab-builds)
+      # this build against BASE's (another tree's build: its flashcl-bench),
+      # alternated over AB_ROUNDS, for each FLASHCL_WGMMA value in AB_WGMMA
+      # (1: the wgmma piece, 0: mma.sync): the forward (and the backward
+      # with AB_BACKWARD=1) of AB_DTYPE at AB_DIMS, N 1k-16k, device spans
+      for w in ${AB_WGMMA:-1 0}; do
+        for r in ${AB_ROUNDS:-1 2}; do
+          for side in base new; do
+            bin=$B
+            [ "$side" = base ] && bin=$BASE
+            echo "== $side, FLASHCL_WGMMA=$w, round $r" >> "$OUT/ab.txt"
+            FLASHCL_WGMMA=$w timeout 200 "$bin/bench/flashcl-bench" --dtype "${AB_DTYPE:-fp16}" \
+              --head-dims "${AB_DIMS:-64,128}" --seqlens 1024,4096,16384 --no-naive --reps 5 \
+              --profile ${AB_BACKWARD:+--backward} --out "$OUT/ab_w${w}_${side}_$r.csv" 2>&1 \
+              | grep -v '^\[' >> "$OUT/ab.txt"
+          done
+        done
+        python3 bench/compare_ab.py "$OUT/ab_w$w" \
+          "base=$(ls "$OUT"/ab_w"${w}"_base_*.csv | sort | paste -sd, -)" \
+          "new=$(ls "$OUT"/ab_w"${w}"_new_*.csv | sort | paste -sd, -)" 2>&1 | tee -a "$OUT/ab.txt"
+      done ;;
     wgmma)
       # issue 27, step 1: the forward's wgmma piece (FLASHCL_WGMMA=1, sm_90
       # only): its plans, test_wgmma on the real instructions against
