@@ -167,7 +167,17 @@
  * cols, cover, mask, ...), as the other load hooks use Q, K and lid. */
 #define FCL_FWD_DEFERRED_PV 1
 
-#if FCL_WG_TMA
+#ifndef FCL_WG_EARLY
+#define FCL_WG_EARLY 0
+#endif
+#if FCL_WG_TMA && FCL_WG_EARLY
+/* early loads (below): two mbarriers for K's buffers and two for V's, and
+ * two arrival counts */
+#define FCL_WG_TMA_LOCALS \
+    __local ulong wg_bar_[4]; \
+    __local uint wg_done_, wg_done_v_; \
+    __local ulong wg_stage_[32] __attribute__((aligned(128)));
+#elif FCL_WG_TMA
 /* the copies' two mbarriers (buffer t % 2's: K of tile t and V of tile
  * t - 1), the warps' arrivals (fcl_wg_last_arrival), and the work-group's
  * two tensor maps while they are written */
@@ -227,12 +237,18 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
  * another (a work-group barrier every tile kept the two warpgroups in
  * step: both at their softmax at once, the tensor cores idle then). */
 #define FCL_WG_TILE_BYTES (FCL_H_HALVES(BC) * 2)
+#if FCL_WG_EARLY
+#define FCL_WG_DONE_RESET() (wg_done_ = wg_done_v_ = 0)
+#else
+#define FCL_WG_DONE_RESET() (wg_done_ = 0)
+#endif
 #define FCL_WG_MAPS_STATE                                                                  \
     __global ulong *const wg_maps_ = maps + 16 + 32 * (long)get_group_id(0);               \
     if (lid == 0)                                                                          \
-        wg_done_ = 0;                                                                      \
-    fcl_wg_maps_make(wg_maps_, maps, wg_stage_, wg_bar_, K, k_rows.base, k_rows.ss, \
-                     head_dim, V, v_rows.base, v_rows.ss, head_dim_v, sq.seqlen_k, lid)
+        FCL_WG_DONE_RESET();                                                               \
+    fcl_wg_maps_make(wg_maps_, maps, wg_stage_, wg_bar_, 2 + 2 * FCL_WG_EARLY, K,          \
+                     k_rows.base, k_rows.ss, head_dim, V, v_rows.base, v_rows.ss,          \
+                     head_dim_v, sq.seqlen_k, lid)
 #define FCL_WG_ARRIVED(t) fcl_wg_bar_wait(wg_bar_ + ((t) & 1), ((t) >> 1) & 1)
 /* One work-item: K of the tile at key `next` (when `more`) into K buffer
  * t + 1 and V of the tile at key c0 into V buffer t, both counted by
@@ -246,6 +262,75 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
         fcl_wg_tma_tile(FCL_WG_BUF(Vh, t), wg_maps_ + 16, V, c0, bar_);                    \
     } while (0)
 
+#if FCL_WG_EARLY
+/* Early loads (FCL_WG_EARLY; FLASHCL_WGMMA_EARLY_LOADS=1, an option under
+ * measurement, NOTES.md run 43): a buffer is refilled as soon as every warp
+ * is done with it, not at the next tile's start.  K's buffer of tile t once
+ * every warp has waited for tile t's Q K^T (FCL_WG_RELEASE_K: K of tile
+ * t + 2 goes there), V's buffer of tile t - 1 once every warp has waited
+ * for its P V, in tile t (FCL_WG_RELEASE_V: V of tile t + 1): each copy
+ * gets about two tiles' time to land instead of one.  K of tile t is
+ * counted by mbarrier t % 2 and V of tile t by mbarrier 2 + t % 2, each
+ * tile waiting for phase t / 2; two arrival counts. */
+#define FCL_WG_REQUEST_K(t, c0)                                                            \
+    do {                                                                                   \
+        __local ulong *bk_ = wg_bar_ + ((t) & 1);                                          \
+        fcl_wg_bar_expect(bk_, FCL_WG_TILE_BYTES);                                         \
+        fcl_wg_tma_tile(FCL_WG_BUF(Kh, t), wg_maps_, K, c0, bk_);                          \
+    } while (0)
+#define FCL_WG_REQUEST_V(t, c0)                                                            \
+    do {                                                                                   \
+        __local ulong *bv_ = wg_bar_ + 2 + ((t) & 1);                                      \
+        fcl_wg_bar_expect(bv_, FCL_WG_TILE_BYTES);                                         \
+        fcl_wg_tma_tile(FCL_WG_BUF(Vh, t), wg_maps_ + 16, V, c0, bv_);                     \
+    } while (0)
+#define FCL_WG_V_ARRIVED(t) fcl_wg_bar_wait(wg_bar_ + 2 + ((t) & 1), ((t) >> 1) & 1)
+#define FCL_FWD_PREFETCH_K(k_rows, c0, cols)                                               \
+    do {                                                                                   \
+        if (lid == 0) {                                                                    \
+            const int n1_ = fcl_next_key_tile(blocks, BC, p0, p1, (c0) + BC, key_end,      \
+                                              sq.seqlen_k);                                \
+            FCL_WG_REQUEST_K(0, c0);                                                       \
+            if (n1_ < key_end)                                                             \
+                FCL_WG_REQUEST_K(1, n1_);                                                  \
+            FCL_WG_REQUEST_V(0, c0);                                                       \
+        }                                                                                  \
+    } while (0)
+/* K of this tile, and V of the previous one, have arrived */
+#define FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, more, next, next_cols, head_dim)      \
+    do {                                                                                   \
+        FCL_WG_GUARDS_APART();                                                             \
+        FCL_WG_ARRIVED(wg_tile_);                                                          \
+        if (wg_tile_ > 0)                                                                  \
+            FCL_WG_V_ARRIVED(wg_tile_ - 1);                                                \
+    } while (0)
+#define FCL_WG_LAST_ARRIVED()                                                              \
+    do {                                                                                   \
+        FCL_WG_GUARDS_APART();                                                             \
+        if (wg_tile_ > 0)                                                                  \
+            FCL_WG_V_ARRIVED(wg_tile_ - 1);                                                \
+    } while (0)
+/* after this tile's Q K^T is waited for: K of the tile after next */
+#define FCL_WG_RELEASE_K()                                                                 \
+    do {                                                                                   \
+        if (fcl_wg_last_arrival(&wg_done_, lane) && next < key_end) {                      \
+            const int n2_ = fcl_next_key_tile(blocks, BC, p0, p1, next + BC, key_end,      \
+                                              sq.seqlen_k);                                \
+            if (n2_ < key_end)                                                             \
+                FCL_WG_REQUEST_K(wg_tile_ + 2, n2_);                                       \
+        }                                                                                  \
+    } while (0)
+/* after the previous tile's P V is waited for (and a guard's zeroes of its
+ * V fenced): the next tile's V */
+#define FCL_WG_RELEASE_V()                                                                 \
+    do {                                                                                   \
+        FCL_TILE_WRITTEN();                                                                \
+        if (fcl_wg_last_arrival(&wg_done_v_, lane) && next < key_end)                      \
+            FCL_WG_REQUEST_V(wg_tile_ + 1, next);                                          \
+    } while (0)
+#else
+#define FCL_WG_RELEASE_K() (void)0
+#define FCL_WG_RELEASE_V() (void)0
 /* (flash_fwd.cl's names: the tile after c0 as its loop finds it) */
 #define FCL_FWD_PREFETCH_K(k_rows, c0, cols)                                               \
     do {                                                                                   \
@@ -281,6 +366,7 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
         if (wg_tile_ > 0)                                                                  \
             FCL_WG_ARRIVED(wg_tile_);                                                      \
     } while (0)
+#endif /* FCL_WG_EARLY */
 #define FCL_WG_GUARDS_APART()                                                              \
     do {                                                                                   \
         if (wg_guarded_)                                                                   \
@@ -289,6 +375,8 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
     } while (0)
 #else
 #define FCL_WG_MAPS_STATE (void)0
+#define FCL_WG_RELEASE_K() (void)0
+#define FCL_WG_RELEASE_V() (void)0
 #if FCL_IS_FP8
 /* FP8 (never through the tensor memory accelerator, which would copy the
  * bytes as they are): K's bytes of the next tile and V's of this one are
@@ -403,6 +491,7 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
         fcl_wg_wait1();                                                                    \
         FCL_WG_KEEP_ACC(d_, FCL_WG_QN, BC / FCL_WG_QN);                                    \
         FCL_WG_FROM_ACC(s, d_, FCL_WG_QN, BC / FCL_WG_QN);                                 \
+        FCL_WG_RELEASE_K();                                                                \
     } while (0)
 
 /* The previous tile's P V is done: acc holds its sum again. */
@@ -419,6 +508,7 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
     do {                                                                                   \
         FCL_UNROLL                                                                         \
         for (int kk_ = 0; kk_ < BC / 16; ++kk_) FCL_A_FROM_REGS(s, 0, kk_, wg_p_[kk_]);    \
+        FCL_WG_RELEASE_V();                                                                \
         wg_prev_ = 1;                                                                      \
         wg_prev_c0_ = c0;                                                                  \
         wg_prev_cols_ = cols;                                                              \
