@@ -170,20 +170,23 @@
 #ifndef FCL_WG_EARLY
 #define FCL_WG_EARLY 0
 #endif
-#if FCL_WG_TMA && FCL_WG_EARLY
-/* early loads (below): two mbarriers for K's buffers and two for V's, and
- * two arrival counts */
-#define FCL_WG_TMA_LOCALS \
-    __local ulong wg_bar_[4]; \
-    __local uint wg_done_, wg_done_v_; \
-    __local ulong wg_stage_[32] __attribute__((aligned(128)));
-#elif FCL_WG_TMA
+#if FCL_WG_TMA
 /* the copies' two mbarriers (buffer t % 2's: K of tile t and V of tile
  * t - 1), the warps' arrivals (fcl_wg_last_arrival), and the work-group's
- * two tensor maps while they are written */
+ * two tensor maps while they are written; with early loads (below) two
+ * more mbarriers (K's and V's apart) and V's own arrival count */
+#define FCL_WG_NBARS (2 + 2 * FCL_WG_EARLY)
+#if FCL_WG_EARLY
+#define FCL_WG_DONE_V_LOCAL __local uint wg_done_v_;
+#define FCL_WG_DONE_V_RESET() (wg_done_v_ = 0)
+#else
+#define FCL_WG_DONE_V_LOCAL
+#define FCL_WG_DONE_V_RESET() (void)0
+#endif
 #define FCL_WG_TMA_LOCALS \
-    __local ulong wg_bar_[2]; \
+    __local ulong wg_bar_[FCL_WG_NBARS]; \
     __local uint wg_done_; \
+    FCL_WG_DONE_V_LOCAL \
     __local ulong wg_stage_[32] __attribute__((aligned(128)));
 #else
 #define FCL_WG_TMA_LOCALS
@@ -237,31 +240,16 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
  * another (a work-group barrier every tile kept the two warpgroups in
  * step: both at their softmax at once, the tensor cores idle then). */
 #define FCL_WG_TILE_BYTES (FCL_H_HALVES(BC) * 2)
-#if FCL_WG_EARLY
-#define FCL_WG_DONE_RESET() (wg_done_ = wg_done_v_ = 0)
-#else
-#define FCL_WG_DONE_RESET() (wg_done_ = 0)
-#endif
 #define FCL_WG_MAPS_STATE                                                                  \
     __global ulong *const wg_maps_ = maps + 16 + 32 * (long)get_group_id(0);               \
-    if (lid == 0)                                                                          \
-        FCL_WG_DONE_RESET();                                                               \
-    fcl_wg_maps_make(wg_maps_, maps, wg_stage_, wg_bar_, 2 + 2 * FCL_WG_EARLY, K,          \
+    if (lid == 0) {                                                                        \
+        wg_done_ = 0;                                                                      \
+        FCL_WG_DONE_V_RESET();                                                             \
+    }                                                                                      \
+    fcl_wg_maps_make(wg_maps_, maps, wg_stage_, wg_bar_, FCL_WG_NBARS, K,                  \
                      k_rows.base, k_rows.ss, head_dim, V, v_rows.base, v_rows.ss,          \
                      head_dim_v, sq.seqlen_k, lid)
 #define FCL_WG_ARRIVED(t) fcl_wg_bar_wait(wg_bar_ + ((t) & 1), ((t) >> 1) & 1)
-/* One work-item: K of the tile at key `next` (when `more`) into K buffer
- * t + 1 and V of the tile at key c0 into V buffer t, both counted by
- * mbarrier (t + 1) % 2. */
-#define FCL_WG_REQUEST(t, more, next, c0)                                                  \
-    do {                                                                                   \
-        __local ulong *bar_ = wg_bar_ + (((t) + 1) & 1);                                   \
-        fcl_wg_bar_expect(bar_, ((more) ? 2 : 1) * FCL_WG_TILE_BYTES);                     \
-        if (more)                                                                          \
-            fcl_wg_tma_tile(FCL_WG_BUF(Kh, (t) + 1), wg_maps_, K, next, bar_);             \
-        fcl_wg_tma_tile(FCL_WG_BUF(Vh, t), wg_maps_ + 16, V, c0, bar_);                    \
-    } while (0)
-
 #if FCL_WG_EARLY
 /* Early loads (FCL_WG_EARLY; FLASHCL_WGMMA_EARLY_LOADS=1, an option under
  * measurement, NOTES.md run 43): a buffer is refilled as soon as every warp
@@ -272,18 +260,17 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
  * gets about two tiles' time to land instead of one.  K of tile t is
  * counted by mbarrier t % 2 and V of tile t by mbarrier 2 + t % 2, each
  * tile waiting for phase t / 2; two arrival counts. */
-#define FCL_WG_REQUEST_K(t, c0)                                                            \
+/* One work-item: the tile at key c0 of src (its map) into dst, counted
+ * alone by mbarrier bar; K's and V's of tile t */
+#define FCL_WG_REQUEST_ONE(dst, map, src, c0, bar)                                         \
     do {                                                                                   \
-        __local ulong *bk_ = wg_bar_ + ((t) & 1);                                          \
-        fcl_wg_bar_expect(bk_, FCL_WG_TILE_BYTES);                                         \
-        fcl_wg_tma_tile(FCL_WG_BUF(Kh, t), wg_maps_, K, c0, bk_);                          \
+        fcl_wg_bar_expect(bar, FCL_WG_TILE_BYTES);                                         \
+        fcl_wg_tma_tile(dst, map, src, c0, bar);                                           \
     } while (0)
-#define FCL_WG_REQUEST_V(t, c0)                                                            \
-    do {                                                                                   \
-        __local ulong *bv_ = wg_bar_ + 2 + ((t) & 1);                                      \
-        fcl_wg_bar_expect(bv_, FCL_WG_TILE_BYTES);                                         \
-        fcl_wg_tma_tile(FCL_WG_BUF(Vh, t), wg_maps_ + 16, V, c0, bv_);                     \
-    } while (0)
+#define FCL_WG_REQUEST_K(t, c0) \
+    FCL_WG_REQUEST_ONE(FCL_WG_BUF(Kh, t), wg_maps_, K, c0, wg_bar_ + ((t) & 1))
+#define FCL_WG_REQUEST_V(t, c0) \
+    FCL_WG_REQUEST_ONE(FCL_WG_BUF(Vh, t), wg_maps_ + 16, V, c0, wg_bar_ + 2 + ((t) & 1))
 #define FCL_WG_V_ARRIVED(t) fcl_wg_bar_wait(wg_bar_ + 2 + ((t) & 1), ((t) >> 1) & 1)
 #define FCL_FWD_PREFETCH_K(k_rows, c0, cols)                                               \
     do {                                                                                   \
@@ -329,8 +316,18 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
             FCL_WG_REQUEST_V(wg_tile_ + 1, next);                                          \
     } while (0)
 #else
-#define FCL_WG_RELEASE_K() (void)0
-#define FCL_WG_RELEASE_V() (void)0
+/* One work-item: K of the tile at key `next` (when `more`) into K buffer
+ * t + 1 and V of the tile at key c0 into V buffer t, both counted by
+ * mbarrier (t + 1) % 2. */
+#define FCL_WG_REQUEST(t, more, next, c0)                                                  \
+    do {                                                                                   \
+        __local ulong *bar_ = wg_bar_ + (((t) + 1) & 1);                                   \
+        fcl_wg_bar_expect(bar_, ((more) ? 2 : 1) * FCL_WG_TILE_BYTES);                     \
+        if (more)                                                                          \
+            fcl_wg_tma_tile(FCL_WG_BUF(Kh, (t) + 1), wg_maps_, K, next, bar_);             \
+        fcl_wg_tma_tile(FCL_WG_BUF(Vh, t), wg_maps_ + 16, V, c0, bar_);                    \
+    } while (0)
+
 /* (flash_fwd.cl's names: the tile after c0 as its loop finds it) */
 #define FCL_FWD_PREFETCH_K(k_rows, c0, cols)                                               \
     do {                                                                                   \
@@ -375,8 +372,6 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
     } while (0)
 #else
 #define FCL_WG_MAPS_STATE (void)0
-#define FCL_WG_RELEASE_K() (void)0
-#define FCL_WG_RELEASE_V() (void)0
 #if FCL_IS_FP8
 /* FP8 (never through the tensor memory accelerator, which would copy the
  * bytes as they are): K's bytes of the next tile and V's of this one are
@@ -434,6 +429,11 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
     } while (0)
 #define FCL_WG_LAST_ARRIVED() FCL_TILES_ARRIVED()
 #endif /* FCL_IS_FP8 */
+#endif
+/* buffers refilled at a tile's start, not released early (FCL_WG_EARLY) */
+#ifndef FCL_WG_RELEASE_K
+#define FCL_WG_RELEASE_K() (void)0
+#define FCL_WG_RELEASE_V() (void)0
 #endif
 #ifndef FCL_WG_GUARDS_APART
 #define FCL_WG_GUARDS_APART() (void)0 /* every tile starts with a barrier */

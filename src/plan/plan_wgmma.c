@@ -104,6 +104,10 @@ static bool target_shape(fcl_kernel_kind kind, const fcl_tuned_tile *t, wgmma_sh
            s->inner % 64 == 0 && t->wd <= 1;
 }
 
+/* the end of an emulated plan's reason (short: the forward's reason nears
+ * the 384 bytes of fcl_plan.reason) */
+static const char emulated_note[] = "; wgmma emulated in OpenCL C (a test mode)";
+
 fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
                                fcl_dtype dtype, const fcl_plan_limits *limits,
                                const fcl_tuned_tile *target, int emulated, int tma,
@@ -184,7 +188,7 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
                     fused_dq ? "; dQ's share dS K of each key block on wgmma too (dS^T "
                                "through __local), added in here (FLASHCL_BACKWARD_DQ)"
                              : "",
-                    emulated ? "; warpgroup operations emulated in OpenCL C (a test mode)" : "");
+                    emulated ? emulated_note : "");
     else
         fcl_appendf(pub->reason, sizeof pub->reason,
                     "wgmma m64nNk16, N %d for Q K^T and %d for P V (%s inputs, fp32 sums; "
@@ -198,6 +202,6 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
                     : tma ? "the tensor memory accelerator (FLASHCL_WGMMA_TMA=0: cp.async)"
                           : "cp.async",
                     tma > 1 ? ", refilled early (FLASHCL_WGMMA_EARLY_LOADS)" : "",
-                    emulated ? "; wgmma emulated in OpenCL C (a test mode)" : "");
+                    emulated ? emulated_note : "");
     return FCL_OK;
 }
