@@ -174,19 +174,13 @@
 /* the copies' two mbarriers (buffer t % 2's: K of tile t and V of tile
  * t - 1), the warps' arrivals (fcl_wg_last_arrival), and the work-group's
  * two tensor maps while they are written; with early loads (below) two
- * more mbarriers (K's and V's apart) and V's own arrival count */
+ * more mbarriers (K's and V's apart) and four arrival counts (K's and V's,
+ * of even and odd tiles) */
 #define FCL_WG_NBARS (2 + 2 * FCL_WG_EARLY)
-#if FCL_WG_EARLY
-#define FCL_WG_DONE_V_LOCAL __local uint wg_done_v_;
-#define FCL_WG_DONE_V_RESET() (wg_done_v_ = 0)
-#else
-#define FCL_WG_DONE_V_LOCAL
-#define FCL_WG_DONE_V_RESET() (void)0
-#endif
+#define FCL_WG_NCOUNTS (1 + 3 * FCL_WG_EARLY)
 #define FCL_WG_TMA_LOCALS \
     __local ulong wg_bar_[FCL_WG_NBARS]; \
-    __local uint wg_done_; \
-    FCL_WG_DONE_V_LOCAL \
+    __local uint wg_done_[FCL_WG_NCOUNTS]; \
     __local ulong wg_stage_[32] __attribute__((aligned(128)));
 #else
 #define FCL_WG_TMA_LOCALS
@@ -242,10 +236,9 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
 #define FCL_WG_TILE_BYTES (FCL_H_HALVES(BC) * 2)
 #define FCL_WG_MAPS_STATE                                                                  \
     __global ulong *const wg_maps_ = maps + 16 + 32 * (long)get_group_id(0);               \
-    if (lid == 0) {                                                                        \
-        wg_done_ = 0;                                                                      \
-        FCL_WG_DONE_V_RESET();                                                             \
-    }                                                                                      \
+    if (lid == 0)                                                                          \
+        for (int i_ = 0; i_ < FCL_WG_NCOUNTS; ++i_)                                        \
+            wg_done_[i_] = 0;                                                              \
     fcl_wg_maps_make(wg_maps_, maps, wg_stage_, wg_bar_, FCL_WG_NBARS, K,                  \
                      k_rows.base, k_rows.ss, head_dim, V, v_rows.base, v_rows.ss,          \
                      head_dim_v, sq.seqlen_k, lid)
@@ -259,7 +252,11 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
  * for its P V, in tile t (FCL_WG_RELEASE_V: V of tile t + 1): each copy
  * gets about two tiles' time to land instead of one.  K of tile t is
  * counted by mbarrier t % 2 and V of tile t by mbarrier 2 + t % 2, each
- * tile waiting for phase t / 2; two arrival counts. */
+ * tile waiting for phase t / 2.  A warp can be a tile ahead of another
+ * here (it waits for copies that the slowest warp's previous tile
+ * released), so the last arrival is counted apart for even and odd tiles:
+ * one count for both would mix two tiles' arrivals, and a request would go
+ * out early or never (a hang on the H200, NOTES.md run 45). */
 /* One work-item: the tile at key c0 of src (its map) into dst, counted
  * alone by mbarrier bar; K's and V's of tile t */
 #define FCL_WG_REQUEST_ONE(dst, map, src, c0, bar)                                         \
@@ -300,7 +297,7 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
 /* after this tile's Q K^T is waited for: K of the tile after next */
 #define FCL_WG_RELEASE_K()                                                                 \
     do {                                                                                   \
-        if (fcl_wg_last_arrival(&wg_done_, lane) && next < key_end) {                      \
+        if (fcl_wg_last_arrival(wg_done_ + (wg_tile_ & 1), lane) && next < key_end) {      \
             const int n2_ = fcl_next_key_tile(blocks, BC, p0, p1, next + BC, key_end,      \
                                               sq.seqlen_k);                                \
             if (n2_ < key_end)                                                             \
@@ -312,7 +309,7 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
 #define FCL_WG_RELEASE_V()                                                                 \
     do {                                                                                   \
         FCL_TILE_WRITTEN();                                                                \
-        if (fcl_wg_last_arrival(&wg_done_v_, lane) && next < key_end)                      \
+        if (fcl_wg_last_arrival(wg_done_ + 2 + (wg_tile_ & 1), lane) && next < key_end)    \
             FCL_WG_REQUEST_V(wg_tile_ + 1, next);                                          \
     } while (0)
 #else
@@ -351,7 +348,7 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
         FCL_WG_GUARDS_APART();                                                             \
         if (wg_tile_ > 0) {                                                                \
             FCL_TILE_WRITTEN();                                                            \
-            if (fcl_wg_last_arrival(&wg_done_, lane))                                      \
+            if (fcl_wg_last_arrival(wg_done_, lane))                                       \
                 FCL_WG_REQUEST(wg_tile_, more, next, c0);                                  \
         }                                                                                  \
         FCL_WG_ARRIVED(wg_tile_);                                                          \
