@@ -109,24 +109,6 @@ for step in $steps; do
       python3 bench/compare_ab.py "$OUT/fused-dq" "separate=$(rounds_of fused_separate)" \
         "ordered=$(rounds_of fused_ordered)" "any-order=$(rounds_of fused_any-order)" 2>&1 \
         | tee -a "$OUT/fused_dq.txt" ;;
-    early-loads)
-      # the wgmma forward's buffers refilled early (FLASHCL_WGMMA_EARLY_LOADS,
-      # NOTES.md run 43): test_wgmma on the real instructions with it on,
-      # then the forward with it off and on, alternated over EARLY_ROUNDS
-      ( time FLASHCL_WGMMA_EARLY_LOADS=1 timeout 400 "$B/tests/test_wgmma" ) \
-        > "$OUT/test_wgmma_early.log" 2>&1
-      echo "test_wgmma (early loads): rc=$?"
-      grep -E "PASSED|FAILED|FAIL " "$OUT/test_wgmma_early.log" | head -20
-      for r in ${EARLY_ROUNDS:-1 2}; do
-        for e in 0 1; do
-          FLASHCL_WGMMA_EARLY_LOADS=$e timeout 200 "$B/bench/flashcl-bench" \
-            --dtype "${EARLY_DTYPE:-fp16}" --head-dims 64,128 --seqlens 1024,4096,16384 --no-naive \
-            --reps 5 --profile --out "$OUT/early_${e}_$r.csv" 2>&1 | grep -v '^\[' >> "$OUT/early.txt"
-        done
-      done
-      python3 bench/compare_ab.py "$OUT/early" \
-        "refilled-at-tile-start=$(ls "$OUT"/early_0_*.csv | sort | paste -sd, -)" \
-        "refilled-early=$(ls "$OUT"/early_1_*.csv | sort | paste -sd, -)" 2>&1 | tee -a "$OUT/early.txt" ;;
     ab-builds)
       # this build against BASE's (another tree's build: its flashcl-bench),
       # alternated over AB_ROUNDS, for each FLASHCL_WGMMA value in AB_WGMMA

@@ -167,20 +167,13 @@
  * cols, cover, mask, ...), as the other load hooks use Q, K and lid. */
 #define FCL_FWD_DEFERRED_PV 1
 
-#ifndef FCL_WG_EARLY
-#define FCL_WG_EARLY 0
-#endif
 #if FCL_WG_TMA
 /* the copies' two mbarriers (buffer t % 2's: K of tile t and V of tile
  * t - 1), the warps' arrivals (fcl_wg_last_arrival), and the work-group's
- * two tensor maps while they are written; with early loads (below) two
- * more mbarriers (K's and V's apart) and four arrival counts (K's and V's,
- * of even and odd tiles) */
-#define FCL_WG_NBARS (2 + 2 * FCL_WG_EARLY)
-#define FCL_WG_NCOUNTS (1 + 3 * FCL_WG_EARLY)
+ * two tensor maps while they are written */
 #define FCL_WG_TMA_LOCALS \
-    __local ulong wg_bar_[FCL_WG_NBARS]; \
-    __local uint wg_done_[FCL_WG_NCOUNTS]; \
+    __local ulong wg_bar_[2]; \
+    __local uint wg_done_; \
     __local ulong wg_stage_[32] __attribute__((aligned(128)));
 #else
 #define FCL_WG_TMA_LOCALS
@@ -237,82 +230,10 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
 #define FCL_WG_MAPS_STATE                                                                  \
     __global ulong *const wg_maps_ = maps + 16 + 32 * (long)get_group_id(0);               \
     if (lid == 0)                                                                          \
-        for (int i_ = 0; i_ < FCL_WG_NCOUNTS; ++i_)                                        \
-            wg_done_[i_] = 0;                                                              \
-    fcl_wg_maps_make(wg_maps_, maps, wg_stage_, wg_bar_, FCL_WG_NBARS, K,                  \
-                     k_rows.base, k_rows.ss, head_dim, V, v_rows.base, v_rows.ss,          \
-                     head_dim_v, sq.seqlen_k, lid)
+        wg_done_ = 0;                                                                      \
+    fcl_wg_maps_make(wg_maps_, maps, wg_stage_, wg_bar_, K, k_rows.base, k_rows.ss, \
+                     head_dim, V, v_rows.base, v_rows.ss, head_dim_v, sq.seqlen_k, lid)
 #define FCL_WG_ARRIVED(t) fcl_wg_bar_wait(wg_bar_ + ((t) & 1), ((t) >> 1) & 1)
-#if FCL_WG_EARLY
-/* Early loads (FCL_WG_EARLY; FLASHCL_WGMMA_EARLY_LOADS=1, an option under
- * measurement, NOTES.md run 43): a buffer is refilled as soon as every warp
- * is done with it, not at the next tile's start.  K's buffer of tile t once
- * every warp has waited for tile t's Q K^T (FCL_WG_RELEASE_K: K of tile
- * t + 2 goes there), V's buffer of tile t - 1 once every warp has waited
- * for its P V, in tile t (FCL_WG_RELEASE_V: V of tile t + 1): each copy
- * gets about two tiles' time to land instead of one.  K of tile t is
- * counted by mbarrier t % 2 and V of tile t by mbarrier 2 + t % 2, each
- * tile waiting for phase t / 2.  A warp can be a tile ahead of another
- * here (it waits for copies that the slowest warp's previous tile
- * released), so the last arrival is counted apart for even and odd tiles:
- * one count for both would mix two tiles' arrivals, and a request would go
- * out early or never (a hang on the H200, NOTES.md run 45). */
-/* One work-item: the tile at key c0 of src (its map) into dst, counted
- * alone by mbarrier bar; K's and V's of tile t */
-#define FCL_WG_REQUEST_ONE(dst, map, src, c0, bar)                                         \
-    do {                                                                                   \
-        fcl_wg_bar_expect(bar, FCL_WG_TILE_BYTES);                                         \
-        fcl_wg_tma_tile(dst, map, src, c0, bar);                                           \
-    } while (0)
-#define FCL_WG_REQUEST_K(t, c0) \
-    FCL_WG_REQUEST_ONE(FCL_WG_BUF(Kh, t), wg_maps_, K, c0, wg_bar_ + ((t) & 1))
-#define FCL_WG_REQUEST_V(t, c0) \
-    FCL_WG_REQUEST_ONE(FCL_WG_BUF(Vh, t), wg_maps_ + 16, V, c0, wg_bar_ + 2 + ((t) & 1))
-#define FCL_WG_V_ARRIVED(t) fcl_wg_bar_wait(wg_bar_ + 2 + ((t) & 1), ((t) >> 1) & 1)
-#define FCL_FWD_PREFETCH_K(k_rows, c0, cols)                                               \
-    do {                                                                                   \
-        if (lid == 0) {                                                                    \
-            const int n1_ = fcl_next_key_tile(blocks, BC, p0, p1, (c0) + BC, key_end,      \
-                                              sq.seqlen_k);                                \
-            FCL_WG_REQUEST_K(0, c0);                                                       \
-            if (n1_ < key_end)                                                             \
-                FCL_WG_REQUEST_K(1, n1_);                                                  \
-            FCL_WG_REQUEST_V(0, c0);                                                       \
-        }                                                                                  \
-    } while (0)
-/* K of this tile, and V of the previous one, have arrived */
-#define FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, more, next, next_cols, head_dim)      \
-    do {                                                                                   \
-        FCL_WG_GUARDS_APART();                                                             \
-        FCL_WG_ARRIVED(wg_tile_);                                                          \
-        if (wg_tile_ > 0)                                                                  \
-            FCL_WG_V_ARRIVED(wg_tile_ - 1);                                                \
-    } while (0)
-#define FCL_WG_LAST_ARRIVED()                                                              \
-    do {                                                                                   \
-        FCL_WG_GUARDS_APART();                                                             \
-        if (wg_tile_ > 0)                                                                  \
-            FCL_WG_V_ARRIVED(wg_tile_ - 1);                                                \
-    } while (0)
-/* after this tile's Q K^T is waited for: K of the tile after next */
-#define FCL_WG_RELEASE_K()                                                                 \
-    do {                                                                                   \
-        if (fcl_wg_last_arrival(wg_done_ + (wg_tile_ & 1), lane) && next < key_end) {      \
-            const int n2_ = fcl_next_key_tile(blocks, BC, p0, p1, next + BC, key_end,      \
-                                              sq.seqlen_k);                                \
-            if (n2_ < key_end)                                                             \
-                FCL_WG_REQUEST_K(wg_tile_ + 2, n2_);                                       \
-        }                                                                                  \
-    } while (0)
-/* after the previous tile's P V is waited for (and a guard's zeroes of its
- * V fenced): the next tile's V */
-#define FCL_WG_RELEASE_V()                                                                 \
-    do {                                                                                   \
-        FCL_TILE_WRITTEN();                                                                \
-        if (fcl_wg_last_arrival(wg_done_ + 2 + (wg_tile_ & 1), lane) && next < key_end)    \
-            FCL_WG_REQUEST_V(wg_tile_ + 1, next);                                          \
-    } while (0)
-#else
 /* One work-item: K of the tile at key `next` (when `more`) into K buffer
  * t + 1 and V of the tile at key c0 into V buffer t, both counted by
  * mbarrier (t + 1) % 2. */
@@ -348,7 +269,7 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
         FCL_WG_GUARDS_APART();                                                             \
         if (wg_tile_ > 0) {                                                                \
             FCL_TILE_WRITTEN();                                                            \
-            if (fcl_wg_last_arrival(wg_done_, lane))                                       \
+            if (fcl_wg_last_arrival(&wg_done_, lane))                                      \
                 FCL_WG_REQUEST(wg_tile_, more, next, c0);                                  \
         }                                                                                  \
         FCL_WG_ARRIVED(wg_tile_);                                                          \
@@ -360,7 +281,6 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
         if (wg_tile_ > 0)                                                                  \
             FCL_WG_ARRIVED(wg_tile_);                                                      \
     } while (0)
-#endif /* FCL_WG_EARLY */
 #define FCL_WG_GUARDS_APART()                                                              \
     do {                                                                                   \
         if (wg_guarded_)                                                                   \
@@ -427,11 +347,6 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
 #define FCL_WG_LAST_ARRIVED() FCL_TILES_ARRIVED()
 #endif /* FCL_IS_FP8 */
 #endif
-/* buffers refilled at a tile's start, not released early (FCL_WG_EARLY) */
-#ifndef FCL_WG_RELEASE_K
-#define FCL_WG_RELEASE_K() (void)0
-#define FCL_WG_RELEASE_V() (void)0
-#endif
 #ifndef FCL_WG_GUARDS_APART
 #define FCL_WG_GUARDS_APART() (void)0 /* every tile starts with a barrier */
 #endif
@@ -488,7 +403,6 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
         fcl_wg_wait1();                                                                    \
         FCL_WG_KEEP_ACC(d_, FCL_WG_QN, BC / FCL_WG_QN);                                    \
         FCL_WG_FROM_ACC(s, d_, FCL_WG_QN, BC / FCL_WG_QN);                                 \
-        FCL_WG_RELEASE_K();                                                                \
     } while (0)
 
 /* The previous tile's P V is done: acc holds its sum again. */
@@ -505,7 +419,6 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
     do {                                                                                   \
         FCL_UNROLL                                                                         \
         for (int kk_ = 0; kk_ < BC / 16; ++kk_) FCL_A_FROM_REGS(s, 0, kk_, wg_p_[kk_]);    \
-        FCL_WG_RELEASE_V();                                                                \
         wg_prev_ = 1;                                                                      \
         wg_prev_c0_ = c0;                                                                  \
         wg_prev_cols_ = cols;                                                              \

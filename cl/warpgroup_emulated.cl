@@ -100,14 +100,13 @@ inline void fcl_wgmma_rs_emulated(__local uint *x, __local const ushort *tb, flo
  * the 128-byte swizzle; a wait is a barrier (its callers are uniform),
  * which also publishes the copy. */
 inline void fcl_wg_maps_make(__global ulong *maps, __global const ulong *tmpl, __local ulong *stage,
-                             __local ulong *bars, int nbars, __global const fcl_storage *k, long k_base,
+                             __local ulong *bars, __global const fcl_storage *k, long k_base,
                              long k_ss, int k_cols, __global const fcl_storage *v, long v_base,
                              long v_ss, int v_cols, int rows, int lid)
 {
     (void)tmpl;
     (void)stage;
     (void)bars;
-    (void)nbars;
     (void)k;
     (void)v;
     if (lid == 0) {

@@ -732,11 +732,8 @@ FCL_API fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *de
  * and V (stride_seq) below 2^39 elements, and a workspace the context keeps
  * and grows (128 bytes, and 256 a work-group, counted by
  * fcl_context_memory_stats); FLASHCL_WGMMA_TMA=0, read at each call, keeps
- * the cp.async loads, and FLASHCL_WGMMA_EARLY_LOADS=1, read at each call,
- * refills each of the accelerator's K and V buffers as soon as the kernel
- * is done with it rather than at the next tile's start (an option while it
- * is measured; the same outputs, bit for bit).  The first call that needs a
- * larger workspace waits for the queue once, to fill it.
+ * the cp.async loads.  The first call that needs a larger workspace waits
+ * for the queue once, to fill it.
  * @return FCL_OK, or an error; on error nothing was enqueued or written. */
 FCL_API fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *desc,
                                          cl_mem q, cl_mem k, cl_mem v, cl_mem o, cl_mem lse,

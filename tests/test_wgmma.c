@@ -271,17 +271,15 @@ static void test_nonfinite_v(void **state)
         print_message("no wgmma plan on this device: nothing to run\n");
         return;
     }
-    /* the third: causal over three tiles, each buffer refilled early
-     * (FLASHCL_WGMMA_EARLY_LOADS=1: a guard's zeroes precede the refill) */
+    /* the third: causal over three key tiles (a guard's zeroes of one V
+     * tile, then that buffer refilled two tiles later) */
     for (int i = 0; i < 3; ++i) {
-        const int mask = i == 1, early = i == 2;
-        const size_t n = early ? 300 : 200;
-        if (early)
-            assert_int_equal(setenv("FLASHCL_WGMMA_EARLY_LOADS", "1", 1), 0);
+        const int mask = i == 1, three = i == 2;
+        const size_t n = three ? 300 : 200;
         nf_case c = {2, 1, n, n, 64, FCL_DTYPE_FP16, mask == 0, mask ? 40 : -1, mask ? 9 : -1,
                      0, 0, 0,
                      {{NF_V, 0, 133, 0, INFINITY}, {NF_V, 0, 72, 5, -INFINITY},
-                      {NF_V, 0, 93, 2, NAN}, {NF_V, 0, early ? 260 : 150, 7, NAN}},
+                      {NF_V, 0, 93, 2, NAN}, {NF_V, 0, three ? 260 : 150, 7, NAN}},
                      9400 + (uint64_t)i};
         fcl_attention_desc d;
         fcl_plan plan;
@@ -289,8 +287,6 @@ static void test_nonfinite_v(void **state)
         assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan), FCL_OK);
         assert_non_null(strstr(plan.variant, "wgmma"));
         assert_true(nf_check(ctx, &c));
-        if (early)
-            assert_int_equal(unsetenv("FLASHCL_WGMMA_EARLY_LOADS"), 0);
     }
 }
 
@@ -298,10 +294,7 @@ static void test_nonfinite_v(void **state)
  * emulation, or an sm_90 device whose driver encodes a tensor map) and
  * FLASHCL_WGMMA_TMA=0 is not set, by cp.async otherwise: both loads pass
  * at both head dims, with keys past the end of the sequence (the
- * accelerator's zeros) and causal edge tiles.  With the accelerator,
- * FLASHCL_WGMMA_EARLY_LOADS=1 refills each buffer as soon as every warp is
- * done with it (K of the tile after next, V of the next): that order
- * passes too, over three and more tiles. */
+ * accelerator's zeros) and causal edge tiles. */
 static void test_loads(void **state)
 {
     (void)state;
@@ -311,12 +304,9 @@ static void test_loads(void **state)
     }
     fcl_device_info info;
     assert_int_equal(fcl_context_device_info(ctx, &info), FCL_OK);
-    for (int mode = 0; mode < 3; ++mode) {
-        const int off = mode == 1, early = mode == 2;
+    for (int off = 0; off < 2; ++off) {
         if (off)
             assert_int_equal(setenv("FLASHCL_WGMMA_TMA", "0", 1), 0);
-        if (early)
-            assert_int_equal(setenv("FLASHCL_WGMMA_EARLY_LOADS", "1", 1), 0);
         fcl_attention_desc d;
         fcl_plan plan;
         fcl_attention_desc_init(&d, 1, 2, 2, 130, 83, 128, FCL_DTYPE_FP16, FCL_LAYOUT_BSHD);
@@ -326,25 +316,16 @@ static void test_loads(void **state)
             assert_non_null(strstr(plan.reason, "by cp.async"));
         else if (strstr(plan.variant, "emulated") != NULL)
             assert_true(tma);
-        if (early && tma)
-            assert_non_null(strstr(plan.reason, "refilled early"));
-        else
-            assert_null(strstr(plan.reason, "refilled early"));
-        print_message("K and V by %s%s\n", tma ? "the tensor memory accelerator" : "cp.async",
-                      early && tma ? ", refilled early" : "");
+        print_message("K and V by %s\n", tma ? "the tensor memory accelerator" : "cp.async");
         for (int i = 0; i < 2; ++i) {
-            fa_case c = base_case(9500 + (uint64_t)(2 * mode + i));
+            fa_case c = base_case(9500 + (uint64_t)(2 * off + i));
             c.head_dim = i ? 128 : 64;
             c.causal = i == 0;
             c.seqlen_k = i ? 83 : 291;
-            if (early && i == 1)
-                c.seqlen_k = 420; /* four tiles: K two ahead, V one */
             check(&c);
         }
         if (off)
             assert_int_equal(unsetenv("FLASHCL_WGMMA_TMA"), 0);
-        if (early)
-            assert_int_equal(unsetenv("FLASHCL_WGMMA_EARLY_LOADS"), 0);
     }
 }
 

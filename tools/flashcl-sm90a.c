@@ -13,8 +13,6 @@
  *                                        the tensor memory accelerator (FP8:
  *                                        by the warps' decoding loads)
  *   flashcl-sm90a options-cpasync ...    the same, K and V by cp.async
- *   flashcl-sm90a options-early ...      the same, the accelerator's buffers
- *                                        refilled early (FCL_BUILD_WG_EARLY)
  *   flashcl-sm90a options-dkdv D fp16|bf16 [ROWS COLS]
  *                                        dK/dV's wgmma plan (ROWS query rows
  *                                        by COLS keys when forced)
@@ -43,17 +41,14 @@ static int print_source(fcl_program_id id)
 static int print_options(int argc, char **argv)
 {
     if (argc != 4 && argc != 6)
-        return fprintf(stderr, "options[-cpasync|-early|-dkdv|-dkdv-fused|-dq] D fp16|bf16|e4m3|e5m2 "
+        return fprintf(stderr, "options[-cpasync|-dkdv|-dkdv-fused|-dq] D fp16|bf16|e4m3|e5m2 "
                                "[ROWS COLS]\n"),
                1;
     /* "options": K and V by the tensor memory accelerator, as on an H100
-     * where libcuda is found; "options-early": so, its buffers refilled
-     * early (FCL_BUILD_WG_EARLY); "options-cpasync": by cp.async;
+     * where libcuda is found; "options-cpasync": by cp.async;
      * "options-dkdv": the backward's dK/dV, "options-dkdv-fused" with the
      * fused dQ (FLASHCL_BACKWARD_DQ=ordered); "options-dq": its dQ */
-    const int tma = strcmp(argv[1], "options") == 0         ? 1
-                    : strcmp(argv[1], "options-early") == 0 ? 2
-                                                            : 0;
+    const int tma = strcmp(argv[1], "options") == 0;
     const int fused = strcmp(argv[1], "options-dkdv-fused") == 0;
     const fcl_kernel_kind kind = strcmp(argv[1], "options-dkdv") == 0 || fused
                                      ? FCL_KERNEL_BACKWARD_DKDV
@@ -85,7 +80,6 @@ static int print_options(int argc, char **argv)
     fcl_build b = fcl_build_of(kind, d, dtype,
                                FCL_BUILD_TILE_MMA | FCL_BUILD_WGMMA |
                                    (plan.wg_tma ? FCL_BUILD_WG_TMA : 0) |
-                                   (plan.wg_early ? FCL_BUILD_WG_EARLY : 0) |
                                    (fused ? FCL_BUILD_FUSED_DQ : 0));
     b.out_dtype = fp8 ? FCL_DTYPE_FP16 : dtype;
     char opts[1024];
@@ -129,7 +123,6 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "source-backward") == 0)
         return print_source(FCL_PROGRAM_BACKWARD);
     if (argc >= 2 && (strcmp(argv[1], "options") == 0 || strcmp(argv[1], "options-cpasync") == 0 ||
-                      strcmp(argv[1], "options-early") == 0 ||
                       strcmp(argv[1], "options-dkdv") == 0 ||
                       strcmp(argv[1], "options-dkdv-fused") == 0 ||
                       strcmp(argv[1], "options-dq") == 0))
@@ -137,7 +130,7 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "rewrite") == 0)
         return rewrite();
     fprintf(stderr, "usage: flashcl-sm90a source[-backward] | "
-                    "options[-cpasync|-early|-dkdv|-dkdv-fused|-dq] D fp16|bf16|e4m3|e5m2 [ROWS COLS] | "
+                    "options[-cpasync|-dkdv|-dkdv-fused|-dq] D fp16|bf16|e4m3|e5m2 [ROWS COLS] | "
                     "rewrite\n");
     return 1;
 }

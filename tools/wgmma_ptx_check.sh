@@ -14,8 +14,7 @@
 # (bench/gpu_session.sh).  Each plan is checked with K and V by the tensor
 # memory accelerator (as on an H100 whose driver encodes tensor maps) and,
 # as NAME-cpasync, by cp.async (the backward, and FP8 storage, whose bytes
-# are decoded on chip: cp.async mode only); a few, as NAME-early, with the
-# accelerator's buffers refilled early (FLASHCL_WGMMA_EARLY_LOADS=1).
+# are decoded on chip: cp.async mode only).
 #
 # Usage: tools/wgmma_ptx_check.sh [BUILD_DIR] [OUT_DIR]
 #   (defaults: build, and a temporary folder); prints, per plan, the
@@ -32,7 +31,7 @@ mkdir -p "$out"
 "$tool" source > "$out/forward.cl"
 "$tool" source-backward > "$out/backward.cl"
 
-# options, options-cpasync, options-early, options-dkdv[-fused] or options-dq, head_dim, storage, and an
+# options, options-cpasync, options-dkdv[-fused] or options-dq, head_dim, storage, and an
 # optional forced tile (rows, cols)
 check() {
     mode=$1
@@ -42,7 +41,6 @@ check() {
     kernel=fcl_forward
     case $mode in
     options-cpasync) name="$name-cpasync" ;;
-    options-early) name="$name-early" ;;
     options-dkdv) name="dkdv-$name" src=backward kernel=fcl_backward_dkdv ;;
     options-dkdv-fused) name="dkdv-fused-$name" src=backward kernel=fcl_backward_dkdv ;;
     options-dq) name="dq-$name" src=backward kernel=fcl_backward_dq ;;
@@ -90,10 +88,6 @@ for mode in options options-cpasync; do
     check $mode 128 fp16 64 64
     check $mode 64 bf16 128 192
 done
-# the accelerator's buffers refilled early (FLASHCL_WGMMA_EARLY_LOADS=1)
-check options-early 64 fp16
-check options-early 128 fp16
-check options-early 128 bf16 64 64
 # FP8 storage's forward (its bytes staged and decoded to fp16 on chip: no accelerator)
 check options-cpasync 64 e4m3
 check options-cpasync 128 e5m2

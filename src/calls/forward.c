@@ -64,7 +64,7 @@ fcl_build fcl_forward_build(const fcl_context *ctx, const fcl_attention_desc *d,
     if (fcl_uses_wgmma(ctx, d, b.kind, b.features)) {
         b.features |= FCL_BUILD_WGMMA;
         if (fcl_uses_wgmma_tma(ctx, d))
-            b.features |= FCL_BUILD_WG_TMA | (fcl_wgmma_early_loads() ? FCL_BUILD_WG_EARLY : 0);
+            b.features |= FCL_BUILD_WG_TMA;
     }
     return b;
 }

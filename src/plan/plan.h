@@ -34,11 +34,7 @@ enum {
     FCL_BUILD_WGMMA = 0x2000,
     /* with FCL_BUILD_WGMMA: K and V tiles brought in by the tensor memory
      * accelerator (cl/warpgroup_ptx.cl, FCL_WG_TMA) instead of cp.async */
-    FCL_BUILD_WG_TMA = 0x4000,
-    /* with FCL_BUILD_WG_TMA: each K and V buffer refilled as soon as every
-     * warp is done with it (tile_nv_wgmma.cl's FCL_WG_EARLY; asked for by
-     * FLASHCL_WGMMA_EARLY_LOADS=1 while it is measured) */
-    FCL_BUILD_WG_EARLY = 0x8000
+    FCL_BUILD_WG_TMA = 0x4000
 };
 
 /* What a kernel is built for: the resolved-kernel cache's key. */
@@ -96,7 +92,6 @@ typedef struct fcl_plan_full {
     int wgmma;                    /* the forward's wgmma piece (tile_nv_wgmma.cl): built
                                      through the sm_90a step unless emulated */
     int wg_tma;                   /* ... with K and V by the tensor memory accelerator */
-    int wg_early;                 /* ... and its buffers refilled early (FCL_BUILD_WG_EARLY) */
 } fcl_plan_full;
 
 /* Limits a plan must respect beyond the caps: lowered after a build or
@@ -155,10 +150,8 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
  * 64 x warpgroups keys, ty = cols / 16.  Else the default,
  * shrunk to the limits.  `dtype`: fp16 or bf16, or FP8 for the forward
  * (its tiles decoded to fp16 on chip: the same plan, never `tma`).
- * `emulated`: cl/warpgroup_emulated.cl; `tma` (the forward only): 1, K and
- * V by the tensor memory accelerator (FCL_BUILD_WG_TMA), 2, with its
- * buffers refilled early (FCL_BUILD_WG_EARLY: two more mbarriers and an
- * arrival count), 0, by cp.async; `fused_dq` (dK/dV
+ * `emulated`: cl/warpgroup_emulated.cl; `tma` (the forward only): K and V
+ * by the tensor memory accelerator (FCL_BUILD_WG_TMA); `fused_dq` (dK/dV
  * only): the kernel computes dQ too (FCL_BUILD_FUSED_DQ), which takes more
  * local memory, and no tile that would leave a warpgroup fewer than 64 of
  * the share's columns (shrunk past; a forced one: FCL_ERROR_INVALID_VALUE). */
@@ -218,10 +211,6 @@ fcl_dq_form fcl_backward_dq_form(void);
  * cores, K's and V's rows suit a tensor map, and FLASHCL_WGMMA_TMA=0 is not
  * set (read at each call). */
 bool fcl_uses_wgmma_tma(const fcl_context *ctx, const fcl_attention_desc *desc);
-/* Whether that accelerator's buffers are refilled early
- * (FCL_BUILD_WG_EARLY): FLASHCL_WGMMA_EARLY_LOADS=1, read at each call;
- * off by default until measured (NOTES.md run 43). */
-bool fcl_wgmma_early_loads(void);
 /* The one rule of which wgmma kernels can take K and V by the accelerator:
  * the forward, of 16-bit storage (it copies bytes as they are, and FP8's
  * are decoded on chip: tile_nv_wgmma.cl).  fcl_uses_wgmma_tma and the plan

@@ -10,8 +10,7 @@
  *     (rows + 4 * keys) * d * 2 bytes,
  * plus one int for the non-finite scan (common.cl), with the tensor memory
  * accelerator two mbarriers, the warps' arrival count and the two tensor
- * maps being written (276 bytes; early refills, FCL_BUILD_WG_EARLY: two
- * mbarriers and a count more, 296), and, emulated, 24 bytes a work-item.
+ * maps being written (276 bytes), and, emulated, 24 bytes a work-item.
  * Registers per lane: S is keys / 2 floats, O d / 2, and the previous
  * tile's P keys / 4 words while its P V runs.  The default,
  * 128 rows by 128 keys (160 KiB at d = 128: one work-group a
@@ -68,8 +67,6 @@ static uint64_t wgmma_bytes(fcl_kernel_kind kind, int d, wgmma_shape s, int emul
         bytes = (m + 4u * inner) * (uint64_t)d * 2u + 4u;
         if (tma)
             bytes += 2u * 8u + 4u + 2u * 128u;
-        if (tma > 1)
-            bytes += 2u * 8u + 4u;
     }
     if (emulated)
         bytes += 128u * (uint64_t)s.warpgroups * 6u * 4u;
@@ -160,7 +157,6 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
     out->wd = 1;
     out->wgmma = 1;
     out->wg_tma = tma != 0;
-    out->wg_early = tma > 1;
     fcl_plan_describe(pub, caps, kind, dtype, head_dim, head_dim, caps->local_mem_usable, 2);
     pub->br = (size_t)(dkdv ? s.inner : m);
     pub->bc = (size_t)(dkdv ? m : s.inner);
@@ -194,14 +190,13 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
                     "wgmma m64nNk16, N %d for Q K^T and %d for P V (%s inputs, fp32 sums; "
                     "FLASHCL_WGMMA=0 turns it off); forward: %d warpgroup%s of 64 query rows, "
                     "%d keys per step; Q, K, V in the 128-byte swizzle, P in registers; K and "
-                    "V brought in by %s%s%s",
+                    "V brought in by %s%s",
                     s.inner % 128 == 0 ? 128 : 64, d % 128 == 0 ? 128 : 64, fcl_dtype_name(dtype),
                     s.warpgroups, s.warpgroups > 1 ? "s" : "", s.inner,
                     fp8   ? "cp.async as FP8 bytes, decoded to fp16 by the warps at the "
                             "next tile's start"
                     : tma ? "the tensor memory accelerator (FLASHCL_WGMMA_TMA=0: cp.async)"
                           : "cp.async",
-                    tma > 1 ? ", refilled early (FLASHCL_WGMMA_EARLY_LOADS)" : "",
                     emulated ? emulated_note : "");
     return FCL_OK;
 }

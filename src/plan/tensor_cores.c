@@ -74,12 +74,6 @@ bool fcl_uses_wgmma_tma(const fcl_context *ctx, const fcl_attention_desc *d)
            map_rows_ok(&d->v);
 }
 
-bool fcl_wgmma_early_loads(void)
-{
-    const char *env = getenv("FLASHCL_WGMMA_EARLY_LOADS");
-    return env != NULL && strcmp(env, "1") == 0;
-}
-
 /* Whether the wgmma piece is asked for (1), turned off (0) or left to the
  * default (-1): the tests' hook first (`hook` 1 asks, also on a device the
  * piece is emulated on; -1 turns it off), then the environment variable
