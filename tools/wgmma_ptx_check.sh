@@ -16,6 +16,13 @@
 # as NAME-cpasync, by cp.async (the backward, and FP8 storage, whose bytes
 # are decoded on chip: cp.async mode only).
 #
+# Where NVIDIA's disassembler is found (NVDISASM, or nvdisasm on the path;
+# the toolkit here lacks it, PyPI's nvidia-cuda-nvdisasm wheel has it), each
+# forward plan also says where ptxas put the wait for the previous tile's
+# P V: after the softmax's exponentials, as the source orders it, or before
+# them (ptxas moves a wgmma wait up to the wgmma instruction before it
+# unless data holds it back; NOTES.md, run 46).
+#
 # Usage: tools/wgmma_ptx_check.sh [BUILD_DIR] [OUT_DIR]
 #   (defaults: build, and a temporary folder); prints, per plan, the
 #   instructions rewritten and ptxas's registers, spills and warnings;
@@ -26,6 +33,20 @@ out=${2:-$(mktemp -d)}
 tool=$build/tools/flashcl-sm90a
 clang=${CLANG:-clang-15}
 ptxas=${PTXAS:-/usr/local/cuda/bin/ptxas}
+nvdisasm=${NVDISASM:-$(command -v nvdisasm || true)}
+
+# The forward's loop in the SASS of cubin $1: how many exponentials
+# (MUFU.EX2) lie between the first wait for all but one group (Q K^T's) and
+# the next wait for every group (P V's), of how many in the kernel.
+pv_wait_order() {
+    "$nvdisasm" -c "$1" | awk '
+        /\.text\.fcl_forward:/ { f = 1 }
+        !f { next }
+        /MUFU.EX2/ { total++; if (open) between++ }
+        /WARPGROUP.DEPBAR.LE gsb0, 0x1/ && !seen { open = 1; seen = 1 }
+        /WARPGROUP.DEPBAR.LE gsb0, 0x0/ && open { open = 0 }
+        END { printf "P V waited for after %d of the loop'"'"'s exponentials (%d in the kernel)", between + 0, total + 0 }'
+}
 libclc=${LIBCLC:-/usr/lib/clc/nvptx64--nvidiacl.bc}
 mkdir -p "$out"
 "$tool" source > "$out/forward.cl"
@@ -78,6 +99,9 @@ check() {
          "$kernel $regs; $warn warning(s); injected: $arrive arrive(s), $wait wait(s);" \
          "serialised: $serial"
     grep -i 'warning' "$out/$name.ptxas.log" || true
+    if [ -n "$nvdisasm" ] && [ "$kernel" = fcl_forward ]; then
+        echo "  $name: $(pv_wait_order "$out/$name.cubin")"
+    fi
 }
 
 for mode in options options-cpasync; do
