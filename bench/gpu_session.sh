@@ -46,8 +46,21 @@ for step in $steps; do
       for o in "${opts[@]}"; do
         [ "$o" = - ] && o=""
         timeout 200 "$B/bench/flashcl-tune" --dtype fp16 --head-dims "${TUNE_DIMS:-64,128}" --reps 5 \
-          --kernels "${TUNE_KERNELS:-fwd}" ${EXP_TILES:+--tiles "$EXP_TILES"} --build-options "$o" 2>&1 \
+          --kernels "${TUNE_KERNELS:-fwd}" ${EXP_TILES:+--tiles "$EXP_TILES"} \
+          ${TUNE_SEQLEN:+--seqlen "$TUNE_SEQLEN"} --build-options "$o" 2>&1 \
           | tee -a "$OUT/tune_exp.txt"
+      done ;;
+    stamps)
+      # the wgmma forward's per-warpgroup timestamps (bench/flashcl-stamps,
+      # NOTES.md run 46): the default schedule (level 1), the stamp that
+      # holds P V's wait after the softmax (level 2), and the fence that
+      # does (FCL_WG_PV_FENCE), at each of STAMP_DIMS
+      for d in ${STAMP_DIMS:-128 64}; do
+        for a in "--level 1" "--level 2" "--level 1 --fence"; do
+          # shellcheck disable=SC2086
+          timeout 120 "$B/bench/flashcl-stamps" --head-dim "$d" $a ${STAMP_ARGS:-} 2>&1 \
+            | tee -a "$OUT/stamps.txt"
+        done
       done ;;
     tests|tests-fast|tests-tc|tests-cpu)
       # tests-cpu: the same programs on the machine's CPU device (PoCL)

@@ -63,11 +63,19 @@
  * also starts the previous tile's P V, guarding that tile's V itself;
  * FCL_FWD_PV only keeps P for it; FCL_FWD_ACC_READY(acc) waits for it
  * before the accumulators are rescaled, and FCL_FWD_LAST_PV(acc) runs the
- * last tile's after the loop.  The softmax runs while that product does. */
+ * last tile's after the loop.  The softmax is meant to run while that
+ * product does; on sm_90a ptxas moves the wait ahead of it (NOTES.md, run
+ * 46). */
 #ifndef FCL_FWD_DEFERRED_PV
 #define FCL_FWD_DEFERRED_PV 0
 #define FCL_FWD_ACC_READY(acc) (void)0
 #define FCL_FWD_LAST_PV(acc) (void)0
+#endif
+
+/* A piece may add work at the kernel's very end, reached by every
+ * work-item (the wgmma piece's timestamps, FCL_WG_STAMPS). */
+#ifndef FCL_FWD_END
+#define FCL_FWD_END() (void)0
 #endif
 
 /* A piece may start Q's loads in FCL_FWD_LOAD_Q and finish them in
@@ -401,4 +409,5 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
         FCL_FWD_O_STORE(O, o_rows.base + (long)r0 * o_ss, o_ss, rows, head_dim_v);
     }
 #endif
+    FCL_FWD_END();
 }

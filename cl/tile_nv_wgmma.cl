@@ -159,8 +159,12 @@
 /* ---- the pipelined loop (flash_fwd.cl's FCL_FWD_DEFERRED_PV) -----------
  * FlashAttention-3's intra-warpgroup overlap: tile t starts its Q K^T and
  * then tile t-1's P V as two wgmma groups, waits for the first only, and
- * runs tile t's softmax while P V runs; the rescale of the accumulators
- * waits for it (FCL_FWD_ACC_READY).  So a tile reads K of tile t and V of
+ * runs tile t's softmax, meant to overlap P V; the rescale of the
+ * accumulators waits for it (FCL_FWD_ACC_READY).  In the SASS that wait
+ * lands before the softmax (ptxas moves it up to the wait before it;
+ * NOTES.md, run 46, and tools/wgmma_ptx_check.sh): this warpgroup's softmax
+ * runs after its P V, beside the other warpgroup's products only.  So a
+ * tile reads K of tile t and V of
  * tile t-1: both are double-buffered (tile t's in buffer t % 2), and a
  * tile's start requests K of tile t+1 and V of tile t, which arrive during
  * it.  The hooks below use the names of flash_fwd.cl's loop (acc, c0,
@@ -178,10 +182,66 @@
 #else
 #define FCL_WG_TMA_LOCALS
 #endif
+
+/* ---- timestamps (FCL_WG_STAMPS=1: a measurement build, never a plan's;
+ * bench/flashcl-stamps.c reads them) ------------------------------------
+ * Lane 0 of each warpgroup's first warp records the GPU's nanosecond timer
+ * (fcl_wg_clock) into wg_stamps_[warpgroup][slot]: slot 0 once the loop's
+ * state is set up, then for tiles t = 0..6 slot 1 + 4 t before the tile's
+ * products are issued, 2 + 4 t once Q K^T is waited for, 3 + 4 t before
+ * the wait for P V and 4 + 4 t after it; slot 31 is the multiprocessor's
+ * number.  At the kernel's end the work-group writes them over the LSE of
+ * its first 128 rows (FCL_FWD_END): row i holds the low (i even) or high
+ * (i odd) 32 bits of wg_stamps_[i / 64][(i % 64) / 2], as a float's bits.
+ * Unrecorded slots read 0.  FCL_WG_STAMPS=1 leaves out the stamp before
+ * P V's wait (slot 3 + 4 t), which, a read of the timer stored to
+ * __local, holds that wait after the softmax in the SASS (FCL_WG_PV_ANCHOR):
+ * level 1 times the kernel as built by default, level 2 as with that wait
+ * held back. */
+#ifndef FCL_WG_STAMPS
+#define FCL_WG_STAMPS 0
+#endif
+#if FCL_WG_STAMPS
+#define FCL_WG_STAMP_LOCALS __local ulong wg_stamps_[WG / 128][32];
+#define FCL_WG_STAMP(slot)                                                                 \
+    do {                                                                                   \
+        if ((lid & 127) == 0)                                                              \
+            wg_stamps_[FCL_WG_INDEX][slot] = fcl_wg_clock();                               \
+    } while (0)
+#define FCL_WG_TILE_STAMP(k)                                                               \
+    do {                                                                                   \
+        if (wg_tile_ < 7 && ((k) != 2 || FCL_WG_STAMPS >= 2))                              \
+            FCL_WG_STAMP(1 + 4 * wg_tile_ + (k));                                          \
+    } while (0)
+#define FCL_WG_STAMPS_START()                                                              \
+    do {                                                                                   \
+        for (int i_ = lid; i_ < WG / 128 * 32; i_ += WG)                                   \
+            wg_stamps_[i_ / 32][i_ % 32] = 0;                                              \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                      \
+        FCL_WG_STAMP(0);                                                                   \
+        if ((lid & 127) == 0)                                                              \
+            wg_stamps_[FCL_WG_INDEX][31] = fcl_wg_smid();                                  \
+    } while (0)
+#define FCL_FWD_END()                                                                      \
+    do {                                                                                   \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                      \
+        if (lid < 128 && lid < rows && write_lse && num_splits <= 1) {                     \
+            const ulong v_ = wg_stamps_[lid / 64 % (WG / 128)][lid % 64 / 2];              \
+            LSE[lse_off + fcl_lse_index(b, h, heads_q, lse_rows, sq, FCL_POS(r0 + lid))] =  \
+                as_float((uint)((lid & 1) ? v_ >> 32 : v_));                               \
+        }                                                                                  \
+    } while (0)
+#else
+#define FCL_WG_STAMP_LOCALS
+#define FCL_WG_TILE_STAMP(k) (void)0
+#define FCL_WG_STAMPS_START() (void)0
+#endif
+
 #define FCL_FWD_KV_LOCALS                                            \
     __local ushort Kh[2 * FCL_H_HALVES(BC)] FCL_WG_TILE_ALIGNED;     \
     __local ushort Vh[2 * FCL_H_HALVES(BC)] FCL_WG_TILE_ALIGNED;     \
-    FCL_WG_TMA_LOCALS
+    FCL_WG_TMA_LOCALS                                                \
+    FCL_WG_STAMP_LOCALS
 #define FCL_WG_BUF(T, t) ((T) + ((t) & 1) * FCL_H_HALVES(BC))
 #if FCL_IS_FP8
 #define FCL_FWD_KCUR Kh /* one K buffer: the other holds the raw bytes (below) */
@@ -201,7 +261,8 @@
     uint wg_p_[BC / 16][4] = {{0}};                                                        \
     float wg_o_[D_PAD / FCL_WG_VN][FCL_WG_VN / 2] = {{0.0f}};                              \
     FCL_WG_MAPS_STATE;                                                                     \
-    fcl_wg_zero_tile(FCL_WG_BUF(Vh, 1), lid)
+    fcl_wg_zero_tile(FCL_WG_BUF(Vh, 1), lid);                                              \
+    FCL_WG_STAMPS_START()
 
 /* The products run the same way at every tile, the first included: a
  * branch around a wgmma group, or between its issue and its wait, made
@@ -396,19 +457,43 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
             FCL_UNROLL                                                                     \
             for (int r_ = 0; r_ < FCL_WG_QN / 2; ++r_) d_[nb_][r_] = 0.0f;                 \
         FCL_WG_KEEP_ACC(d_, FCL_WG_QN, BC / FCL_WG_QN);                                    \
+        FCL_WG_TILE_STAMP(0);                                                              \
         fcl_wg_fence();                                                                    \
         FCL_WG_ISSUE_ABT(d_, Qh, BR, FCL_FWD_KCUR, BC, FCL_WG_QN);                         \
         fcl_wg_commit();                                                                   \
         FCL_WG_ISSUE_PV();                                                                 \
         fcl_wg_wait1();                                                                    \
+        FCL_WG_TILE_STAMP(1);                                                              \
         FCL_WG_KEEP_ACC(d_, FCL_WG_QN, BC / FCL_WG_QN);                                    \
         FCL_WG_FROM_ACC(s, d_, FCL_WG_QN, BC / FCL_WG_QN);                                 \
     } while (0)
 
+/* What holds the wait for P V after the softmax in the SASS, where ptxas
+ * would move it up (NOTES.md, run 46): a memory fence (fence.acq_rel.cta,
+ * MEMBAR.ALL.CTA; no memory access of this tile needs it) with
+ * -DFCL_WG_PV_FENCE=1, a measurement build until the GPU has timed it, or
+ * the timestamp before that wait (FCL_WG_STAMPS=2), which holds it too;
+ * else nothing, and ptxas puts the wait before the softmax.
+ * tools/wgmma_ptx_check.sh counts the exponentials before it. */
+#ifndef FCL_WG_PV_FENCE
+#define FCL_WG_PV_FENCE 0
+#endif
+#if FCL_WG_PV_FENCE
+#define FCL_WG_PV_ANCHOR()                                                                 \
+    do {                                                                                   \
+        FCL_WG_TILE_STAMP(2);                                                              \
+        fcl_wg_cta_fence();                                                                \
+    } while (0)
+#else
+#define FCL_WG_PV_ANCHOR() FCL_WG_TILE_STAMP(2)
+#endif
+
 /* The previous tile's P V is done: acc holds its sum again. */
 #define FCL_FWD_ACC_READY(acc)                                                             \
     do {                                                                                   \
+        FCL_WG_PV_ANCHOR();                                                                \
         fcl_wg_wait0();                                                                    \
+        FCL_WG_TILE_STAMP(3);                                                              \
         FCL_WG_KEEP_ACC(wg_o_, FCL_WG_VN, D_PAD / FCL_WG_VN);                              \
         FCL_WG_FROM_ACC(acc, wg_o_, FCL_WG_VN, D_PAD / FCL_WG_VN);                         \
     } while (0)

@@ -161,6 +161,10 @@ inline bool fcl_wg_last_arrival(volatile __local uint *count, int lane)
 #define fcl_wg_wait0() ((void)0)
 #define fcl_wg_wait1() ((void)0)
 #define fcl_wg_proxy_fence() ((void)0)
+#define fcl_wg_cta_fence() mem_fence(CLK_LOCAL_MEM_FENCE)
+/* no timer in OpenCL C: the timestamps of FCL_WG_STAMPS read 1 */
+#define fcl_wg_clock() ((ulong)1)
+#define fcl_wg_smid() 0u
 #define FCL_WG_KEEP(x) ((void)0)
 #define FCL_WG_KEEP_U(x) ((void)0)
 

@@ -187,6 +187,25 @@ inline void fcl_wg_commit(void) { asm volatile("// @sm90a@ wgmma.commit_group.sy
 inline void fcl_wg_wait0(void) { asm volatile("// @sm90a@ wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
 inline void fcl_wg_wait1(void) { asm volatile("// @sm90a@ wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
 
+/* The GPU's nanosecond timer and this multiprocessor's number (the
+ * timestamps of a measurement build, tile_nv_wgmma.cl's FCL_WG_STAMPS) */
+inline ulong fcl_wg_clock(void)
+{
+    ulong t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
+    return t;
+}
+inline uint fcl_wg_smid(void)
+{
+    uint id;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+    return id;
+}
+
+/* A memory fence of the work-group's scope (tile_nv_wgmma.cl's
+ * FCL_WG_PV_FENCE: it bounds ptxas's reordering) */
+inline void fcl_wg_cta_fence(void) { asm volatile("fence.acq_rel.cta;" ::: "memory"); }
+
 /* fence.proxy.async is plain sm_90 PTX (8.0) */
 inline void fcl_wg_proxy_fence(void) { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 

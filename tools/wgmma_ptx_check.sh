@@ -23,6 +23,9 @@
 # them (ptxas moves a wgmma wait up to the wgmma instruction before it
 # unless data holds it back; NOTES.md, run 46).
 #
+# EXTRA_OPTIONS adds build options to every plan's (a measurement build's
+# switches: -DFCL_WG_PV_FENCE=1, -DFCL_WG_STAMPS=1, tile_nv_wgmma.cl).
+#
 # Usage: tools/wgmma_ptx_check.sh [BUILD_DIR] [OUT_DIR]
 #   (defaults: build, and a temporary folder); prints, per plan, the
 #   instructions rewritten and ptxas's registers, spills and warnings;
@@ -69,7 +72,7 @@ check() {
     opts=$("$tool" "$mode" "$@")
     # asm: NVIDIA's compiler takes the keyword in OpenCL C, clang its
     # GNU spelling
-    "$clang" -x cl $opts -Dasm=__asm__ -target nvptx64-unknown-nvidiacl \
+    "$clang" -x cl $opts ${EXTRA_OPTIONS:-} -Dasm=__asm__ -target nvptx64-unknown-nvidiacl \
         -Xclang -finclude-default-header -O2 -march=sm_80 \
         -Xclang -mlink-builtin-bitcode -Xclang "$libclc" \
         -S "$out/$src.cl" -o "$out/$name.sm80.ptx"

@@ -1,0 +1,201 @@
+/* flashcl-stamps - where a tile's time goes in the wgmma forward, per
+ * warpgroup, from the GPU's own timer.
+ *
+ * Builds the forward with -DFCL_WG_STAMPS=LEVEL (cl/tile_nv_wgmma.cl: lane
+ * 0 of each warpgroup's first warp records %globaltimer around the
+ * products of tiles 0..6 and writes the stamps over its work-group's LSE),
+ * runs one fp16 forward call, reads LSE back and prints, over every
+ * work-group and tiles 1..6 (tile 0 starts the pipeline), the median and
+ * the 10th and 90th percentiles of:
+ *   tile       from one tile's issue of its products to the next's
+ *   QK wait    from the issue to Q K^T waited for
+ *   softmax    from there to the wait for P V (level 2 only)
+ *   PV wait    that wait (level 2), or Q K^T waited for to P V waited for
+ *              (level 1: the softmax and that wait together)
+ *   offset     the second warpgroup's issue after the first's, as a
+ *              fraction of the first's tile
+ * Level 1 leaves the kernel's schedule as the default build's (ptxas puts
+ * the wait for P V before the softmax); level 2 adds the stamp before that
+ * wait, which holds it after the softmax, as -DFCL_WG_PV_FENCE=1 (--fence)
+ * does (NOTES.md, run 46).  A measurement tool for the GPU: on a device
+ * without the wgmma piece it says so; with --emulate (PoCL's emulation)
+ * the stamps have no timer and read 1, which checks only the plumbing.
+ *
+ * Usage: flashcl-stamps [--head-dim D] [--seqlen N] [--batch B]
+ *                       [--heads H] [--causal] [--level 1|2] [--fence]
+ *                       [--emulate]                                     */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, in bench_util.h */
+#include "internal.h"
+
+#include "bench_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SLOTS 32   /* a warpgroup's stamps (tile_nv_wgmma.cl) */
+#define TILES 7    /* tiles stamped */
+#define MAX_WG 2   /* warpgroups a work-group */
+
+typedef struct samples {
+    double *v;
+    size_t n, cap;
+} samples;
+
+static int push(samples *s, double x)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 1024;
+        double *v = realloc(s->v, cap * sizeof *v);
+        if (!v)
+            return 0;
+        s->v = v, s->cap = cap;
+    }
+    s->v[s->n++] = x;
+    return 1;
+}
+
+static double quantile(samples *s, double q)
+{
+    qsort(s->v, s->n, sizeof *s->v, bench_cmp_double);
+    return s->v[(size_t)(q * (double)(s->n - 1) + 0.5)];
+}
+
+static void print_row(const char *name, samples *s, const char *unit)
+{
+    if (s->n == 0) {
+        printf("  %-10s          -\n", name);
+        return;
+    }
+    printf("  %-10s %10.3f %10.3f %10.3f  %s  (%zu samples)\n", name, quantile(s, 0.5),
+           quantile(s, 0.1), quantile(s, 0.9), unit, s->n);
+}
+
+int main(int argc, char **argv)
+{
+    size_t d = 128, N = 4096, B = 4, H = 16;
+    int causal = 0, level = 1, fence = 0, emulate = 0;
+    for (int i = 1; i < argc; ++i) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
+        if (!strcmp(a, "--head-dim")) d = strtoull(v, NULL, 10), ++i;
+        else if (!strcmp(a, "--seqlen")) N = strtoull(v, NULL, 10), ++i;
+        else if (!strcmp(a, "--batch")) B = strtoull(v, NULL, 10), ++i;
+        else if (!strcmp(a, "--heads")) H = strtoull(v, NULL, 10), ++i;
+        else if (!strcmp(a, "--level")) level = atoi(v), ++i;
+        else if (!strcmp(a, "--causal")) causal = 1;
+        else if (!strcmp(a, "--fence")) fence = 1;
+        else if (!strcmp(a, "--emulate")) emulate = 1;
+        else {
+            fprintf(stderr, "usage: flashcl-stamps [--head-dim D] [--seqlen N] [--batch B] "
+                            "[--heads H] [--causal] [--level 1|2] [--fence] [--emulate]\n");
+            return 2;
+        }
+    }
+    if (level < 1 || level > 2 || d == 0 || N == 0 || B == 0 || H == 0) {
+        fprintf(stderr, "flashcl-stamps: --level is 1 or 2; sizes are positive\n");
+        return 2;
+    }
+    fcl_context *ctx = bench_context("flashcl-stamps");
+    if (!ctx)
+        return 1;
+    char options[96];
+    snprintf(options, sizeof options, "-DFCL_WG_STAMPS=%d%s", level,
+             fence ? " -DFCL_WG_PV_FENCE=1" : "");
+    if (fcl_debug_set_build_options(ctx, options) != FCL_OK ||
+        (emulate && (fcl_debug_emulate_tensor_cores(ctx, 1) != FCL_OK ||
+                     fcl_debug_use_wgmma(ctx, 1) != FCL_OK))) {
+        fprintf(stderr, "flashcl-stamps: the context refused a debug setting\n");
+        fcl_context_destroy(ctx);
+        return 1;
+    }
+    fcl_attention_desc desc;
+    fcl_attention_desc_init(&desc, B, H, H, N, N, d, FCL_DTYPE_FP16, FCL_LAYOUT_BHSD);
+    desc.causal = causal;
+    fcl_plan plan;
+    fcl_status st = fcl_plan_query(ctx, &desc, FCL_KERNEL_FORWARD, &plan);
+    if (st != FCL_OK || strstr(plan.variant, "wgmma") == NULL || plan.br > 128) {
+        printf("flashcl-stamps: no wgmma forward of at most 128 rows here (%s)\n",
+               st == FCL_OK ? plan.variant : fcl_status_string(st));
+        fcl_context_destroy(ctx);
+        return st == FCL_OK ? 0 : 1;
+    }
+    const size_t n = B * H * N * d, rows = B * H * N;
+    cl_mem q = bench_random_half(ctx, n, 1), k = bench_random_half(ctx, n, 2),
+           v = bench_random_half(ctx, n, 3), o = bench_buffer(ctx, NULL, n * 2),
+           lse = bench_buffer(ctx, NULL, rows * 4);
+    float *host = malloc(rows * sizeof *host);
+    /* twice: the first call builds the kernel */
+    for (int r = 0; r < 2 && st == FCL_OK; ++r) {
+        st = fcl_attention_forward(ctx, &desc, q, k, v, o, lse, 0, NULL, NULL);
+        if (st == FCL_OK)
+            st = clFinish(fcl_context_cl_queue(ctx));
+    }
+    if (st == FCL_OK && host)
+        st = clEnqueueReadBuffer(fcl_context_cl_queue(ctx), lse, CL_TRUE, 0, rows * 4, host, 0,
+                                 NULL, NULL);
+    if (st != FCL_OK || !host) {
+        fprintf(stderr, "flashcl-stamps: %s\n", host ? fcl_status_string(st) : "out of memory");
+        return 1;
+    }
+    const size_t br = plan.br, blocks_per_seq = (N + br - 1) / br;
+    const int wgs = br >= 128 ? 2 : 1;
+    samples tile = {0}, qk = {0}, smx = {0}, pv = {0}, off = {0};
+    size_t groups = 0, untimed = 0, bad = 0;
+    for (size_t bh = 0; bh < B * H; ++bh)
+        for (size_t blk = 0; blk < blocks_per_seq; ++blk) {
+            const size_t row0 = bh * N + blk * br, nrows = N - blk * br < br ? N - blk * br : br;
+            if (nrows < 64 * (size_t)wgs)
+                continue; /* a partial block: not all stamps written */
+            uint64_t s[MAX_WG][SLOTS];
+            for (int g = 0; g < wgs; ++g)
+                for (int i = 0; i < SLOTS; ++i) {
+                    uint32_t lo, hi;
+                    memcpy(&lo, &host[row0 + 64 * (size_t)g + 2 * (size_t)i], 4);
+                    memcpy(&hi, &host[row0 + 64 * (size_t)g + 2 * (size_t)i + 1], 4);
+                    s[g][i] = (uint64_t)hi << 32 | lo;
+                }
+            ++groups;
+            if (s[0][0] <= 1) { /* no timer (the emulation) */
+                ++untimed;
+                continue;
+            }
+            for (int g = 0; g < wgs; ++g)
+                for (int t = 1; t < TILES; ++t) {
+                    const uint64_t *p = &s[g][1 + 4 * t];
+                    if (p[0] == 0 || p[1] == 0 || p[3] == 0)
+                        continue; /* the block has fewer tiles */
+                    if (p[1] < p[0] || p[3] < p[1] || (level == 2 && (p[2] < p[1] || p[3] < p[2]))) {
+                        ++bad;
+                        continue;
+                    }
+                    push(&qk, (double)(p[1] - p[0]) / 1e3);
+                    if (level == 2) {
+                        push(&smx, (double)(p[2] - p[1]) / 1e3);
+                        push(&pv, (double)(p[3] - p[2]) / 1e3);
+                    } else
+                        push(&pv, (double)(p[3] - p[1]) / 1e3);
+                    if (t + 1 < TILES && p[4] > p[0])
+                        push(&tile, (double)(p[4] - p[0]) / 1e3);
+                    if (g == 1 && t + 1 < TILES && s[0][1 + 4 * (t + 1)] > s[0][1 + 4 * t])
+                        push(&off, ((double)s[1][1 + 4 * t] - (double)s[0][1 + 4 * t]) /
+                                       (double)(s[0][1 + 4 * (t + 1)] - s[0][1 + 4 * t]));
+                }
+        }
+    printf("flashcl-stamps on %s (%s): fp16 d %zu, N %zu, B %zu, H %zu, %scausal, plan %zu x %zu "
+           "(%s), level %d%s\n",
+           ctx->info.name, ctx->info.driver_version, d, N, B, H, causal ? "" : "non-", plan.br,
+           plan.bc, plan.variant, level, fence ? ", P V's wait fenced after the softmax" : "");
+    printf("  %zu work-groups read, %zu without a timer, %zu tiles out of order\n", groups, untimed,
+           bad);
+    printf("  %-10s %10s %10s %10s\n", "", "median", "p10", "p90");
+    print_row("tile", &tile, "us");
+    print_row("QK wait", &qk, "us");
+    print_row("softmax", &smx, "us");
+    print_row(level == 2 ? "PV wait" : "softmax+PV", &pv, "us");
+    print_row("offset", &off, "of a tile");
+    free(tile.v), free(qk.v), free(smx.v), free(pv.v), free(off.v), free(host);
+    clReleaseMemObject(q), clReleaseMemObject(k), clReleaseMemObject(v);
+    clReleaseMemObject(o), clReleaseMemObject(lse);
+    fcl_context_destroy(ctx);
+    return bad == 0 ? 0 : 1;
+}
