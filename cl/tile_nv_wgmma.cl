@@ -478,15 +478,12 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
 #ifndef FCL_WG_PV_FENCE
 #define FCL_WG_PV_FENCE 0
 #endif
-#if FCL_WG_PV_FENCE
 #define FCL_WG_PV_ANCHOR()                                                                 \
     do {                                                                                   \
         FCL_WG_TILE_STAMP(2);                                                              \
-        fcl_wg_cta_fence();                                                                \
+        if (FCL_WG_PV_FENCE)                                                               \
+            fcl_wg_cta_fence();                                                            \
     } while (0)
-#else
-#define FCL_WG_PV_ANCHOR() FCL_WG_TILE_STAMP(2)
-#endif
 
 /* The previous tile's P V is done: acc holds its sum again. */
 #define FCL_FWD_ACC_READY(acc)                                                             \

@@ -53,6 +53,10 @@
  *   fcl_wg_proxy_fence()                  this work-item's ordinary writes to
  *       __local are seen by the tensor cores' reads after the next barrier
  *       (fence.proxy.async)
+ *   fcl_wg_cta_fence()                    a memory fence of the work-group's
+ *       scope (fence.acq_rel.cta), which ptxas does not schedule across
+ *   fcl_wg_clock(), fcl_wg_smid()          the GPU's nanosecond timer and the
+ *       multiprocessor's number (1 and 0 emulated), for timestamps
  * With FCL_WG_TMA, K and V tiles come by the tensor memory accelerator
  * (cp.async.bulk.tensor), one work-item issuing a tile's head_dim / 64
  * copies of a 64-value x BC-row box, which land in the layout above, zeros

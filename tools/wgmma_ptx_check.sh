@@ -37,6 +37,7 @@ tool=$build/tools/flashcl-sm90a
 clang=${CLANG:-clang-15}
 ptxas=${PTXAS:-/usr/local/cuda/bin/ptxas}
 nvdisasm=${NVDISASM:-$(command -v nvdisasm || true)}
+libclc=${LIBCLC:-/usr/lib/clc/nvptx64--nvidiacl.bc}
 
 # The forward's loop in the SASS of cubin $1: how many exponentials
 # (MUFU.EX2) lie between the first wait for all but one group (Q K^T's) and
@@ -50,7 +51,6 @@ pv_wait_order() {
         /WARPGROUP.DEPBAR.LE gsb0, 0x0/ && open { open = 0 }
         END { printf "P V waited for after %d of the loop'"'"'s exponentials (%d in the kernel)", between + 0, total + 0 }'
 }
-libclc=${LIBCLC:-/usr/lib/clc/nvptx64--nvidiacl.bc}
 mkdir -p "$out"
 "$tool" source > "$out/forward.cl"
 "$tool" source-backward > "$out/backward.cl"
