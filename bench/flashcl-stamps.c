@@ -14,6 +14,19 @@
  *              (level 1: the softmax and that wait together)
  *   offset     the second warpgroup's issue after the first's, as a
  *              fraction of the first's tile
+ * and with --level 3 (level 2's schedule, seven stamps a tile over tiles
+ * 0..3; tiles 1..3 read) also
+ *   arrival    the wait at a tile's start for its buffers, once requested
+ *   to issue   from their arrival to the products' issue (the guard of the
+ *              previous tile's V, the accumulators pinned, the fence)
+ *   rescale+P  from P V waited for to the tile's end (the rescale of the
+ *              accumulators, P repacked)
+ *   loop top   from a tile's end to the next's buffers requested (the
+ *              loop's bookkeeping, the fences, the last arrival, the copies)
+ *   prologue   from the loop's state set up to tile 0's issue (Q and the
+ *              first tiles' arrival)
+ *   epilogue   from the last tile's end of the loop to the kernel's end,
+ *              the last P V included
  * Level 1 leaves the kernel's schedule as the default build's (ptxas puts
  * the wait for P V before the softmax); level 2 adds the stamp before that
  * wait, which holds it after the softmax, as -DFCL_WG_PV_FENCE=1 (--fence)
@@ -22,8 +35,14 @@
  * the stamps have no timer and read 1, which checks only the plumbing.
  *
  * Usage: flashcl-stamps [--head-dim D] [--seqlen N] [--batch B]
- *                       [--heads H] [--causal] [--level 1|2] [--fence]
- *                       [--emulate]                                     */
+ *                       [--heads H] [--causal] [--level 1|2|3] [--fence]
+ *                       [--cycles] [--build-options S] [--emulate]
+ * --cycles reads the multiprocessor's cycle counter instead of the global
+ * timer (whose steps are 32 ns) and prints cycles.  Stamps cost time of
+ * their own: on the H200 (run 47), level 3's three more a tile lengthened
+ * the d 128 tile by 0.35 us on the global timer and 0.26 us on the cycle
+ * counter, so its intervals each hold some 0.05-0.1 us of stamping.
+ * --build-options adds options to the stamped build (an ablation's). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, in bench_util.h */
 #include "internal.h"
 
@@ -34,7 +53,6 @@
 #include <string.h>
 
 #define SLOTS 32   /* a warpgroup's stamps (tile_nv_wgmma.cl) */
-#define TILES 7    /* tiles stamped */
 #define MAX_WG 2   /* warpgroups a work-group */
 
 typedef struct samples {
@@ -74,7 +92,8 @@ static void print_row(const char *name, samples *s, const char *unit)
 int main(int argc, char **argv)
 {
     size_t d = 128, N = 4096, B = 4, H = 16;
-    int causal = 0, level = 1, fence = 0, emulate = 0;
+    int causal = 0, level = 1, fence = 0, emulate = 0, cycles = 0;
+    const char *extra = "";
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(a, "--head-dim")) d = strtoull(v, NULL, 10), ++i;
@@ -84,23 +103,26 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--level")) level = atoi(v), ++i;
         else if (!strcmp(a, "--causal")) causal = 1;
         else if (!strcmp(a, "--fence")) fence = 1;
+        else if (!strcmp(a, "--cycles")) cycles = 1;
+        else if (!strcmp(a, "--build-options")) extra = v, ++i;
         else if (!strcmp(a, "--emulate")) emulate = 1;
         else {
             fprintf(stderr, "usage: flashcl-stamps [--head-dim D] [--seqlen N] [--batch B] "
-                            "[--heads H] [--causal] [--level 1|2] [--fence] [--emulate]\n");
+                            "[--heads H] [--causal] [--level 1|2|3] [--fence] [--cycles] "
+                            "[--build-options S] [--emulate]\n");
             return 2;
         }
     }
-    if (level < 1 || level > 2 || d == 0 || N == 0 || B == 0 || H == 0) {
-        fprintf(stderr, "flashcl-stamps: --level is 1 or 2; sizes are positive\n");
+    if (level < 1 || level > 3 || d == 0 || N == 0 || B == 0 || H == 0) {
+        fprintf(stderr, "flashcl-stamps: --level is 1, 2 or 3; sizes are positive\n");
         return 2;
     }
     fcl_context *ctx = bench_context("flashcl-stamps");
     if (!ctx)
         return 1;
-    char options[96];
-    snprintf(options, sizeof options, "-DFCL_WG_STAMPS=%d%s", level,
-             fence ? " -DFCL_WG_PV_FENCE=1" : "");
+    char options[512];
+    snprintf(options, sizeof options, "-DFCL_WG_STAMPS=%d%s%s %s", level,
+             fence ? " -DFCL_WG_PV_FENCE=1" : "", cycles ? " -DFCL_WG_STAMP_CYCLES=1" : "", extra);
     if (fcl_debug_set_build_options(ctx, options) != FCL_OK ||
         (emulate && (fcl_debug_emulate_tensor_cores(ctx, 1) != FCL_OK ||
                      fcl_debug_use_wgmma(ctx, 1) != FCL_OK))) {
@@ -139,7 +161,12 @@ int main(int argc, char **argv)
     }
     const size_t br = plan.br, blocks_per_seq = (N + br - 1) / br;
     const int wgs = br >= 128 ? 2 : 1;
+    /* the slots of tile t's stamp k: 1 + each * t + k (tile_nv_wgmma.cl) */
+    const int each = level >= 3 ? 7 : 4, tiles = level >= 3 ? 4 : 7;
+    const double unit_div = cycles ? 1.0 : 1e3; /* to cycles or us */
+    const char *unit = cycles ? "cyc" : "us";
     samples tile = {0}, qk = {0}, smx = {0}, pv = {0}, off = {0};
+    samples arrival = {0}, to_issue = {0}, rescale = {0}, top = {0}, pro = {0}, epi = {0};
     size_t groups = 0, untimed = 0, bad = 0;
     for (size_t bh = 0; bh < B * H; ++bh)
         for (size_t blk = 0; blk < blocks_per_seq; ++blk) {
@@ -159,41 +186,67 @@ int main(int argc, char **argv)
                 ++untimed;
                 continue;
             }
-            for (int g = 0; g < wgs; ++g)
-                for (int t = 1; t < TILES; ++t) {
-                    const uint64_t *p = &s[g][1 + 4 * t];
+#define US(a, b) ((double)((b) - (a)) / unit_div)
+            for (int g = 0; g < wgs; ++g) {
+                if (level >= 3 && s[g][1] > s[g][0] && s[g][30] > s[g][29] && s[g][29] > 0) {
+                    push(&pro, US(s[g][0], s[g][1]));
+                    push(&epi, US(s[g][29], s[g][30]));
+                }
+                for (int t = 1; t < tiles; ++t) {
+                    const uint64_t *p = &s[g][1 + each * t], *nx = p + each; /* tile t + 1 */
+                    const int more = t + 1 < tiles && nx[0] > 0;
                     if (p[0] == 0 || p[1] == 0 || p[3] == 0)
                         continue; /* the block has fewer tiles */
-                    if (p[1] < p[0] || p[3] < p[1] || (level == 2 && (p[2] < p[1] || p[3] < p[2]))) {
+                    if (p[1] < p[0] || p[3] < p[1] || (level >= 2 && (p[2] < p[1] || p[3] < p[2])) ||
+                        (level >= 3 && (p[4] < p[3] || p[6] < p[5] || p[0] < p[6]))) {
                         ++bad;
                         continue;
                     }
-                    push(&qk, (double)(p[1] - p[0]) / 1e3);
-                    if (level == 2) {
-                        push(&smx, (double)(p[2] - p[1]) / 1e3);
-                        push(&pv, (double)(p[3] - p[2]) / 1e3);
+                    push(&qk, US(p[0], p[1]));
+                    if (level >= 2) {
+                        push(&smx, US(p[1], p[2]));
+                        push(&pv, US(p[2], p[3]));
                     } else
-                        push(&pv, (double)(p[3] - p[1]) / 1e3);
-                    if (t + 1 < TILES && p[4] > p[0])
-                        push(&tile, (double)(p[4] - p[0]) / 1e3);
-                    if (g == 1 && t + 1 < TILES && s[0][1 + 4 * (t + 1)] > s[0][1 + 4 * t])
-                        push(&off, ((double)s[1][1 + 4 * t] - (double)s[0][1 + 4 * t]) /
-                                       (double)(s[0][1 + 4 * (t + 1)] - s[0][1 + 4 * t]));
+                        push(&pv, US(p[1], p[3]));
+                    if (level >= 3) {
+                        push(&arrival, US(p[5], p[6]));
+                        push(&to_issue, US(p[6], p[0]));
+                        push(&rescale, US(p[3], p[4]));
+                        if (more && nx[5] > p[4])
+                            push(&top, US(p[4], nx[5]));
+                    }
+                    if (more && nx[0] > p[0])
+                        push(&tile, US(p[0], nx[0]));
+                    if (g == 1 && more && s[0][1 + each * (t + 1)] > s[0][1 + each * t])
+                        push(&off, ((double)s[1][1 + each * t] - (double)s[0][1 + each * t]) /
+                                       (double)(s[0][1 + each * (t + 1)] - s[0][1 + each * t]));
                 }
+            }
+#undef US
         }
     printf("flashcl-stamps on %s (%s): fp16 d %zu, N %zu, B %zu, H %zu, %scausal, plan %zu x %zu "
-           "(%s), level %d%s\n",
+           "(%s), level %d%s%s%s%s\n",
            ctx->info.name, ctx->info.driver_version, d, N, B, H, causal ? "" : "non-", plan.br,
-           plan.bc, plan.variant, level, fence ? ", P V's wait fenced after the softmax" : "");
+           plan.bc, plan.variant, level, fence ? ", P V's wait fenced after the softmax" : "",
+           cycles ? ", in the multiprocessor's cycles" : "", *extra ? ", built with " : "", extra);
     printf("  %zu work-groups read, %zu without a timer, %zu tiles out of order\n", groups, untimed,
            bad);
     printf("  %-10s %10s %10s %10s\n", "", "median", "p10", "p90");
-    print_row("tile", &tile, "us");
-    print_row("QK wait", &qk, "us");
-    print_row("softmax", &smx, "us");
-    print_row(level == 2 ? "PV wait" : "softmax+PV", &pv, "us");
+    print_row("tile", &tile, unit);
+    print_row("QK wait", &qk, unit);
+    print_row("softmax", &smx, unit);
+    print_row(level >= 2 ? "PV wait" : "softmax+PV", &pv, unit);
+    if (level >= 3) {
+        print_row("rescale+P", &rescale, unit);
+        print_row("loop top", &top, unit);
+        print_row("arrival", &arrival, unit);
+        print_row("to issue", &to_issue, unit);
+        print_row("prologue", &pro, unit);
+        print_row("epilogue", &epi, unit);
+    }
     print_row("offset", &off, "of a tile");
     free(tile.v), free(qk.v), free(smx.v), free(pv.v), free(off.v), free(host);
+    free(arrival.v), free(to_issue.v), free(rescale.v), free(top.v), free(pro.v), free(epi.v);
     clReleaseMemObject(q), clReleaseMemObject(k), clReleaseMemObject(v);
     clReleaseMemObject(o), clReleaseMemObject(lse);
     fcl_context_destroy(ctx);

@@ -197,7 +197,12 @@
  * P V's wait (slot 3 + 4 t), which, a read of the timer stored to
  * __local, holds that wait after the softmax in the SASS (FCL_WG_PV_ANCHOR):
  * level 1 times the kernel as built by default, level 2 as with that wait
- * held back. */
+ * held back.  Level 3 is level 2 with seven stamps a tile, for tiles
+ * t = 0..3 (slots 1 + 7 t + k): k = 0..3 as above, 4 once P is repacked
+ * (the tile's end), 5 at the tile's start once the buffers are requested
+ * (the tensor memory accelerator's path and cp.async's), 6 once they have
+ * arrived; and slot 29 before the last tile's P V, 30 at the kernel's end
+ * (before the output's stores are waited for). */
 #ifndef FCL_WG_STAMPS
 #define FCL_WG_STAMPS 0
 #endif
@@ -208,10 +213,18 @@
         if ((lid & 127) == 0)                                                              \
             wg_stamps_[FCL_WG_INDEX][slot] = fcl_wg_clock();                               \
     } while (0)
+#define FCL_WG_STAMP_EACH (FCL_WG_STAMPS >= 3 ? 7 : 4)  /* stamps a tile */
+#define FCL_WG_STAMP_TILES (FCL_WG_STAMPS >= 3 ? 4 : 7) /* tiles stamped */
 #define FCL_WG_TILE_STAMP(k)                                                               \
     do {                                                                                   \
-        if (wg_tile_ < 7 && ((k) != 2 || FCL_WG_STAMPS >= 2))                              \
-            FCL_WG_STAMP(1 + 4 * wg_tile_ + (k));                                          \
+        if (wg_tile_ < FCL_WG_STAMP_TILES && ((k) != 2 || FCL_WG_STAMPS >= 2) &&           \
+            ((k) < 4 || FCL_WG_STAMPS >= 3))                                               \
+            FCL_WG_STAMP(1 + FCL_WG_STAMP_EACH * wg_tile_ + (k));                          \
+    } while (0)
+#define FCL_WG_LEVEL3_STAMP(slot)                                                          \
+    do {                                                                                   \
+        if (FCL_WG_STAMPS >= 3)                                                            \
+            FCL_WG_STAMP(slot);                                                            \
     } while (0)
 #define FCL_WG_STAMPS_START()                                                              \
     do {                                                                                   \
@@ -224,6 +237,7 @@
     } while (0)
 #define FCL_FWD_END()                                                                      \
     do {                                                                                   \
+        FCL_WG_LEVEL3_STAMP(30);                                                           \
         barrier(CLK_LOCAL_MEM_FENCE);                                                      \
         if (lid < 128 && lid < rows && write_lse && num_splits <= 1) {                     \
             const ulong v_ = wg_stamps_[lid / 64 % (WG / 128)][lid % 64 / 2];              \
@@ -234,6 +248,7 @@
 #else
 #define FCL_WG_STAMP_LOCALS
 #define FCL_WG_TILE_STAMP(k) (void)0
+#define FCL_WG_LEVEL3_STAMP(slot) (void)0
 #define FCL_WG_STAMPS_START() (void)0
 #endif
 
@@ -333,7 +348,9 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
             if (fcl_wg_last_arrival(&wg_done_, lane))                                      \
                 FCL_WG_REQUEST(wg_tile_, more, next, c0);                                  \
         }                                                                                  \
+        FCL_WG_TILE_STAMP(5);                                                              \
         FCL_WG_ARRIVED(wg_tile_);                                                          \
+        FCL_WG_TILE_STAMP(6);                                                              \
     } while (0)
 /* the last tile's V (none requested without a tile) */
 #define FCL_WG_LAST_ARRIVED()                                                              \
@@ -399,7 +416,9 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
  * (waited for before the previous tile's rescale). */
 #define FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, more, next, next_cols, head_dim)      \
     do {                                                                                   \
+        FCL_WG_TILE_STAMP(5);                                                              \
         FCL_TILES_ARRIVED();                                                               \
+        FCL_WG_TILE_STAMP(6);                                                              \
         if (more)                                                                          \
             FCL_FWD_LOAD_K_INTO(FCL_WG_BUF(Kh, wg_tile_ + 1), k_rows, next, next_cols, pg_next); \
         fcl_load_rows_h_async(FCL_WG_BUF(Vh, wg_tile_), BC, V, fcl_tile_rows(v_rows, true, c0), \
@@ -501,6 +520,7 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
     do {                                                                                   \
         FCL_UNROLL                                                                         \
         for (int kk_ = 0; kk_ < BC / 16; ++kk_) FCL_A_FROM_REGS(s, 0, kk_, wg_p_[kk_]);    \
+        FCL_WG_TILE_STAMP(4);                                                              \
         wg_prev_ = 1;                                                                      \
         wg_prev_c0_ = c0;                                                                  \
         wg_prev_cols_ = cols;                                                              \
@@ -512,6 +532,7 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
  * zero product of tile 0's). */
 #define FCL_FWD_LAST_PV(acc)                                                               \
     do {                                                                                   \
+        FCL_WG_LEVEL3_STAMP(29);                                                           \
         FCL_WG_LAST_ARRIVED();                                                             \
         FCL_WG_PREPARE_PV();                                                               \
         fcl_wg_fence();                                                                    \

@@ -191,12 +191,19 @@ inline void fcl_wg_commit(void) { asm volatile("// @sm90a@ wgmma.commit_group.sy
 inline void fcl_wg_wait0(void) { asm volatile("// @sm90a@ wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
 inline void fcl_wg_wait1(void) { asm volatile("// @sm90a@ wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
 
-/* The GPU's nanosecond timer and this multiprocessor's number (the
+/* The GPU's nanosecond timer (its cycle counter with
+ * -DFCL_WG_STAMP_CYCLES=1) and this multiprocessor's number (the
  * timestamps of a measurement build, tile_nv_wgmma.cl's FCL_WG_STAMPS) */
 inline ulong fcl_wg_clock(void)
 {
     ulong t;
+#if FCL_WG_STAMP_CYCLES
+    /* the multiprocessor's cycle counter: finer and cheaper to read than
+     * the global timer's 32 ns steps, and comparable within a work-group */
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(t)::"memory");
+#else
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
+#endif
     return t;
 }
 inline uint fcl_wg_smid(void)
