@@ -841,8 +841,15 @@ inline bool fcl_score_visible(const fcl_mask m, const fcl_blocks bl, int cover, 
  * tile's (see there).  Every work-item must reach it. */
 #define FCL_GUARD_NONFINITE(acc, TRANSPOSED, mask, blocks, cover, seqlen_q, r0, rows, c0, npart, \
                             head_dim, flag, tag, BAD, CLEAN, X)                        \
+    FCL_GUARD_NONFINITE_IF(FCL_EDGE_TILE(mask, cover, r0, rows, c0), acc, TRANSPOSED, mask, \
+                           blocks, cover, seqlen_q, r0, c0, npart, head_dim, flag, tag, BAD, \
+                           CLEAN, X)
+/* The same where the piece knows already whether the tile is an edge tile
+ * (`edge`, FCL_EDGE_TILE's answer, kept from an earlier test). */
+#define FCL_GUARD_NONFINITE_IF(edge, acc, TRANSPOSED, mask, blocks, cover, seqlen_q, r0, c0,  \
+                               npart, head_dim, flag, tag, BAD, CLEAN, X)             \
     do {                                                                             \
-        if (FCL_EDGE_TILE(mask, cover, r0, rows, c0)) {                              \
+        if (edge) {                                                                  \
             bool bad_ = false;                                                       \
             FCL_GUARD_SCAN(bad_, BAD, X, npart, head_dim);                           \
             if (fcl_group_any(bad_, flag, tag)) {                                    \

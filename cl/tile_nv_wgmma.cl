@@ -268,11 +268,12 @@
 #define FCL_FWD_VT FCL_WG_BUF(Vh, wg_tile_ + 1)
 
 /* From tile to tile: the tile's number, and of the previous tile whether
- * there is one, its keys (for the guard of its V), its P repacked as the A
- * operand, and the accumulators in wgmma's order while its P V runs. */
+ * there is one and it is an edge tile (FCL_EDGE_TILE: its V is guarded),
+ * its keys, its P repacked as the A operand, and the accumulators in
+ * wgmma's order while its P V runs. */
 #define FCL_FWD_KBUF_STATE                                                                 \
-    int wg_tile_ = 0, wg_prev_ = 0, wg_prev_c0_ = 0, wg_prev_cols_ = 0, wg_prev_cover_ = 0; \
-    int wg_guarded_ = 0;                                                                   \
+    int wg_tile_ = 0, wg_prev_edge_ = 0, wg_prev_c0_ = 0, wg_prev_cols_ = 0;               \
+    int wg_prev_cover_ = 0, wg_guarded_ = 0;                                               \
     uint wg_p_[BC / 16][4] = {{0}};                                                        \
     float wg_o_[D_PAD / FCL_WG_VN][FCL_WG_VN / 2] = {{0.0f}};                              \
     FCL_WG_MAPS_STATE;                                                                     \
@@ -433,23 +434,25 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
 #define FCL_FWD_TILE_MID(more, k_rows, next, cols) (void)0
 
 /* The previous tile's V, guarded as flash_fwd.cl guards a tile's before
- * its P V (common.cl, "non-finite operands"); wg_guarded_ says whether
- * that took fcl_group_any (an edge tile). */
+ * its P V (common.cl, "non-finite operands") when that tile was an edge
+ * tile, as its own test found (wg_prev_edge_): the test made again here,
+ * right before the products' issue, cost some 200 cycles a tile on the
+ * H200 in tiles that need no guard (NOTES.md, run 47).  wg_guarded_ says
+ * whether the guard took fcl_group_any. */
 #define FCL_WG_GUARD_PREV_V()                                                               \
     do {                                                                                    \
-        wg_guarded_ = FCL_EDGE_TILE(mask, wg_prev_cover_, r0, rows, wg_prev_c0_);           \
-        FCL_GUARD_NONFINITE(acc, 0, mask, blocks, wg_prev_cover_, sq.seqlen_q, r0, rows,    \
-                            wg_prev_c0_, wg_prev_cols_, head_dim_v, &nonfinite, wg_prev_c0_, \
-                            FCL_FWD_V_BAD, FCL_FWD_V_CLEAN, 0);                             \
+        wg_guarded_ = wg_prev_edge_;                                                        \
+        FCL_GUARD_NONFINITE_IF(wg_prev_edge_, acc, 0, mask, blocks, wg_prev_cover_,         \
+                               sq.seqlen_q, r0, wg_prev_c0_, wg_prev_cols_, head_dim_v,     \
+                               &nonfinite, wg_prev_c0_, FCL_FWD_V_BAD, FCL_FWD_V_CLEAN, 0); \
     } while (0)
 
 /* Before the fence that starts the previous tile's P V: its V guarded
- * (when there is a previous tile), the accumulators moved into wgmma's
+ * (when that tile was an edge tile), the accumulators moved into wgmma's
  * order, and they and P pinned there. */
 #define FCL_WG_PREPARE_PV()                                                                \
     do {                                                                                   \
-        if (wg_prev_)                                                                      \
-            FCL_WG_GUARD_PREV_V();                                                         \
+        FCL_WG_GUARD_PREV_V();                                                             \
         FCL_WG_TO_ACC(wg_o_, acc, FCL_WG_VN, D_PAD / FCL_WG_VN);                           \
         FCL_UNROLL                                                                         \
         for (int kk_ = 0; kk_ < BC / 16; ++kk_)                                            \
@@ -521,7 +524,7 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
         FCL_UNROLL                                                                         \
         for (int kk_ = 0; kk_ < BC / 16; ++kk_) FCL_A_FROM_REGS(s, 0, kk_, wg_p_[kk_]);    \
         FCL_WG_TILE_STAMP(4);                                                              \
-        wg_prev_ = 1;                                                                      \
+        wg_prev_edge_ = FCL_EDGE_TILE(mask, cover, r0, rows, c0);                          \
         wg_prev_c0_ = c0;                                                                  \
         wg_prev_cols_ = cols;                                                              \
         wg_prev_cover_ = cover;                                                            \
