@@ -15,7 +15,7 @@
  *   offset     the second warpgroup's issue after the first's, as a
  *              fraction of the first's tile
  * and with --level 3 (level 2's schedule, seven stamps a tile over tiles
- * 0..3; tiles 1..3 read) also
+ * 0..2; tiles 1..2 read) also
  *   arrival    the wait at a tile's start for its buffers, once requested
  *   to issue   from their arrival to the products' issue (the guard of the
  *              previous tile's V, the accumulators pinned, the fence)
@@ -25,8 +25,13 @@
  *              loop's bookkeeping, the fences, the last arrival, the copies)
  *   prologue   from the loop's state set up to tile 0's issue (Q and the
  *              first tiles' arrival)
- *   epilogue   from the last tile's end of the loop to the kernel's end,
- *              the last P V included
+ *   epilogue   from the loop's end to the kernel's end, in parts:
+ *    last V    the wait for the last tile's V
+ *    last PV   its P V issued and waited for
+ *    sums      the row sums' shuffles, the output's barrier
+ *    O on chip the outputs normalised and written to the staging tile
+ *    O stores  the barrier and the staged tile's stores issued
+ *    end       what is left (the LSE's stores)
  * Level 1 leaves the kernel's schedule as the default build's (ptxas puts
  * the wait for P V before the softmax); level 2 adds the stamp before that
  * wait, which holds it after the softmax, as -DFCL_WG_PV_FENCE=1 (--fence)
@@ -162,11 +167,15 @@ int main(int argc, char **argv)
     const size_t br = plan.br, blocks_per_seq = (N + br - 1) / br;
     const int wgs = br >= 128 ? 2 : 1;
     /* the slots of tile t's stamp k: 1 + each * t + k (tile_nv_wgmma.cl) */
-    const int each = level >= 3 ? 7 : 4, tiles = level >= 3 ? 4 : 7;
+    const int each = level >= 3 ? 7 : 4, tiles = level >= 3 ? 3 : 7;
     const double unit_div = cycles ? 1.0 : 1e3; /* to cycles or us */
     const char *unit = cycles ? "cyc" : "us";
     samples tile = {0}, qk = {0}, smx = {0}, pv = {0}, off = {0};
     samples arrival = {0}, to_issue = {0}, rescale = {0}, top = {0}, pro = {0}, epi = {0};
+    samples epart[6] = {{0}}; /* the epilogue's parts: slots 22 -> 23 -> ... 27 -> 30 */
+    static const int epi_slot[7] = {22, 23, 24, 25, 26, 27, 30};
+    static const char *const epi_name[6] = {" last V", " last PV", " sums", " O on chip",
+                                            " O stores", " end"};
     size_t groups = 0, untimed = 0, bad = 0;
     for (size_t bh = 0; bh < B * H; ++bh)
         for (size_t blk = 0; blk < blocks_per_seq; ++blk) {
@@ -188,9 +197,12 @@ int main(int argc, char **argv)
             }
 #define US(a, b) ((double)((b) - (a)) / unit_div)
             for (int g = 0; g < wgs; ++g) {
-                if (level >= 3 && s[g][1] > s[g][0] && s[g][30] > s[g][29] && s[g][29] > 0) {
+                if (level >= 3 && s[g][1] > s[g][0] && s[g][30] > s[g][22] && s[g][22] > 0) {
                     push(&pro, US(s[g][0], s[g][1]));
-                    push(&epi, US(s[g][29], s[g][30]));
+                    push(&epi, US(s[g][22], s[g][30]));
+                    for (int e = 0; e < 6; ++e)
+                        if (s[g][epi_slot[e + 1]] >= s[g][epi_slot[e]] && s[g][epi_slot[e]] > 0)
+                            push(&epart[e], US(s[g][epi_slot[e]], s[g][epi_slot[e + 1]]));
                 }
                 for (int t = 1; t < tiles; ++t) {
                     const uint64_t *p = &s[g][1 + each * t], *nx = p + each; /* tile t + 1 */
@@ -243,10 +255,14 @@ int main(int argc, char **argv)
         print_row("to issue", &to_issue, unit);
         print_row("prologue", &pro, unit);
         print_row("epilogue", &epi, unit);
+        for (int e = 0; e < 6; ++e)
+            print_row(epi_name[e], &epart[e], unit);
     }
     print_row("offset", &off, "of a tile");
     free(tile.v), free(qk.v), free(smx.v), free(pv.v), free(off.v), free(host);
     free(arrival.v), free(to_issue.v), free(rescale.v), free(top.v), free(pro.v), free(epi.v);
+    for (int e = 0; e < 6; ++e)
+        free(epart[e].v);
     clReleaseMemObject(q), clReleaseMemObject(k), clReleaseMemObject(v);
     clReleaseMemObject(o), clReleaseMemObject(lse);
     fcl_context_destroy(ctx);

@@ -78,6 +78,12 @@
 #define FCL_FWD_END() (void)0
 #endif
 
+/* A piece may record timestamps where FCL_FWD_MARK(n) marks points of the
+ * output's writing (the wgmma piece's FCL_WG_STAMPS). */
+#ifndef FCL_FWD_MARK
+#define FCL_FWD_MARK(n) (void)0
+#endif
+
 /* A piece may start Q's loads in FCL_FWD_LOAD_Q and finish them in
  * FCL_FWD_Q_ARRIVED, after the first keys are requested (the wgmma piece:
  * Q's copies run while the keys' are set up). */
@@ -86,10 +92,10 @@
 #endif
 
 /* A piece may write O through __local (FCL_FWD_STAGE_O): each work-item
- * puts its normalised outputs into a BR x D_PAD tile with
- * FCL_FWD_O_STAGE(tile row, column, value), and FCL_FWD_O_STORE(O, first
- * row's element, row stride, rows, columns) then stores the tile in
- * 16-byte pieces.  Only where every row's start is 16-byte aligned and
+ * puts its normalised outputs, every column of D_PAD, into a BR x D_PAD
+ * tile with FCL_FWD_O_STAGE(tile row, column, value), and
+ * FCL_FWD_O_STORE(O, first row's element, row stride, rows, columns) then
+ * stores the tile's first `columns` in 16-byte pieces.  Only where every row's start is 16-byte aligned and
  * rows are whole 8-value pieces, and not for packed or split blocks; the
  * piece's tile must be free once all work-items are past the loop (a
  * barrier). */
@@ -364,6 +370,7 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
     if (staged)
         barrier(CLK_LOCAL_MEM_FENCE);
 #endif
+    FCL_FWD_MARK(25);
     FCL_UNROLL
     for (int i = 0; i < RM; ++i) {
         const int row = r0 + FCL_ROW(i);
@@ -381,20 +388,29 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
                                        : (isnan(lse_all) ? NAN : 0.0f);
         const float lse = lse_all == -INFINITY && num_splits <= 1 ? INFINITY : lse_all;
         const long o_row = fcl_row_offset(o_rows, false, row);
-        FCL_UNROLL
-        for (int n = 0; n < DN; ++n) {
-            const int col = FCL_OCOL(n);
-            if (col >= head_dim_v) continue;
-            const float o = FCL_S(acc, i, n);
-            if (num_splits > 1)
-                part_o[((long)blk.split * part_rows + at) * head_dim_v + col] =
-                    valid ? o * inv : NAN;
+        const float factor = valid ? inv : NAN;
 #if FCL_FWD_STAGE_O && FCL_PACK == 1
-            else if (staged)
-                FCL_FWD_O_STAGE(FCL_ROW(i), col, valid ? o * inv : NAN);
+        if (staged) {
+            /* Every column of the tile, with no test a column: the stores
+             * below take those under head_dim_v.  A test and branch a
+             * column made the wgmma forward's end 3500 cycles a
+             * work-group at head_dim 128 on the H200 (NOTES.md, run 48). */
+            FCL_UNROLL
+            for (int n = 0; n < DN; ++n)
+                FCL_FWD_O_STAGE(FCL_ROW(i), FCL_OCOL(n), FCL_S(acc, i, n) * factor);
+        } else
 #endif
-            else
-                fcl_store_o(O, o_row + col, valid ? o * inv : NAN);
+        {
+            FCL_UNROLL
+            for (int n = 0; n < DN; ++n) {
+                const int col = FCL_OCOL(n);
+                if (col >= head_dim_v) continue;
+                const float o = FCL_S(acc, i, n) * factor;
+                if (num_splits > 1)
+                    part_o[((long)blk.split * part_rows + at) * head_dim_v + col] = o;
+                else
+                    fcl_store_o(O, o_row + col, o);
+            }
         }
         if (FCL_FIRST_IN_ROW) {
             if (num_splits > 1)
@@ -403,11 +419,13 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
                 LSE[lse_off + at] = valid ? lse : NAN;
         }
     }
+    FCL_FWD_MARK(26);
 #if FCL_FWD_STAGE_O && FCL_PACK == 1
     if (staged) {
         barrier(CLK_LOCAL_MEM_FENCE);
         FCL_FWD_O_STORE(O, o_rows.base + (long)r0 * o_ss, o_ss, rows, head_dim_v);
     }
 #endif
+    FCL_FWD_MARK(27);
     FCL_FWD_END();
 }

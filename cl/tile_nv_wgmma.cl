@@ -198,11 +198,13 @@
  * __local, holds that wait after the softmax in the SASS (FCL_WG_PV_ANCHOR):
  * level 1 times the kernel as built by default, level 2 as with that wait
  * held back.  Level 3 is level 2 with seven stamps a tile, for tiles
- * t = 0..3 (slots 1 + 7 t + k): k = 0..3 as above, 4 once P is repacked
+ * t = 0..2 (slots 1 + 7 t + k): k = 0..3 as above, 4 once P is repacked
  * (the tile's end), 5 at the tile's start once the buffers are requested
  * (the tensor memory accelerator's path and cp.async's), 6 once they have
- * arrived; and slot 29 before the last tile's P V, 30 at the kernel's end
- * (before the output's stores are waited for). */
+ * arrived; and at the end, slot 22 after the loop, 23 once the last V has
+ * arrived, 24 once the last P V is done, 25, 26 and 27 where flash_fwd.cl
+ * marks the output's writing (FCL_FWD_MARK: its start, its end, and the
+ * staged tile's stores issued), 30 at the kernel's end. */
 #ifndef FCL_WG_STAMPS
 #define FCL_WG_STAMPS 0
 #endif
@@ -214,7 +216,7 @@
             wg_stamps_[FCL_WG_INDEX][slot] = fcl_wg_clock();                               \
     } while (0)
 #define FCL_WG_STAMP_EACH (FCL_WG_STAMPS >= 3 ? 7 : 4)  /* stamps a tile */
-#define FCL_WG_STAMP_TILES (FCL_WG_STAMPS >= 3 ? 4 : 7) /* tiles stamped */
+#define FCL_WG_STAMP_TILES (FCL_WG_STAMPS >= 3 ? 3 : 7) /* tiles stamped */
 #define FCL_WG_TILE_STAMP(k)                                                               \
     do {                                                                                   \
         if (wg_tile_ < FCL_WG_STAMP_TILES && ((k) != 2 || FCL_WG_STAMPS >= 2) &&           \
@@ -226,6 +228,7 @@
         if (FCL_WG_STAMPS >= 3)                                                            \
             FCL_WG_STAMP(slot);                                                            \
     } while (0)
+#define FCL_FWD_MARK(slot) FCL_WG_LEVEL3_STAMP(slot)
 #define FCL_WG_STAMPS_START()                                                              \
     do {                                                                                   \
         for (int i_ = lid; i_ < WG / 128 * 32; i_ += WG)                                   \
@@ -535,12 +538,14 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
  * zero product of tile 0's). */
 #define FCL_FWD_LAST_PV(acc)                                                               \
     do {                                                                                   \
-        FCL_WG_LEVEL3_STAMP(29);                                                           \
+        FCL_WG_LEVEL3_STAMP(22);                                                           \
         FCL_WG_LAST_ARRIVED();                                                             \
+        FCL_WG_LEVEL3_STAMP(23);                                                           \
         FCL_WG_PREPARE_PV();                                                               \
         fcl_wg_fence();                                                                    \
         FCL_WG_ISSUE_PV();                                                                 \
         FCL_FWD_ACC_READY(acc);                                                            \
+        FCL_WG_LEVEL3_STAMP(24);                                                           \
     } while (0)
 
 #else /* the backward's kernels */
