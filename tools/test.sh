@@ -19,10 +19,11 @@ took "the tests on the default device"
 # ctest -j2 in the order of the costs the PoCL run above recorded (longest
 # first).  A block runs every test that takes a device but those named in its
 # `out` list, each there for a reason NOTES.md ("Where CI's time goes") gives
-# with its measured cost; the Oclgrind checks (Oclgrind is its own device)
-# and the packaging tests (test_package, test_python_install: what is
-# installed, not how a device computes) run on the default device only.
-not_device='test_oclgrind_races|test_oclgrind_uninitialized|test_oclgrind_wgmma_races|test_oclgrind_wgmma_uninitialized|test_package|test_python_install'
+# with its measured cost; the Oclgrind checks (Oclgrind is its own device),
+# the packaging tests (test_package, test_python_install: what is
+# installed, not how a device computes) and the GPU timestamp tool's
+# plumbing (test_stamps_emulated) run on the default device only.
+not_device='test_oclgrind_races|test_oclgrind_uninitialized|test_oclgrind_wgmma_races|test_oclgrind_wgmma_uninitialized|test_package|test_python_install|test_stamps_emulated'
 other_device_tests() { # <label> <out: regex of names> <env...>
   local label=$1 out=$2
   shift 2
