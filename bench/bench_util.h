@@ -39,16 +39,6 @@ static inline double bench_median(double *v, int n)
         }                                                                           \
     } while (0)
 
-/* A context on the default device, or NULL after saying why (as `tool`). */
-static inline fcl_context *bench_context(const char *tool)
-{
-    fcl_context *ctx = NULL;
-    fcl_status st = fcl_context_create(NULL, &ctx);
-    if (st != FCL_OK)
-        fprintf(stderr, "%s: %s\n", tool, fcl_status_string(st));
-    return st == FCL_OK ? ctx : NULL;
-}
-
 /* A buffer of `bytes` in ctx with host's bytes (or none: NULL). */
 static inline cl_mem bench_buffer(fcl_context *ctx, const void *host, size_t bytes)
 {

@@ -78,9 +78,9 @@ static int push(samples *s, double x)
     return 1;
 }
 
-static double quantile(samples *s, double q)
+/* the q-quantile of sorted samples */
+static double quantile(const samples *s, double q)
 {
-    qsort(s->v, s->n, sizeof *s->v, bench_cmp_double);
     return s->v[(size_t)(q * (double)(s->n - 1) + 0.5)];
 }
 
@@ -90,6 +90,7 @@ static void print_row(const char *name, samples *s, const char *unit)
         printf("  %-10s          -\n", name);
         return;
     }
+    qsort(s->v, s->n, sizeof *s->v, bench_cmp_double);
     printf("  %-10s %10.3f %10.3f %10.3f  %s  (%zu samples)\n", name, quantile(s, 0.5),
            quantile(s, 0.1), quantile(s, 0.9), unit, s->n);
 }
@@ -122,9 +123,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "flashcl-stamps: --level is 1, 2 or 3; sizes are positive\n");
         return 2;
     }
-    fcl_context *ctx = bench_context("flashcl-stamps");
-    if (!ctx)
-        return 1;
+    fcl_context *ctx = NULL;
+    BENCH_CHECK(fcl_context_create(NULL, &ctx));
     char options[512];
     snprintf(options, sizeof options, "-DFCL_WG_STAMPS=%d%s%s %s", level,
              fence ? " -DFCL_WG_PV_FENCE=1" : "", cycles ? " -DFCL_WG_STAMP_CYCLES=1" : "", extra);

@@ -95,10 +95,10 @@
  * puts its normalised outputs, every column of D_PAD, into a BR x D_PAD
  * tile with FCL_FWD_O_STAGE(tile row, column, value), and
  * FCL_FWD_O_STORE(O, first row's element, row stride, rows, columns) then
- * stores the tile's first `columns` in 16-byte pieces.  Only where every row's start is 16-byte aligned and
- * rows are whole 8-value pieces, and not for packed or split blocks; the
- * piece's tile must be free once all work-items are past the loop (a
- * barrier). */
+ * stores the tile's first `columns` in 16-byte pieces.  Only where every
+ * row's start is 16-byte aligned and rows are whole 8-value pieces, and not
+ * for packed or split blocks; the piece's tile must be free once all
+ * work-items are past the loop (a barrier). */
 #ifndef FCL_FWD_STAGE_O
 #define FCL_FWD_STAGE_O 0
 #endif
