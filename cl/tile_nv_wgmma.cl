@@ -26,8 +26,8 @@
  *     head_dim columns
  *   (N 128 where the keys or head_dim allow, else 64).
  * A tile's P V runs behind the next tile's Q K^T and during its softmax
- * (the pipelined loop below); no warp specialisation yet (issue 27's
- * later steps). */
+ * (the pipelined loop below); no warp specialisation (FlashAttention-3's
+ * ping-pong of the warpgroups is a measurement switch, FCL_WG_PINGPONG). */
 #if FCL_WGMMA
 
 #define FCL_WG_INDEX (warp >> 2) /* this work-item's warpgroup */
@@ -171,16 +171,69 @@
  * cols, cover, mask, ...), as the other load hooks use Q, K and lid. */
 #define FCL_FWD_DEFERRED_PV 1
 
+/* The K and V buffers a tile is copied into: FCL_WG_STAGES of each on the
+ * tensor memory accelerator's path (2 or 3: copies requested one or two
+ * tiles ahead), two on the others.  3 is a measurement build's switch
+ * (its plans count two buffers; 224 KiB of __local at head_dim 128):
+ * alone and with ping-pong it measured 0.96-0.99x on the H200 (NOTES.md,
+ * run 49). */
+#ifndef FCL_WG_STAGES
+#define FCL_WG_STAGES 2
+#endif
+#if FCL_WG_TMA && FCL_WG_STAGES == 3
+#define FCL_WG_NBUF 3
+#define FCL_WG_SLOT(t) ((uint)(t) % 3u)
+#elif FCL_WG_TMA && FCL_WG_STAGES != 2
+#error "FCL_WG_STAGES is 2 or 3"
+#else
+#define FCL_WG_NBUF 2
+#define FCL_WG_SLOT(t) ((t) & 1)
+#endif
+
 #if FCL_WG_TMA
-/* the copies' two mbarriers (buffer t % 2's: K of tile t and V of tile
+/* the copies' mbarriers (buffer t % NBUF's: K of tile t and V of tile
  * t - 1), the warps' arrivals (fcl_wg_last_arrival), and the work-group's
  * two tensor maps while they are written */
 #define FCL_WG_TMA_LOCALS \
-    __local ulong wg_bar_[2]; \
-    __local uint wg_done_; \
+    __local ulong wg_bar_[FCL_WG_NBUF]; \
+    __local uint wg_done_[FCL_WG_NBUF]; \
     __local ulong wg_stage_[32] __attribute__((aligned(128)));
 #else
 #define FCL_WG_TMA_LOCALS
+#endif
+
+/* ---- ping-pong (FCL_WG_PINGPONG=1, the accelerator's path with two
+ * warpgroups): FlashAttention-3's schedule of the two warpgroups' products.
+ * A warpgroup issues a tile's wgmma groups only in its turn and passes the
+ * turn once they are issued (named barriers 1 and 2, the turn's owner
+ * waiting, the other arriving), so the tensor cores run one warpgroup's
+ * products while the other computes its softmax.  Warpgroup 1 gives
+ * warpgroup 0 the first turn; warpgroup 1 does not pass its last one,
+ * so every barrier's arrivals match its waits.  A measurement build's
+ * switch: it put the warpgroups half a tile apart but measured 0.97-1.00x
+ * (with FCL_WG_PV_FENCE=1, without which ptxas waits for P V before the
+ * softmax; NOTES.md, run 49). */
+#ifndef FCL_WG_PINGPONG
+#define FCL_WG_PINGPONG 0
+#endif
+#if FCL_WG_PINGPONG && FCL_WG_TMA && WG == 256
+#define FCL_WG_TURN_WAIT() fcl_wg_named_sync(1 + FCL_WG_INDEX, 256)
+#define FCL_WG_TURN_PASS() fcl_wg_named_arrive(2 - FCL_WG_INDEX, 256)
+#define FCL_WG_TURN_FIRST()                                                                \
+    do {                                                                                   \
+        if (FCL_WG_INDEX == 1)                                                             \
+            fcl_wg_named_arrive(1, 256);                                                   \
+    } while (0)
+#define FCL_WG_TURN_LAST()                                                                 \
+    do {                                                                                   \
+        if (FCL_WG_INDEX == 0)                                                             \
+            FCL_WG_TURN_PASS();                                                            \
+    } while (0)
+#else
+#define FCL_WG_TURN_WAIT() (void)0
+#define FCL_WG_TURN_PASS() (void)0
+#define FCL_WG_TURN_FIRST() (void)0
+#define FCL_WG_TURN_LAST() (void)0
 #endif
 
 /* ---- timestamps (FCL_WG_STAMPS=1: a measurement build, never a plan's;
@@ -255,12 +308,12 @@
 #define FCL_WG_STAMPS_START() (void)0
 #endif
 
-#define FCL_FWD_KV_LOCALS                                            \
-    __local ushort Kh[2 * FCL_H_HALVES(BC)] FCL_WG_TILE_ALIGNED;     \
-    __local ushort Vh[2 * FCL_H_HALVES(BC)] FCL_WG_TILE_ALIGNED;     \
-    FCL_WG_TMA_LOCALS                                                \
+#define FCL_FWD_KV_LOCALS                                                      \
+    __local ushort Kh[FCL_WG_NBUF * FCL_H_HALVES(BC)] FCL_WG_TILE_ALIGNED;     \
+    __local ushort Vh[FCL_WG_NBUF * FCL_H_HALVES(BC)] FCL_WG_TILE_ALIGNED;     \
+    FCL_WG_TMA_LOCALS                                                          \
     FCL_WG_STAMP_LOCALS
-#define FCL_WG_BUF(T, t) ((T) + ((t) & 1) * FCL_H_HALVES(BC))
+#define FCL_WG_BUF(T, t) ((T) + FCL_WG_SLOT(t) * FCL_H_HALVES(BC))
 #if FCL_IS_FP8
 #define FCL_FWD_KCUR Kh /* one K buffer: the other holds the raw bytes (below) */
 #else
@@ -268,7 +321,7 @@
 #endif
 /* the V tile the next P V reads, the previous tile's (also what
  * FCL_FWD_V_BAD / FCL_FWD_V_CLEAN guard, tile_nv_mma.cl) */
-#define FCL_FWD_VT FCL_WG_BUF(Vh, wg_tile_ + 1)
+#define FCL_FWD_VT FCL_WG_BUF(Vh, wg_tile_ + FCL_WG_NBUF - 1)
 
 /* From tile to tile: the tile's number, and of the previous tile whether
  * there is one and it is an edge tile (FCL_EDGE_TILE: its V is guarded),
@@ -280,8 +333,9 @@
     uint wg_p_[BC / 16][4] = {{0}};                                                        \
     float wg_o_[D_PAD / FCL_WG_VN][FCL_WG_VN / 2] = {{0.0f}};                              \
     FCL_WG_MAPS_STATE;                                                                     \
-    fcl_wg_zero_tile(FCL_WG_BUF(Vh, 1), lid);                                              \
-    FCL_WG_STAMPS_START()
+    fcl_wg_zero_tile(FCL_WG_BUF(Vh, FCL_WG_NBUF - 1), lid);                                \
+    FCL_WG_STAMPS_START();                                                                 \
+    FCL_WG_TURN_FIRST()
 
 /* The products run the same way at every tile, the first included: a
  * branch around a wgmma group, or between its issue and its wait, made
@@ -298,45 +352,75 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
 /* The tensor memory accelerator (warpgroup_ptx.cl): the work-group's maps
  * of this sequence's K and V rows (keys past its end read as zeros, as
  * the cp.async loads below make them), written at the start.  Buffer
- * t % 2's mbarrier counts K of tile t and V of tile t - 1, and tile t
- * waits for phase t / 2 of it.  Work-item 0 requests the first two tiles'
- * (K of tiles 0 and 1, V of tile 0) before Q is loaded; from then on tile
- * t's start requests K of tile t + 1 and V of tile t, into the buffers of
- * tile t - 1, once every warp is done with them: the last warp to get
- * there issues the copies (fcl_wg_last_arrival), and no warp waits for
- * another (a work-group barrier every tile kept the two warpgroups in
- * step: both at their softmax at once, the tensor cores idle then). */
+ * t % NBUF's mbarrier counts K of tile t and V of tile t - 1, and tile t
+ * waits for phase t / NBUF of it.  Work-item 0 requests the first two
+ * tiles' (K of tiles 0 and 1, V of tile 0; with three buffers also K of
+ * tile 2 and V of tile 1) before Q is loaded; from then on tile t's start
+ * requests K of tile t + 1 and V of tile t (three buffers: K of tile t + 2
+ * and V of tile t + 1), into buffers whose last reader was tile t - 1,
+ * once every warp is done with them: the last warp to get there issues the
+ * copies (fcl_wg_last_arrival), and no warp waits for another (a
+ * work-group barrier every tile kept the two warpgroups in step: both at
+ * their softmax at once, the tensor cores idle then).  The arrivals are
+ * counted per buffer (wg_done_[t % NBUF]): a warp can be up to NBUF tiles
+ * ahead of the slowest (the copies it waits for bound it), and one count
+ * for all tiles would then take its arrival at tile t + 1 for the last
+ * one of tile t, and refill buffers a slower warp still reads. */
 #define FCL_WG_TILE_BYTES (FCL_H_HALVES(BC) * 2)
 #define FCL_WG_MAPS_STATE                                                                  \
     __global ulong *const wg_maps_ = maps + 16 + 32 * (long)get_group_id(0);               \
-    if (lid == 0)                                                                          \
-        wg_done_ = 0;                                                                      \
+    if (lid < FCL_WG_NBUF)                                                                 \
+        wg_done_[lid] = 0;                                                                 \
     fcl_wg_maps_make(wg_maps_, maps, wg_stage_, wg_bar_, K, k_rows.base, k_rows.ss, \
-                     head_dim, V, v_rows.base, v_rows.ss, head_dim_v, sq.seqlen_k, lid)
-#define FCL_WG_ARRIVED(t) fcl_wg_bar_wait(wg_bar_ + ((t) & 1), ((t) >> 1) & 1)
-/* One work-item: K of the tile at key `next` (when `more`) into K buffer
- * t + 1 and V of the tile at key c0 into V buffer t, both counted by
- * mbarrier (t + 1) % 2. */
-#define FCL_WG_REQUEST(t, more, next, c0)                                                  \
+                     head_dim, V, v_rows.base, v_rows.ss, head_dim_v, sq.seqlen_k, FCL_WG_NBUF, lid)
+#define FCL_WG_ARRIVED(t) \
+    fcl_wg_bar_wait(wg_bar_ + FCL_WG_SLOT(t), ((uint)(t) / FCL_WG_NBUF) & 1)
+/* One work-item: K of tile u at key `kat` (when `kmore`) into K buffer u
+ * and V of tile u - 1 at key `vat` into V buffer u - 1, both counted by
+ * mbarrier u % NBUF, which tile u waits for (or, for the last tile's V,
+ * the loop's end). */
+#define FCL_WG_REQUEST(u, kmore, kat, vat)                                                 \
     do {                                                                                   \
-        __local ulong *bar_ = wg_bar_ + (((t) + 1) & 1);                                   \
-        fcl_wg_bar_expect(bar_, ((more) ? 2 : 1) * FCL_WG_TILE_BYTES);                     \
-        if (more)                                                                          \
-            fcl_wg_tma_tile(FCL_WG_BUF(Kh, (t) + 1), wg_maps_, K, next, bar_);             \
-        fcl_wg_tma_tile(FCL_WG_BUF(Vh, t), wg_maps_ + 16, V, c0, bar_);                    \
+        __local ulong *bar_ = wg_bar_ + FCL_WG_SLOT(u);                                    \
+        fcl_wg_bar_expect(bar_, ((kmore) ? 2 : 1) * FCL_WG_TILE_BYTES);                    \
+        if (kmore)                                                                         \
+            fcl_wg_tma_tile(FCL_WG_BUF(Kh, u), wg_maps_, K, kat, bar_);                    \
+        fcl_wg_tma_tile(FCL_WG_BUF(Vh, (u) + FCL_WG_NBUF - 1), wg_maps_ + 16, V, vat, bar_); \
     } while (0)
+/* The next key tile after the one at key c (flash_fwd.cl's names) */
+#define FCL_WG_TILE_AFTER(c) fcl_next_key_tile(blocks, BC, p0, p1, (c) + BC, key_end, sq.seqlen_k)
 
-/* (flash_fwd.cl's names: the tile after c0 as its loop finds it) */
+/* K of the first tile, then the copies the loop would have requested
+ * before it: K of tile 1 and V of tile 0 (and with three buffers K of tile
+ * 2 and V of tile 1). */
 #define FCL_FWD_PREFETCH_K(k_rows, c0, cols)                                               \
     do {                                                                                   \
         if (lid == 0) {                                                                    \
-            const int n1_ = fcl_next_key_tile(blocks, BC, p0, p1, (c0) + BC, key_end,      \
-                                              sq.seqlen_k);                                \
+            const int n1_ = FCL_WG_TILE_AFTER(c0);                                         \
             fcl_wg_bar_expect(wg_bar_, FCL_WG_TILE_BYTES);                                 \
             fcl_wg_tma_tile(FCL_WG_BUF(Kh, 0), wg_maps_, K, c0, wg_bar_);                  \
-            FCL_WG_REQUEST(0, n1_ < key_end, n1_, c0);                                     \
+            FCL_WG_REQUEST(1, n1_ < key_end, n1_, c0);                                     \
+            if (FCL_WG_NBUF == 3 && n1_ < key_end) {                                       \
+                const int n2_ = FCL_WG_TILE_AFTER(n1_);                                    \
+                FCL_WG_REQUEST(2, n2_ < key_end, n2_, n1_);                                \
+            }                                                                              \
         }                                                                                  \
     } while (0)
+
+/* Tile t's requests, once every warp is done with tile t - 1: with two
+ * buffers K of tile t + 1 and V of tile t, with three K of tile t + 2 and
+ * V of tile t + 1 (none after the last tile's V). */
+#if FCL_WG_NBUF == 3
+#define FCL_WG_REQUEST_AHEAD(t, more, next, c0)                                            \
+    do {                                                                                   \
+        if (more) {                                                                        \
+            const int n2_ = FCL_WG_TILE_AFTER(next);                                       \
+            FCL_WG_REQUEST((t) + 2, n2_ < key_end, n2_, next);                             \
+        }                                                                                  \
+    } while (0)
+#else
+#define FCL_WG_REQUEST_AHEAD(t, more, next, c0) FCL_WG_REQUEST((t) + 1, more, next, c0)
+#endif
 
 /* The warps are done with tile t - 1's buffers (K of tile t - 1, V of
  * tile t - 2: both products waited for before its rescale): the last of
@@ -349,8 +433,8 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
         FCL_WG_GUARDS_APART();                                                             \
         if (wg_tile_ > 0) {                                                                \
             FCL_TILE_WRITTEN();                                                            \
-            if (fcl_wg_last_arrival(&wg_done_, lane))                                      \
-                FCL_WG_REQUEST(wg_tile_, more, next, c0);                                  \
+            if (fcl_wg_last_arrival(wg_done_ + FCL_WG_SLOT(wg_tile_), lane))               \
+                FCL_WG_REQUEST_AHEAD(wg_tile_, more, next, c0);                            \
         }                                                                                  \
         FCL_WG_TILE_STAMP(5);                                                              \
         FCL_WG_ARRIVED(wg_tile_);                                                          \
@@ -483,10 +567,12 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
             for (int r_ = 0; r_ < FCL_WG_QN / 2; ++r_) d_[nb_][r_] = 0.0f;                 \
         FCL_WG_KEEP_ACC(d_, FCL_WG_QN, BC / FCL_WG_QN);                                    \
         FCL_WG_TILE_STAMP(0);                                                              \
+        FCL_WG_TURN_WAIT();                                                                \
         fcl_wg_fence();                                                                    \
         FCL_WG_ISSUE_ABT(d_, Qh, BR, FCL_FWD_KCUR, BC, FCL_WG_QN);                         \
         fcl_wg_commit();                                                                   \
         FCL_WG_ISSUE_PV();                                                                 \
+        FCL_WG_TURN_PASS();                                                                \
         fcl_wg_wait1();                                                                    \
         FCL_WG_TILE_STAMP(1);                                                              \
         FCL_WG_KEEP_ACC(d_, FCL_WG_QN, BC / FCL_WG_QN);                                    \
@@ -542,8 +628,10 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
         FCL_WG_LAST_ARRIVED();                                                             \
         FCL_WG_LEVEL3_STAMP(23);                                                           \
         FCL_WG_PREPARE_PV();                                                               \
+        FCL_WG_TURN_WAIT();                                                                \
         fcl_wg_fence();                                                                    \
         FCL_WG_ISSUE_PV();                                                                 \
+        FCL_WG_TURN_LAST();                                                                \
         FCL_FWD_ACC_READY(acc);                                                            \
         FCL_WG_LEVEL3_STAMP(24);                                                           \
     } while (0)

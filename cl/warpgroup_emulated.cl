@@ -102,11 +102,12 @@ inline void fcl_wgmma_rs_emulated(__local uint *x, __local const ushort *tb, flo
 inline void fcl_wg_maps_make(__global ulong *maps, __global const ulong *tmpl, __local ulong *stage,
                              __local ulong *bars, __global const fcl_storage *k, long k_base,
                              long k_ss, int k_cols, __global const fcl_storage *v, long v_base,
-                             long v_ss, int v_cols, int rows, int lid)
+                             long v_ss, int v_cols, int rows, int nbars, int lid)
 {
     (void)tmpl;
     (void)stage;
     (void)bars;
+    (void)nbars;
     (void)k;
     (void)v;
     if (lid == 0) {
@@ -143,6 +144,9 @@ inline bool fcl_wg_last_arrival(volatile __local uint *count, int lane)
     return get_local_id(0) == 0;
 }
 
+/* no named barriers in OpenCL C: the emulation's warpgroups take no turns */
+#define fcl_wg_named_sync(id, count) ((void)(id), (void)(count))
+#define fcl_wg_named_arrive(id, count) ((void)(id), (void)(count))
 #define fcl_wg_bar_expect(bar, bytes) ((void)(bar), (void)(bytes))
 #define fcl_wg_bar_wait(bar, parity) ((void)(bar), (void)(parity), barrier(CLK_LOCAL_MEM_FENCE))
 #endif

@@ -63,13 +63,13 @@
  * where the box leaves the tensor, and signal an mbarrier (a __local ulong)
  * as their bytes arrive:
  *   fcl_wg_maps_make(maps, tmpl, stage, bars, K, k_base, k_ss, k_cols, V,
- *       v_base, v_ss, v_cols, rows, lid)   every work-item, uniform control
+ *       v_base, v_ss, v_cols, rows, nbars, lid)  every work-item, uniform control
  *       flow: writes the work-group's two maps into maps[0..15] (K) and
  *       maps[16..31] (V): the host's template (tensor_maps.c) with the
  *       address of row 0 (K + k_base), k_cols columns, `rows` rows k_ss
  *       elements apart and boxes of BC rows put in (tensormap.replace, in
  *       the 256 bytes of __local `stage`, 128-byte aligned), and readies
- *       the two mbarriers bars[0..1]
+ *       the mbarriers bars[0..nbars - 1]
  *   fcl_wg_tma_tile(dst, map, src, row0, bar) one work-item: rows row0 ..
  *       row0 + BC - 1 of the map's tensor (src: the tensor, for the
  *       emulation) into the tile dst, signalling bar
@@ -251,6 +251,17 @@ inline void fcl_wg_bar_wait(__local ulong *bar, int parity)
                      : "memory");
 }
 
+/* Named barrier `id` (1..15; OpenCL's barrier() is 0) of `count`
+ * work-items: wait there, or arrive without waiting (whole warps). */
+inline void fcl_wg_named_sync(int id, int count)
+{
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+inline void fcl_wg_named_arrive(int id, int count)
+{
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+
 /* Whether this work-item is the one to refill buffers that every warp of
  * the work-group is now done with: lane 0 of the warp that arrives last.
  * `count` gets one arrival a warp and is never reset (a multiple of WG / 32
@@ -300,13 +311,13 @@ inline void fcl_wg_map_fill(__local ulong *m, ulong address, int cols, int rows,
 inline void fcl_wg_maps_make(__global ulong *maps, __global const ulong *tmpl, __local ulong *stage,
                              __local ulong *bars, __global const fcl_storage *k, long k_base,
                              long k_ss, int k_cols, __global const fcl_storage *v, long v_base,
-                             long v_ss, int v_cols, int rows, int lid)
+                             long v_ss, int v_cols, int rows, int nbars, int lid)
 {
     if (lid < 32)
         stage[lid] = tmpl[lid & 15];
     if (lid == 0) {
-        fcl_wg_bar_init(bars);
-        fcl_wg_bar_init(bars + 1);
+        for (int i = 0; i < nbars; ++i)
+            fcl_wg_bar_init(bars + i);
         fcl_wg_proxy_fence(); /* the copies' completions see them */
     }
     barrier(CLK_LOCAL_MEM_FENCE);

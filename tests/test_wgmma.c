@@ -329,6 +329,51 @@ static void test_loads(void **state)
     }
 }
 
+/* The accelerator path's measurement switches (tile_nv_wgmma.cl; NOTES.md,
+ * run 49), built in through the build options: three K and V buffers
+ * with copies requested two tiles ahead (FCL_WG_STAGES=3) and the
+ * warpgroups' turns (FCL_WG_PINGPONG=1, no turns in the emulation, where
+ * this checks that it builds).  Key ranges of 1, 2, 3 and 6 tiles (the
+ * prologue's requests with and without a second and third tile, and the
+ * ring's wrap), causal, a sliding window and a block mask (tiles skipped,
+ * so the tile two ahead is not always two tiles on), both head dims. */
+static void test_ring_switches(void **state)
+{
+    (void)state;
+    if (wgmma_refused) {
+        print_message("no wgmma plan on this device: nothing to run\n");
+        return;
+    }
+    assert_int_equal(fcl_debug_set_build_options(ctx, "-DFCL_WG_STAGES=3 -DFCL_WG_PINGPONG=1"),
+                     FCL_OK);
+    fa_variants window = fa_no_variants(), sparse = fa_no_variants();
+    window.window_left = 150;
+    window.window_right = 20;
+    sparse.block_m = 64;
+    sparse.block_n = 128;
+    sparse.block_density = 0.5;
+    const size_t keys[4] = {100, 200, 300, 700};
+    for (int i = 0; i < 6; ++i) {
+        fa_case c = base_case(9700 + (uint64_t)i);
+        c.seqlen_q = 130;
+        c.seqlen_k = keys[i % 4];
+        c.head_dim = i % 2 ? 128 : 64;
+        c.causal = i == 2;
+        if (i == 4)
+            c.var = &window;
+        if (i == 5) {
+            c.seqlen_q = 300;
+            c.var = &sparse;
+        }
+        check(&c);
+    }
+}
+
+static int clear_build_options(void **state)
+{
+    return fcl_debug_set_build_options(ctx, "") == FCL_OK ? clear_forced_tile(state) : -1;
+}
+
 /* FP8 storage (the forward only): K and V bytes staged by cp.async and
  * decoded by the warps, Q decoded as it is loaded, to fp16 tiles in the
  * swizzle (never the tensor memory accelerator, which copies bytes as they
@@ -724,6 +769,7 @@ int main(void)
         cmocka_unit_test_teardown(test_nonfinite_v, clear_forced_tile),
         cmocka_unit_test_teardown(test_loads, clear_forced_tile),
         cmocka_unit_test_teardown(test_fp8, clear_forced_tile),
+        cmocka_unit_test_teardown(test_ring_switches, clear_build_options),
         cmocka_unit_test(test_shrink),
         cmocka_unit_test(test_backward_shrink),
         cmocka_unit_test_setup_teardown(test_backward_selection, backward_on, backward_off),
