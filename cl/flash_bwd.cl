@@ -413,6 +413,13 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
                           FCL_Q_BLOCK_ROW(t), min(FCL_Q_BLOCK_ROW(t) + BR, sq.seqlen_q), c0,   \
                           c0 + cols) == FCL_BLOCKS_NONE)                                   \
         ++(t)
+/* The next block's Q and dO copies, and its rows' LSE and delta into
+ * __local buffer buf_.  Where the work-group has a work-item a row, those
+ * two values are read into registers here and stored by
+ * FCL_STORE_Q_BLOCK_STATS at the block's end (the loop's barrier then
+ * publishes them): a store right after its read waited for global
+ * memory before the block's products were issued, every block. */
+#define FCL_STATS_IN_REGS (BR <= WG)
 #define FCL_REQUEST_Q_BLOCK(t)                                                              \
     do {                                                                                   \
         const int h_ = FCL_Q_BLOCK_HEAD(t), r0_ = FCL_Q_BLOCK_ROW(t), buf_ = issued++ & 1;    \
@@ -421,17 +428,40 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
                                q_ss,                                                       \
                                do_off + fcl_batch_offset(b, do_sb) + h_ * do_sh + (sq.q_row0 + r0_) * do_ss, \
                                do_ss, rows_, buf_);                                        \
-        for (int r_ = lid; r_ < BR; r_ += WG) {                                            \
-            const long at_ = fcl_lse_index(b, h_, heads_q, lse_rows, sq, r0_ + r_);        \
-            lse_s[buf_ * BR + r_] = r_ < rows_ ? FCL_EXP_UNITS(LSE[lse_off + at_]) : INFINITY; \
-            dlt_s[buf_ * BR + r_] = r_ < rows_ ? delta[at_] : 0.0f;                        \
+        if (FCL_STATS_IN_REGS) {                                                           \
+            stats_buf = buf_;                                                              \
+            stats_ok = lid < rows_;                                                        \
+            if (stats_ok) {                                                                \
+                const long at_ = fcl_lse_index(b, h_, heads_q, lse_rows, sq, r0_ + lid);   \
+                lse_next = LSE[lse_off + at_];                                             \
+                dlt_next = delta[at_];                                                     \
+            }                                                                              \
+        } else {                                                                           \
+            for (int r_ = lid; r_ < BR; r_ += WG) {                                        \
+                const long at_ = fcl_lse_index(b, h_, heads_q, lse_rows, sq, r0_ + r_);    \
+                lse_s[buf_ * BR + r_] = r_ < rows_ ? FCL_EXP_UNITS(LSE[lse_off + at_]) : INFINITY; \
+                dlt_s[buf_ * BR + r_] = r_ < rows_ ? delta[at_] : 0.0f;                    \
+            }                                                                              \
+        }                                                                                  \
+    } while (0)
+#define FCL_STORE_Q_BLOCK_STATS()                                                           \
+    do {                                                                                   \
+        if (FCL_STATS_IN_REGS && lid < BR) {                                               \
+            lse_s[stats_buf * BR + lid] = stats_ok ? FCL_EXP_UNITS(lse_next) : INFINITY;   \
+            dlt_s[stats_buf * BR + lid] = stats_ok ? dlt_next : 0.0f;                      \
         }                                                                                  \
     } while (0)
 
     int issued = 0, used = 0;
     int t = 0;
+    int stats_buf = 0;
+    bool stats_ok = false;
+    float lse_next = 0.0f, dlt_next = 0.0f;
     FCL_SKIP_EMPTY_Q_BLOCKS(t);
-    if (t < total) FCL_REQUEST_Q_BLOCK(t);
+    if (t < total) {
+        FCL_REQUEST_Q_BLOCK(t);
+        FCL_STORE_Q_BLOCK_STATS();
+    }
     FCL_TILE_LOOP(t < total) {
         const int h = FCL_Q_BLOCK_HEAD(t), r0 = FCL_Q_BLOCK_ROW(t);
         const int bh = b * heads_q + h;
@@ -520,12 +550,15 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
             fcl_dq_signal(dq_sem, sem, lid);
         }
 #endif
+        if (next < total) FCL_STORE_Q_BLOCK_STATS();
         t = next;
     }
 #undef FCL_Q_BLOCK_HEAD
 #undef FCL_Q_BLOCK_ROW
 #undef FCL_SKIP_EMPTY_Q_BLOCKS
 #undef FCL_REQUEST_Q_BLOCK
+#undef FCL_STORE_Q_BLOCK_STATS
+#undef FCL_STATS_IN_REGS
 
     const long dk_base = dk_off + fcl_batch_offset(b, dk_sb) + hk * dk_sh + sq.k_row0 * dk_ss;
     const long dv_base = dv_off + fcl_batch_offset(b, dv_sb) + hk * dv_sh + sq.k_row0 * dv_ss;
