@@ -162,6 +162,10 @@ int main(int argc, char **argv)
                                  NULL, NULL);
     if (st != FCL_OK || !host) {
         fprintf(stderr, "flashcl-stamps: %s\n", host ? fcl_status_string(st) : "out of memory");
+        free(host);
+        clReleaseMemObject(q), clReleaseMemObject(k), clReleaseMemObject(v);
+        clReleaseMemObject(o), clReleaseMemObject(lse);
+        fcl_context_destroy(ctx);
         return 1;
     }
     const size_t br = plan.br, blocks_per_seq = (N + br - 1) / br;
