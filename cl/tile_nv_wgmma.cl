@@ -175,8 +175,8 @@
  * tensor memory accelerator's path (2 or 3: copies requested one or two
  * tiles ahead), two on the others.  3 is a measurement build's switch
  * (its plans count two buffers; 224 KiB of __local at head_dim 128):
- * alone and with ping-pong it measured 0.96-0.99x on the H200 (NOTES.md,
- * run 49). */
+ * on the H200 it measured 0.96-0.98x alone and 0.95-0.98x with ping-pong
+ * (NOTES.md, run 49). */
 #ifndef FCL_WG_STAGES
 #define FCL_WG_STAGES 2
 #endif
@@ -210,9 +210,9 @@
  * products while the other computes its softmax.  Warpgroup 1 gives
  * warpgroup 0 the first turn; warpgroup 1 does not pass its last one,
  * so every barrier's arrivals match its waits.  A measurement build's
- * switch: it put the warpgroups half a tile apart but measured 0.97-1.00x
- * (with FCL_WG_PV_FENCE=1, without which ptxas waits for P V before the
- * softmax; NOTES.md, run 49). */
+ * switch: with FCL_WG_PV_FENCE=1 (without it ptxas waits for P V before
+ * the softmax, and ping-pong measured 1.00x) it put the warpgroups half a
+ * tile apart but measured 0.97-0.99x on the H200 (NOTES.md, run 49). */
 #ifndef FCL_WG_PINGPONG
 #define FCL_WG_PINGPONG 0
 #endif
@@ -424,8 +424,9 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
 
 /* The warps are done with tile t - 1's buffers (K of tile t - 1, V of
  * tile t - 2: both products waited for before its rescale): the last of
- * them requests K of the next tile and V of this one there.  Then K of
- * this tile and V of the previous one have arrived.  A guard's
+ * them issues the requests FCL_WG_REQUEST_AHEAD names (two buffers: K of
+ * the next tile and V of this one, there).  Then K of this tile and V of
+ * the previous one have arrived.  A guard's
  * fcl_group_any in the previous tile (an edge tile's) takes a barrier
  * before the next one's (common.cl: two calls with one flag). */
 #define FCL_FWD_TILE_BEGIN(k_rows, v_rows, c0, cols, more, next, next_cols, head_dim)      \
