@@ -244,6 +244,19 @@ inline void fcl_store_o(__global fcl_ostorage *p, long i, float v) { p[i] = fcl_
 #error "FCL_OUT_DTYPE must be 0 (fp32), 1 (fp16) or 2 (bf16)"
 #endif
 
+/* The forward's K and V: fcl_kv_storage, the storage type, except in the
+ * FP8 forward on the wgmma piece's tensor memory accelerator path, which
+ * copies bytes as they are: there the host first widens K's and V's bytes
+ * to fp16 (flash_fwd.cl's fcl_forward_widen, exact) and the forward reads
+ * those (FCL_KV_WIDENED). */
+#if FCL_IS_FP8 && FCL_WG_TMA && defined(FCL_KERNEL_FORWARD)
+#define FCL_KV_WIDENED 1
+typedef ushort fcl_kv_storage;
+#else
+#define FCL_KV_WIDENED 0
+typedef fcl_storage fcl_kv_storage;
+#endif
+
 /* ---- rows of a tensor --------------------------------------------------
  * Where row r of a tile source starts, in elements.  Query-side rows are
  * packed: with GQA packing the FCL_PACK query heads that share a K/V head

@@ -110,8 +110,8 @@
 #endif
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
-                 __global const fcl_storage *V, __global fcl_ostorage *O, __global float *LSE,
+void fcl_forward(__global const fcl_storage *Q, __global const fcl_kv_storage *K,
+                 __global const fcl_kv_storage *V, __global fcl_ostorage *O, __global float *LSE,
                  long q_off, long q_sb, long q_sh, long q_ss,
                  long k_off, long k_sb, long k_sh, long k_ss,
                  long v_off, long v_sb, long v_sh, long v_ss,
@@ -429,3 +429,38 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_storage *K,
     FCL_FWD_MARK(27);
     FCL_FWD_END();
 }
+
+#if FCL_KV_WIDENED
+/* The FP8 forward on the wgmma piece's tensor memory accelerator path
+ * (common.cl, FCL_KV_WIDENED): the host's first launch widens K's and V's
+ * bytes to fp16 (exact: every value of both formats is an fp16 value,
+ * infinities and NaNs included) into the context's workspace, where the
+ * forward's copies read them as they read fp16 storage.  Element (b, h, s,
+ * c) of K (cols = head_dim columns) or V (head_dim_v) goes to
+ * ((b * heads + h) * rows + s) * cols + c of Kw or Vw: `batch` entries
+ * (1 with packed sequences) of `heads` K/V heads of `rows` rows (seqlen_k,
+ * or the packed total).  Work-item i widens 8 values: K's chunks first
+ * (k_chunks of them), then V's; the launch may round up past `chunks`.
+ * Rows start on multiples of 8 elements (the tensor-core pieces ask it of
+ * every layout), so each reads 8 bytes and writes 16. */
+__kernel void fcl_forward_widen(__global const fcl_storage *K, long k_off, long k_sb, long k_sh,
+                                long k_ss, int k_cols, __global const fcl_storage *V, long v_off,
+                                long v_sb, long v_sh, long v_ss, int v_cols, int heads, int rows,
+                                long k_chunks, long chunks, __global ushort *Kw,
+                                __global ushort *Vw)
+{
+    const long i = (long)get_global_id(0);
+    if (i >= chunks)
+        return;
+    const bool is_k = i < k_chunks;
+    const long j = is_k ? i : i - k_chunks;
+    const int cols = is_k ? k_cols : v_cols;
+    const long per_row = cols / 8, row = j / per_row; /* row of (b * heads + h) * rows + s */
+    const int c = (int)(j - row * per_row) * 8;
+    const long bh = row / rows, s = row - bh * rows, b = bh / heads, h = bh - b * heads;
+    const long at = is_k ? k_off + b * k_sb + h * k_sh + s * k_ss
+                         : v_off + b * v_sb + h * v_sh + s * v_ss;
+    const uint4 wide = fcl_load8_h((is_k ? K : V) + at + c);
+    *(__global uint4 *)((is_k ? Kw : Vw) + row * cols + c) = wide;
+}
+#endif

@@ -47,8 +47,8 @@
  * cores' (async) proxy after the next barrier */
 #define FCL_TILE_WRITTEN() fcl_wg_proxy_fence()
 #if FCL_PAGE_SIZE > 0 || FCL_HAS(FCL_FEAT_SHARED_KV) || FCL_DKDV_PART != 0 || \
-    (FCL_IS_FP8 && (FCL_WG_TMA || !defined(FCL_KERNEL_FORWARD)))
-#error "the wgmma piece: 16-bit tiles (FP8: decoded forward) of strided K/V, dK, dV in one launch"
+    (FCL_IS_FP8 && !defined(FCL_KERNEL_FORWARD))
+#error "the wgmma piece: 16-bit tiles (FP8: the forward, decoded) of strided K/V, dK, dV in one launch"
 #endif
 #else
 #define FCL_H_AT_IN(rows, r, c) ((r) * LDH + (c))
@@ -417,6 +417,31 @@ FCL_LOAD_INLINE void fcl_stage_rows_fp8_async(__local uchar *stage, int nrows,
     FCL_COPY_ROWS_ASYNC(nrows, src, src_rows, keys, nvalid, width, lid, FCL_COPY_FP8_);
 #undef FCL_COPY_FP8_
 }
+
+/* fcl_unstage_fp8 of the wgmma forward's Q (BR rows) when its bytes were
+ * staged in the second half of its own tile (tile_nv_wgmma.cl): every
+ * work-item reads its staged chunks first and, after a barrier, writes
+ * them decoded.  Every work-item calls it. */
+#if FCL_WGMMA && defined(FCL_KERNEL_FORWARD)
+FCL_LOAD_INLINE void fcl_unstage_q_fp8_in_place(__local ushort *dst, __local const uchar *stage,
+                                                int lid)
+{
+    /* BR * D_PAD / 8 chunks, D_PAD / 16 a work-item (WG = 2 BR), kept in
+     * registers (constant indices) */
+    const int chunks = D_PAD / 8;
+    uint2 raw[D_PAD / 16];
+    FCL_UNROLL
+    for (int i = 0; i < D_PAD / 16; ++i)
+        raw[i] = *(__local const uint2 *)(stage + 8 * (lid + i * WG));
+    barrier(CLK_LOCAL_MEM_FENCE);
+    FCL_UNROLL
+    for (int i = 0; i < D_PAD / 16; ++i) {
+        const int e = lid + i * WG;
+        const int r = FCL_TILE_COPY_ROW(e, chunks), c = FCL_TILE_COPY_COL(e, chunks);
+        *(__local uint4 *)(dst + FCL_H_AT_IN(BR, r, c * 8)) = fcl_fp8x8_to_h(raw[i]);
+    }
+}
+#endif
 
 /* The staged bytes of a tile of nrows rows into it as 16-bit values (the
  * rows and columns the copy left out are zero bytes: zeros). */

@@ -4,9 +4,11 @@
  * FCL_WGMMA=1 (the host's choice: on an NVIDIA sm_90 device the forward
  * unless FLASHCL_WGMMA=0, the backward unless FLASHCL_WGMMA_BACKWARD=0; in
  * the tests, emulated), for fp16/bf16 of strided K/V, head_dim 64 or 128,
- * and the forward of FP8 (its K and V bytes staged by cp.async and decoded
- * to fp16 tiles by the warps, Q decoded as it is loaded; never by the
- * accelerator).  The backward's piece is at the end of the file.
+ * and the forward of FP8, Q decoded as it is loaded: on the accelerator's
+ * path its K and V widened to fp16 by the host's first launch (common.cl,
+ * FCL_KV_WIDENED), which the loop then reads as fp16 storage; on the
+ * cp.async path their bytes staged by cp.async and decoded to fp16 tiles by
+ * the warps.  The backward's piece is at the end of the file.
  *
  * It is tile_nv_mma.cl's forward with its two products replaced: K and V
  * by the tensor memory accelerator (FCL_WG_TMA: one work-item issues a
@@ -153,6 +155,35 @@
                                   D_PAD, lid);                                                 \
     } while (0)
 #define FCL_FWD_Q_ARRIVED() FCL_TILES_ARRIVED()
+
+/* FP8's Q on the accelerator's path (FCL_KV_WIDENED): its bytes by
+ * cp.async into the second half of Q's tile (BR x D_PAD bytes), then,
+ * once they have arrived, decoded in place into the tile, so that its
+ * copies run while the maps are written and the first keys requested, as
+ * a 16-bit Q's do (decoded by the loads, each copy waited for its read).
+ * A negated Q (a plain load, decoded on the way) is not staged. */
+#if FCL_KV_WIDENED
+#undef FCL_FWD_LOAD_Q
+#undef FCL_FWD_Q_ARRIVED
+#define FCL_WG_Q8 ((__local uchar *)(Qh + FCL_H_HALVES(BR) / 2))
+#define FCL_FWD_LOAD_Q(q_rows, r0, rows, head_dim, negate)                                   \
+    const bool wg_q_staged_ = !(negate);                                                     \
+    if (wg_q_staged_)                                                                        \
+        fcl_stage_rows_fp8_async(FCL_WG_Q8, BR, Q, fcl_tile_rows(q_rows, false, r0), false,   \
+                                 (rows), D_PAD, lid);                                        \
+    else                                                                                     \
+        fcl_load_rows_h(Qh, BR, Q, fcl_tile_rows(q_rows, false, r0), false, (rows), D_PAD,   \
+                        true, lid)
+#define FCL_FWD_Q_ARRIVED()                                                                  \
+    do {                                                                                     \
+        FCL_TILES_ARRIVED();                                                                 \
+        if (wg_q_staged_) {                                                                  \
+            fcl_unstage_q_fp8_in_place(Qh, FCL_WG_Q8, lid);                                  \
+            FCL_TILE_WRITTEN();                                                              \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                    \
+        }                                                                                    \
+    } while (0)
+#endif
 
 /* O through Q's tile: tile_nv_mma.cl's FCL_FWD_STAGE_O */
 
@@ -314,7 +345,7 @@
     FCL_WG_TMA_LOCALS                                                          \
     FCL_WG_STAMP_LOCALS
 #define FCL_WG_BUF(T, t) ((T) + FCL_WG_SLOT(t) * FCL_H_HALVES(BC))
-#if FCL_IS_FP8
+#if FCL_IS_FP8 && !FCL_KV_WIDENED
 #define FCL_FWD_KCUR Kh /* one K buffer: the other holds the raw bytes (below) */
 #else
 #define FCL_FWD_KCUR FCL_WG_BUF(Kh, wg_tile_)
@@ -457,8 +488,8 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
 #else
 #define FCL_WG_MAPS_STATE (void)0
 #if FCL_IS_FP8
-/* FP8 (never through the tensor memory accelerator, which would copy the
- * bytes as they are): K's bytes of the next tile and V's of this one are
+/* FP8 on the cp.async path (the accelerator's reads K and V widened by
+ * the host, FCL_KV_WIDENED): K's bytes of the next tile and V's of this one are
  * staged by cp.async (tile_nv_mma.cl, fcl_stage_rows_fp8_async) in K's
  * second buffer, half of it each, during the tile's products, and decoded
  * at the next tile's start into the one K buffer and into V's buffer of

@@ -100,8 +100,8 @@ inline void fcl_wgmma_rs_emulated(__local uint *x, __local const ushort *tb, flo
  * the 128-byte swizzle; a wait is a barrier (its callers are uniform),
  * which also publishes the copy. */
 inline void fcl_wg_maps_make(__global ulong *maps, __global const ulong *tmpl, __local ulong *stage,
-                             __local ulong *bars, __global const fcl_storage *k, long k_base,
-                             long k_ss, int k_cols, __global const fcl_storage *v, long v_base,
+                             __local ulong *bars, __global const fcl_kv_storage *k, long k_base,
+                             long k_ss, int k_cols, __global const fcl_kv_storage *v, long v_base,
                              long v_ss, int v_cols, int rows, int nbars, int lid)
 {
     (void)tmpl;
@@ -123,7 +123,7 @@ inline void fcl_wg_maps_make(__global ulong *maps, __global const ulong *tmpl, _
 }
 
 inline void fcl_wg_tma_tile(__local ushort *dst, __global const ulong *map,
-                            __global const fcl_storage *src, int row0, __local ulong *bar)
+                            __global const fcl_kv_storage *src, int row0, __local ulong *bar)
 {
     (void)bar;
     __global const ushort *t = (__global const ushort *)src;

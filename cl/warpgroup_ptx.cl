@@ -279,7 +279,7 @@ inline bool fcl_wg_last_arrival(volatile __local uint *count, int lane)
 }
 
 inline void fcl_wg_tma_tile(__local ushort *dst, __global const ulong *map,
-                            __global const fcl_storage *src, int row0, __local ulong *bar)
+                            __global const fcl_kv_storage *src, int row0, __local ulong *bar)
 {
     (void)src;
     FCL_UNROLL
@@ -309,8 +309,8 @@ inline void fcl_wg_map_fill(__local ulong *m, ulong address, int cols, int rows,
 }
 
 inline void fcl_wg_maps_make(__global ulong *maps, __global const ulong *tmpl, __local ulong *stage,
-                             __local ulong *bars, __global const fcl_storage *k, long k_base,
-                             long k_ss, int k_cols, __global const fcl_storage *v, long v_base,
+                             __local ulong *bars, __global const fcl_kv_storage *k, long k_base,
+                             long k_ss, int k_cols, __global const fcl_kv_storage *v, long v_base,
                              long v_ss, int v_cols, int rows, int nbars, int lid)
 {
     if (lid < 32)

@@ -161,7 +161,9 @@ FCL_API const char *fcl_status_string(fcl_status status);
  * is +-infinity for m = 0 and NaN otherwise: E5M2 is the upper byte of an
  * IEEE binary16).  That value times the descale of its (batch, head) (see
  * fcl_attention_aux) is the element the call computes with.  Every device
- * decodes FP8 in its kernels.  On NVIDIA tensor cores the bytes become fp16
+ * decodes FP8 in its kernels (on NVIDIA sm_90 the forward may widen K and
+ * V to fp16 in a workspace first: fcl_attention_forward).  On NVIDIA tensor
+ * cores the bytes become fp16
  * (exactly: every value of both formats is an fp16 value) and the
  * probabilities are rounded to fp16 for the P V product, as with fp16
  * storage, so O is accurate to fp16's precision there even when out_dtype
@@ -718,9 +720,8 @@ FCL_API fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *de
  * runs on the Hopper piece (warpgroup MMA; its plan's variant is
  * "nvidia-wgmma", its program built through a PTX rewrite to sm_90a): on
  * an H100 1.6-1.8x the mma.sync piece at head_dim 128 and 1.08-1.45x at 64
- * (NOTES.md, run 39); FP8 storage, whose K and V bytes are copied on chip
- * and decoded there to fp16 tiles (never by the tensor memory
- * accelerator), 1.42-2.82x the mma.sync piece on an H200 (run 41).  The
+ * (NOTES.md, run 39); FP8 storage 0.79-1.04x fp16's forward on an H200
+ * with the tensor memory accelerator below (run 50), else 0.53-0.72x.  The
  * results agree with the mma.sync piece's to the storage type's rounding
  * (FP8: to fp16's rounding of P, which both pieces make).  The
  * environment's FLASHCL_WGMMA, read at each call, set to 0 keeps such
@@ -733,7 +734,14 @@ FCL_API fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *de
  * and grows (128 bytes, and 256 a work-group, counted by
  * fcl_context_memory_stats); FLASHCL_WGMMA_TMA=0, read at each call, keeps
  * the cp.async loads.  The first call that needs a larger workspace waits
- * for the queue once, to fill it.
+ * for the queue once, to fill it.  On that path a forward of FP8 storage
+ * first widens K and V to fp16 (exactly) in a second workspace by a launch
+ * of its own, 2 bytes per element of K and of V (batch * heads_kv *
+ * seqlen_k * (head_dim + head_dim_v) * 2 bytes; total_k rows with packed
+ * sequences), which the context keeps, grows and counts as the other; the
+ * accelerator copies bytes as they are, and the cp.async path decodes FP8
+ * on chip instead.  The widening reads k and v only, after the call's
+ * events, and the forward then reads the copies.
  * @return FCL_OK, or an error; on error nothing was enqueued or written. */
 FCL_API fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *desc,
                                          cl_mem q, cl_mem k, cl_mem v, cl_mem o, cl_mem lse,
@@ -1167,7 +1175,8 @@ FCL_API fcl_status fcl_kvcache_plan_query(fcl_context *ctx, const fcl_kvcache_de
  * (bound where a call leaves out an optional array, so that no kernel gets
  * a NULL argument), counted here too.  Workspaces a context keeps between
  * calls (split-KV's partials, KV-cache rotary's rotated Q, the Hopper
- * forward's tensor maps: see the calls) are counted as they are made. */
+ * forward's tensor maps and FP8's widened K and V: see the calls) are
+ * counted as they are made. */
 typedef struct fcl_memory_stats {
     uint64_t allocations;          /* buffers created */
     uint64_t current_bytes;        /* live now */

@@ -4,8 +4,10 @@
  * smallest tiles (64 x 64) need more __local memory than Oclgrind's
  * default 32 KiB: the ctest wrapper gives this program 1 MiB
  * (tests/CMakeLists.txt).  Cases, each checked against the reference too:
- * the forward of FP8 storage (its bytes staged and decoded on chip) and of
- * bf16 (K and V by the emulated tensor memory accelerator), and the
+ * the forward of FP8 storage (K and V widened to fp16 by a launch of their
+ * own and brought in by the emulated tensor memory accelerator; and, not
+ * in the "fp8" run below, with FLASHCL_WGMMA_TMA=0, their bytes staged and
+ * decoded on chip) and of bf16 (K and V by the accelerator), and the
  * backward's two separate kernels, all with a 64 x 64 tile of one warpgroup, causal edge
  * tiles and two tiles along each sequence.  With the argument "fp8", the
  * FP8 forward alone: the uninitialised-value check's run, since the
@@ -18,10 +20,12 @@
  * reports as races on the mma.sync piece and on this one alike: it does
  * not model ordering between work-groups through atomics.  Exit status 0
  * only if every case passed; the wrapper also fails on any report. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "internal.h"
 #include "test_support.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int main(int argc, char **argv)
@@ -50,6 +54,11 @@ int main(int argc, char **argv)
     fa_result r;
     failures += !fa_check_forward(ctx, &fp8, &r);
     if (!fp8_only) {
+        if (setenv("FLASHCL_WGMMA_TMA", "0", 1) != 0)
+            return 1;
+        failures += !fa_check_forward(ctx, &fp8, &r);
+        if (unsetenv("FLASHCL_WGMMA_TMA") != 0)
+            return 1;
         failures += !fa_check_forward(ctx, &bf16, &r);
         failures += !fa_check_backward(ctx, &bf16, &r);
     }

@@ -143,7 +143,7 @@ static void test_selection(void **state)
     }
     assert_non_null(strstr(plan_variant(FCL_KERNEL_FORWARD, 128, 64, FCL_DTYPE_FP16), "wgmma"));
     assert_non_null(strstr(plan_variant(FCL_KERNEL_FORWARD, 65, 128, FCL_DTYPE_BF16), "wgmma"));
-    /* FP8 storage too, decoded to fp16 as it is loaded */
+    /* FP8 storage too (fp16 tiles: widened first, or decoded on chip) */
     assert_non_null(strstr(plan_variant(FCL_KERNEL_FORWARD, 128, 64, FCL_DTYPE_FP8_E4M3), "wgmma"));
     assert_non_null(strstr(plan_variant(FCL_KERNEL_FORWARD, 128, 128, FCL_DTYPE_FP8_E5M2), "wgmma"));
     assert_non_null(strstr(plan_variant(FCL_KERNEL_FORWARD, 128, 32, FCL_DTYPE_FP16), "mma-sync"));
@@ -374,42 +374,69 @@ static int clear_build_options(void **state)
     return fcl_debug_set_build_options(ctx, "") == FCL_OK ? clear_forced_tile(state) : -1;
 }
 
-/* FP8 storage (the forward only): K and V bytes staged by cp.async and
- * decoded by the warps, Q decoded as it is loaded, to fp16 tiles in the
- * swizzle (never the tensor memory accelerator, which copies bytes as they
- * are), and the products are fp16's.  Both formats,
- * every output type, descales on and off, causal, GQA, BHSD, both head
- * dims, larger scores (a peakier softmax).  Tolerance: test_support.h's
- * FP8 inputs, P rounded to fp16 as on mma.sync (p_fp16). */
+/* FP8 storage (the forward only), Q decoded as it is loaded, on both of
+ * the piece's paths: by default (the emulation has the tensor memory
+ * accelerator) K and V widened to fp16 in the workspace by the call's first
+ * launch and brought in by the accelerator; with FLASHCL_WGMMA_TMA=0 their
+ * bytes staged by cp.async and decoded by the warps.  The products are
+ * fp16's either way.  Both formats, every output type, descales on and off,
+ * causal, GQA, BHSD, both head dims, larger scores (a peakier softmax),
+ * packed sequences (the widened copy's one batch entry of total_k rows),
+ * a narrower V (head_dim_v: the copy's own row width) and a negative
+ * scale (Q negated by a plain load, not staged) with gaps between rows.  Tolerance:
+ * test_support.h's FP8 inputs, P rounded to fp16 as on mma.sync
+ * (p_fp16). */
 static void test_fp8(void **state)
 {
     (void)state;
     const fcl_dtype formats[2] = {FCL_DTYPE_FP8_E4M3, FCL_DTYPE_FP8_E5M2};
     const fcl_dtype outs[3] = {FCL_DTYPE_FP32, FCL_DTYPE_FP16, FCL_DTYPE_BF16};
-    for (int i = 0; i < 3; ++i) {
-        fa_variants v = fa_no_variants();
-        v.out_dtype = outs[i];
-        v.descales = i != 1;
-        v.p_fp16 = 1;
-        fa_case c = base_case(9500 + (uint64_t)i);
-        c.dtype = formats[i % 2];
-        c.heads_q = 4;
-        c.head_dim = i == 2 ? 128 : 64;
-        c.causal = i == 1;
-        c.layout = i == 2 ? FCL_LAYOUT_BHSD : FCL_LAYOUT_BSHD;
-        c.input_scale[1] = i == 0 ? 1.0 : 8.0;
-        /* three key tiles or more, the last one partial: K and V staged
-         * across tiles (tile_nv_wgmma.cl) */
-        c.seqlen_k = 300;
-        c.var = &v;
-        if (!wgmma_refused) {
-            const fcl_attention_desc d = case_desc(&c);
-            fcl_plan plan;
-            assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan), FCL_OK);
-            assert_non_null(strstr(plan.reason, "FP8 bytes, decoded to fp16"));
-            assert_null(strstr(plan.reason, "tensor memory accelerator"));
+    static const int packed_q[3] = {130, 70, 1}, packed_k[3] = {300, 9, 190};
+    for (int staged = 0; staged < 2; ++staged) {
+        if (staged)
+            assert_int_equal(setenv("FLASHCL_WGMMA_TMA", "0", 1), 0);
+        for (int i = 0; i < 5; ++i) {
+            fa_variants v = fa_no_variants();
+            v.out_dtype = outs[i % 3];
+            v.descales = i != 1;
+            v.p_fp16 = 1;
+            fa_case c = base_case(9500 + (uint64_t)(10 * staged + i));
+            c.dtype = formats[(i + staged) % 2];
+            c.heads_q = 4;
+            c.head_dim = i == 2 || i == 4 ? 128 : 64;
+            c.causal = i == 1 || i == 3;
+            c.layout = i == 2 ? FCL_LAYOUT_BHSD : FCL_LAYOUT_BSHD;
+            c.input_scale[1] = i == 0 ? 1.0 : 8.0;
+            /* three key tiles or more, the last one partial: K and V
+             * staged across tiles (tile_nv_wgmma.cl) */
+            c.seqlen_k = 300;
+            if (i == 3) {
+                c.batch = 3;
+                v.seqlens_q = packed_q;
+                v.seqlens_k = packed_k;
+            }
+            if (i == 4) {
+                v.head_dim_v = 64;
+                c.scale = -0.08f; /* Q negated as it is loaded, not staged */
+                c.padded = 1;     /* strides with gaps, a non-zero offset */
+            }
+            c.var = &v;
+            if (!wgmma_refused) {
+                const fcl_attention_desc d = case_desc(&c);
+                fcl_plan plan;
+                assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan), FCL_OK);
+                const bool emulated = strstr(plan.variant, "emulated") != NULL;
+                if (staged) {
+                    assert_non_null(strstr(plan.reason, "FP8 bytes, decoded to fp16"));
+                    assert_null(strstr(plan.reason, "tensor memory accelerator"));
+                } else if (emulated) {
+                    assert_non_null(strstr(plan.reason, "widened to fp16 in the workspace"));
+                }
+            }
+            check(&c);
         }
-        check(&c);
+        if (staged)
+            assert_int_equal(unsetenv("FLASHCL_WGMMA_TMA"), 0);
     }
 }
 

@@ -55,9 +55,9 @@ static int print_options(int argc, char **argv)
                                  : strcmp(argv[1], "options-dq") == 0 ? FCL_KERNEL_BACKWARD_DQ
                                                                       : FCL_KERNEL_FORWARD;
     const size_t d = (size_t)atoi(argv[2]);
-    /* e4m3 / e5m2: FP8 storage (the forward, its bytes decoded to fp16 on
-     * chip; the plan drops the accelerator, fcl_wgmma_tma_allowed, so
-     * "options" and "options-cpasync" agree) */
+    /* e4m3 / e5m2: FP8 storage (the forward: "options" reads K and V
+     * widened to fp16 by the call's first launch, "options-cpasync" decodes
+     * their bytes on chip) */
     const fcl_dtype dtype = strcmp(argv[3], "bf16") == 0   ? FCL_DTYPE_BF16
                             : strcmp(argv[3], "e4m3") == 0 ? FCL_DTYPE_FP8_E4M3
                             : strcmp(argv[3], "e5m2") == 0 ? FCL_DTYPE_FP8_E5M2

@@ -13,8 +13,9 @@
 # output sm_90 / 9.0): what counts in the end is that compiler on the GPU
 # (bench/gpu_session.sh).  Each plan is checked with K and V by the tensor
 # memory accelerator (as on an H100 whose driver encodes tensor maps) and,
-# as NAME-cpasync, by cp.async (the backward, and FP8 storage, whose bytes
-# are decoded on chip: cp.async mode only).
+# as NAME-cpasync, by cp.async (the backward: cp.async mode only; FP8
+# storage's forward in both, its K and V widened to fp16 first on the
+# accelerator's path).
 #
 # Where NVIDIA's disassembler is found (NVDISASM, or nvdisasm on the path;
 # the toolkit here lacks it, PyPI's nvidia-cuda-nvdisasm wheel has it), each
@@ -115,7 +116,11 @@ for mode in options options-cpasync; do
     check $mode 128 fp16 64 64
     check $mode 64 bf16 128 192
 done
-# FP8 storage's forward (its bytes staged and decoded to fp16 on chip: no accelerator)
+# FP8 storage's forward: on the accelerator K and V widened to fp16 by the
+# call's first launch (fcl_forward_widen, in the same program); on cp.async
+# their bytes staged and decoded to fp16 on chip
+check options 64 e4m3
+check options 128 e5m2
 check options-cpasync 64 e4m3
 check options-cpasync 128 e5m2
 check options-cpasync 128 e4m3

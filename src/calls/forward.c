@@ -140,6 +140,10 @@ typedef struct forward_call {
     cl_mem part_o, part_lse;
     cl_mem maps;                  /* the wgmma forward's tensor maps (FCL_BUILD_WG_TMA) */
     fcl_status scratch_status;
+    /* K and V as the kernel reads them: the job's, or FP8's widened copies
+     * (enqueue_widen) */
+    cl_mem k, v;
+    fcl_layout k_layout, v_layout;
 } forward_call;
 
 static size_t head_groups(const fcl_attention_desc *d, const fcl_build *b)
@@ -196,13 +200,13 @@ static fcl_status set_forward_args(const fcl_resolved *r, cl_kernel kernel, cons
     }
     fcl_args a = {kernel, 0, CL_SUCCESS};
     fcl_arg_mem(&a, j->q);
-    fcl_arg_mem(&a, j->k);
-    fcl_arg_mem(&a, j->v);
+    fcl_arg_mem(&a, c->k);
+    fcl_arg_mem(&a, c->v);
     fcl_arg_mem(&a, j->o);
     fcl_arg_mem(&a, j->lse);
     fcl_arg_layout(&a, &d->q);
-    fcl_arg_layout(&a, &d->k);
-    fcl_arg_layout(&a, &d->v);
+    fcl_arg_layout(&a, &c->k_layout);
+    fcl_arg_layout(&a, &c->v_layout);
     fcl_arg_layout(&a, &d->o);
     fcl_arg_long(&a, (int64_t)d->lse_offset);
     fcl_arg_int(&a, j->var->lse_rows);
@@ -275,6 +279,48 @@ static fcl_status enqueue_combine(fcl_context *ctx, fcl_resolved *r, const forwa
     return err;
 }
 
+/* The FP8 forward on the wgmma piece's tensor memory accelerator path
+ * (fcl_forward_widens): K's and V's bytes widened to fp16 into the
+ * workspace (cl/flash_fwd.cl, fcl_forward_widen: exact), which the forward
+ * then reads in c->k and c->v, laid out (batch, K/V head, row, column) with
+ * one batch entry of total_k rows for packed sequences.  Only the
+ * workspace is written. */
+enum { FCL_WIDEN_WG = 256 };
+static fcl_status enqueue_widen(fcl_context *ctx, fcl_resolved *r, forward_call *c,
+                                const fcl_wait *wait, cl_event *done)
+{
+    const fcl_attention_desc *d = c->job->desc;
+    const size_t batch = d->varlen ? 1 : d->batch, rows = d->varlen ? d->total_k : d->seqlen_k;
+    const size_t k_cols = d->head_dim, v_cols = fcl_head_dim_v(d);
+    const size_t k_elems = batch * d->heads_kv * rows * k_cols;
+    const size_t v_elems = batch * d->heads_kv * rows * v_cols;
+    FCL_TRY(fcl_scratch_get(ctx, FCL_SCRATCH_WIDE_K, k_elems * 2, &c->k));
+    FCL_TRY(fcl_scratch_get(ctx, FCL_SCRATCH_WIDE_V, v_elems * 2, &c->v));
+    c->k_layout = (fcl_layout){0, d->heads_kv * rows * k_cols, rows * k_cols, k_cols};
+    c->v_layout = (fcl_layout){0, d->heads_kv * rows * v_cols, rows * v_cols, v_cols};
+    cl_kernel kernel = NULL;
+    FCL_TRY(fcl_resolved_kernel(r, FCL_HELPER_WIDEN, &kernel));
+    const size_t k_chunks = k_elems / 8, chunks = k_chunks + v_elems / 8;
+    fcl_args a = {kernel, 0, CL_SUCCESS};
+    fcl_arg_mem(&a, c->job->k);
+    fcl_arg_layout(&a, &d->k);
+    fcl_arg_int(&a, (int)k_cols);
+    fcl_arg_mem(&a, c->job->v);
+    fcl_arg_layout(&a, &d->v);
+    fcl_arg_int(&a, (int)v_cols);
+    fcl_arg_int(&a, (int)d->heads_kv);
+    fcl_arg_int(&a, (int)rows);
+    fcl_arg_long(&a, (int64_t)k_chunks);
+    fcl_arg_long(&a, (int64_t)chunks);
+    fcl_arg_mem(&a, c->k);
+    fcl_arg_mem(&a, c->v);
+    if (a.err != CL_SUCCESS)
+        return a.err;
+    const size_t local = FCL_WIDEN_WG, global = div_up(chunks, local) * local;
+    return clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &global, &local, wait->count,
+                                  wait->list, done);
+}
+
 fcl_status fcl_forward_resolve(fcl_context *ctx, const fcl_forward_job *job, fcl_resolved **out)
 {
     const fcl_build b = fcl_forward_build(ctx, job->desc, job->var->features, job->page_size);
@@ -301,10 +347,20 @@ fcl_status fcl_forward_enqueue(fcl_context *ctx, const fcl_forward_job *job, fcl
      * scratch needs no guard: no event is made unless the caller asks. */
     const bool track = !ctx->queue_in_order;
     const bool want_events = track || event != NULL;
-    forward_call call = {ctx, job, {1, 0}, NULL, NULL, NULL, FCL_OK};
-    cl_event ev_attn = NULL, ev_combine = NULL;
-    fcl_status st = fcl_launch(ctx, r, set_forward_args, &call, wait->count, wait->list,
-                               want_events ? &ev_attn : NULL);
+    forward_call call = {ctx,  job,     {1, 0},         NULL,           NULL, NULL, FCL_OK,
+                         job->k, job->v, job->desc->k, job->desc->v};
+    cl_event ev_widen = NULL, ev_attn = NULL, ev_combine = NULL;
+    fcl_status st = FCL_OK;
+    fcl_wait attn_wait = *wait;
+    if (fcl_forward_widens(&r->build)) {
+        /* the forward waits for the widening, which waits for the caller's
+         * events (on an in-order queue it simply follows it) */
+        st = enqueue_widen(ctx, r, &call, wait, track ? &ev_widen : NULL);
+        attn_wait = (fcl_wait){track ? 1 : 0, track ? &ev_widen : NULL, NULL};
+    }
+    if (st == FCL_OK)
+        st = fcl_launch(ctx, r, set_forward_args, &call, attn_wait.count, attn_wait.list,
+                        want_events ? &ev_attn : NULL);
     if (st == FCL_OK && call.split.num_splits > 1) {
         const fcl_wait after = {track ? 1 : 0, track ? &ev_attn : NULL, NULL};
         st = enqueue_combine(ctx, r, &call, &after, want_events ? &ev_combine : NULL);
@@ -316,6 +372,8 @@ fcl_status fcl_forward_enqueue(fcl_context *ctx, const fcl_forward_job *job, fcl
         st = clRetainEvent(last);
         *event = st == FCL_OK ? last : NULL;
     }
+    if (ev_widen != NULL)
+        clReleaseEvent(ev_widen);
     if (ev_attn != NULL)
         clReleaseEvent(ev_attn);
     if (ev_combine != NULL)

@@ -68,6 +68,8 @@ typedef enum fcl_scratch_slot {
     FCL_SCRATCH_PART_LSE,         /* split-KV partial LSE, fp32 */
     FCL_SCRATCH_ROTARY_Q,         /* KV-cache rotary: the rotated Q, storage type */
     FCL_SCRATCH_TENSOR_MAPS,      /* the wgmma forward: each work-group's K and V tensor maps */
+    FCL_SCRATCH_WIDE_K,           /* the FP8 wgmma forward's K widened to fp16 (forward.c) */
+    FCL_SCRATCH_WIDE_V,           /* ... and V */
     FCL_SCRATCH_COUNT
 } fcl_scratch_slot;
 

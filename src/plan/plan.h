@@ -52,6 +52,11 @@ typedef struct fcl_build {
 /* A plain build of `kind`: no packing, no pages. */
 fcl_build fcl_build_of(fcl_kernel_kind kind, size_t head_dim, fcl_dtype dtype, unsigned features);
 
+/* Whether b is the FP8 forward whose K and V the call first widens to fp16
+ * (the wgmma piece on the tensor memory accelerator: cl/common.cl's
+ * FCL_KV_WIDENED), so its program holds fcl_forward_widen. */
+bool fcl_forward_widens(const fcl_build *b);
+
 /* ---- the tuned table (plan_table.c) --------------------------------------- */
 
 typedef struct fcl_tuned_tile {
@@ -208,13 +213,16 @@ fcl_dq_form fcl_backward_dq_form(void);
 /* Whether that forward brings K and V in by the tensor memory accelerator
  * (FCL_BUILD_WG_TMA): where fcl_wgmma_tma_allowed says the kernel can, the
  * context has a tensor map template (tensor_maps.c) or emulates the tensor
- * cores, K's and V's rows suit a tensor map, and FLASHCL_WGMMA_TMA=0 is not
- * set (read at each call). */
+ * cores, K's and V's rows suit a tensor map (FP8's: always, its maps
+ * describe the widened copies), and FLASHCL_WGMMA_TMA=0 is not set (read
+ * at each call). */
 bool fcl_uses_wgmma_tma(const fcl_context *ctx, const fcl_attention_desc *desc);
 /* The one rule of which wgmma kernels can take K and V by the accelerator:
- * the forward, of 16-bit storage (it copies bytes as they are, and FP8's
- * are decoded on chip: tile_nv_wgmma.cl).  fcl_uses_wgmma_tma and the plan
- * (which drops `tma` elsewhere, so its wg_tma is the build's) ask it. */
+ * the forward, of every storage type it takes (the accelerator copies bytes
+ * as they are: FP8's K and V are first widened to fp16 in the workspace by
+ * the forward call, forward.c, and the kernel reads those; cl/common.cl's
+ * FCL_KV_WIDENED).  fcl_uses_wgmma_tma and the plan (which drops `tma`
+ * elsewhere, so its wg_tma is the build's) ask it. */
 bool fcl_wgmma_tma_allowed(fcl_kernel_kind kind, fcl_dtype dtype);
 
 #endif /* FCL_PLAN_H */

@@ -111,9 +111,10 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
                                int fused_dq, fcl_plan_full *out)
 {
     const bool dkdv = kind == FCL_KERNEL_BACKWARD_DKDV, fwd = kind == FCL_KERNEL_FORWARD;
-    /* FP8 (the forward only) is held as fp16 tiles, decoded on chip: the
-     * same tiles and bytes as 16-bit storage (the bytes staged in K's
-     * second buffer, tile_nv_wgmma.cl), never the accelerator */
+    /* FP8 (the forward only) is held as fp16 tiles: the same tiles and
+     * bytes as 16-bit storage (on the accelerator's path K and V widened
+     * to fp16 before the forward, forward.c; on cp.async their bytes
+     * staged in K's second buffer and decoded on chip, tile_nv_wgmma.cl) */
     const bool fp8 = fcl_dtype_is_fp8(dtype);
     if ((!fwd && !dkdv && kind != FCL_KERNEL_BACKWARD_DQ) || (head_dim != 64 && head_dim != 128) ||
         (dtype != FCL_DTYPE_FP16 && dtype != FCL_DTYPE_BF16 && !(fwd && fp8)))
@@ -193,7 +194,10 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
                     "V brought in by %s%s",
                     s.inner % 128 == 0 ? 128 : 64, d % 128 == 0 ? 128 : 64, fcl_dtype_name(dtype),
                     s.warpgroups, s.warpgroups > 1 ? "s" : "", s.inner,
-                    fp8   ? "cp.async as FP8 bytes, decoded to fp16 by the warps at the "
+                    fp8 && tma ? "the tensor memory accelerator, widened to fp16 in the "
+                                 "workspace first (FLASHCL_WGMMA_TMA=0: FP8 bytes, decoded "
+                                 "on chip)"
+                    : fp8 ? "cp.async as FP8 bytes, decoded to fp16 by the warps at the "
                             "next tile's start"
                     : tma ? "the tensor memory accelerator (FLASHCL_WGMMA_TMA=0: cp.async)"
                           : "cp.async",

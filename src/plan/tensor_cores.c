@@ -62,16 +62,19 @@ static bool map_rows_ok(const fcl_layout *l)
 
 bool fcl_wgmma_tma_allowed(fcl_kernel_kind kind, fcl_dtype dtype)
 {
-    return kind == FCL_KERNEL_FORWARD && !fcl_dtype_is_fp8(dtype);
+    (void)dtype; /* FP8's K and V are widened to fp16 first (forward.c) */
+    return kind == FCL_KERNEL_FORWARD;
 }
 
 bool fcl_uses_wgmma_tma(const fcl_context *ctx, const fcl_attention_desc *d)
 {
     const char *env = getenv("FLASHCL_WGMMA_TMA");
     const bool off = env != NULL && strcmp(env, "0") == 0;
+    /* FP8's maps describe the widened copies in the workspace, not the
+     * caller's rows */
+    const bool rows_ok = fcl_dtype_is_fp8(d->dtype) || (map_rows_ok(&d->k) && map_rows_ok(&d->v));
     return !off && (ctx->emulate_tensor_cores || ctx->has_map_template) &&
-           fcl_wgmma_tma_allowed(FCL_KERNEL_FORWARD, d->dtype) && map_rows_ok(&d->k) &&
-           map_rows_ok(&d->v);
+           fcl_wgmma_tma_allowed(FCL_KERNEL_FORWARD, d->dtype) && rows_ok;
 }
 
 /* Whether the wgmma piece is asked for (1), turned off (0) or left to the
@@ -123,8 +126,9 @@ bool fcl_uses_wgmma(const fcl_context *ctx, const fcl_attention_desc *d, fcl_ker
     } else {
         return false;
     }
-    /* FP8 storage: the forward only (the backward takes none), its tiles
-     * decoded to fp16 on chip (tile_nv_wgmma.cl) */
+    /* FP8 storage: the forward only (the backward takes none), its K and V
+     * widened to fp16 before the forward where the accelerator brings them
+     * in (forward.c), else decoded to fp16 on chip (tile_nv_wgmma.cl) */
     const bool dtype_ok = d->dtype == FCL_DTYPE_FP16 || d->dtype == FCL_DTYPE_BF16 ||
                           (kind == FCL_KERNEL_FORWARD && fcl_dtype_is_fp8(d->dtype));
     return wanted && device && (features & FCL_BUILD_TILE_MMA) &&

@@ -52,6 +52,7 @@ static const char *const helper_names[FCL_HELPER_COUNT] = {
     [FCL_HELPER_DELTA] = "fcl_backward_delta",
     [FCL_HELPER_DQ_STORE] = "fcl_backward_dq_store",
     [FCL_HELPER_SINK_GRAD] = "fcl_backward_sink_grad",
+    [FCL_HELPER_WIDEN] = "fcl_forward_widen",
 };
 
 /* Kernel objects are made once: creating one costs the host as much as a
@@ -159,11 +160,15 @@ static fcl_status check_helpers(fcl_context *ctx, fcl_resolved *r)
     const bool forward = r->build.kind == FCL_KERNEL_FORWARD || r->build.kind == FCL_KERNEL_DECODE;
     for (int h = 0; h < FCL_HELPER_COUNT; ++h) {
         /* the dQ program holds the delta and the sinks' gradient, a fused
-         * dK/dV program the dQ store, the forward's the other two */
+         * dK/dV program the dQ store, the FP8 forward on the accelerator's
+         * path the widening (common.cl, FCL_KV_WIDENED), every forward's
+         * the other two */
         const bool dq_helper = h == FCL_HELPER_DELTA || h == FCL_HELPER_SINK_GRAD;
-        const bool here = dq_helper ? r->build.kind == FCL_KERNEL_BACKWARD_DQ
-                          : h == FCL_HELPER_DQ_STORE ? (r->build.features & FCL_BUILD_FUSED_DQ) != 0
-                                                     : forward;
+        const bool here =
+            dq_helper                  ? r->build.kind == FCL_KERNEL_BACKWARD_DQ
+            : h == FCL_HELPER_DQ_STORE ? (r->build.features & FCL_BUILD_FUSED_DQ) != 0
+            : h == FCL_HELPER_WIDEN    ? forward && fcl_forward_widens(&r->build)
+                                       : forward;
         if (!here)
             continue;
         cl_kernel k = NULL;
@@ -262,6 +267,12 @@ fcl_build fcl_build_of(fcl_kernel_kind kind, size_t head_dim, fcl_dtype dtype, u
 {
     fcl_build b = {kind, head_dim, dtype, dtype, features, 1, 0, 0};
     return b;
+}
+
+bool fcl_forward_widens(const fcl_build *b)
+{
+    return b->kind == FCL_KERNEL_FORWARD && fcl_dtype_is_fp8(b->dtype) &&
+           (b->features & FCL_BUILD_WGMMA) && (b->features & FCL_BUILD_WG_TMA);
 }
 
 static bool same_build(const fcl_build *a, const fcl_build *b)
