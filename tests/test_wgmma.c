@@ -383,9 +383,8 @@ static int clear_build_options(void **state)
  * causal, GQA, BHSD, both head dims, larger scores (a peakier softmax),
  * packed sequences (the widened copy's one batch entry of total_k rows),
  * a narrower V (head_dim_v: the copy's own row width) and a negative
- * scale (Q negated by a plain load, not staged) with gaps between rows.  Tolerance:
- * test_support.h's FP8 inputs, P rounded to fp16 as on mma.sync
- * (p_fp16). */
+ * scale (Q negated by a plain load, not staged).  Tolerance: test_support.h's
+ * FP8 inputs, P rounded to fp16 as on mma.sync (p_fp16). */
 static void test_fp8(void **state)
 {
     (void)state;
@@ -418,7 +417,6 @@ static void test_fp8(void **state)
             if (i == 4) {
                 v.head_dim_v = 64;
                 c.scale = -0.08f; /* Q negated as it is loaded, not staged */
-                c.padded = 1;     /* strides with gaps, a non-zero offset */
             }
             c.var = &v;
             if (!wgmma_refused) {
