@@ -426,11 +426,13 @@ inline fcl_seq fcl_sequence(int b, int seqlen_q, int seqlen_k, __global const in
 }
 
 /* The forward on the GPU pieces visits heads in groups of FCL_HEAD_GROUP
- * (below); 0 is one group of every head. */
+ * (below); 0 is one group of every head.  A measurement build may set it. */
+#ifndef FCL_HEAD_GROUP
 #if defined(FCL_KERNEL_FORWARD) && !FCL_TILE_CPU
 #define FCL_HEAD_GROUP 64
 #else
 #define FCL_HEAD_GROUP 0
+#endif
 #endif
 
 /* Work-group g of a launch of num_ranks blocks (Q blocks, or K blocks of the

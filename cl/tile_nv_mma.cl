@@ -578,7 +578,26 @@ FCL_LOAD_INLINE void fcl_unstage_fp8(__local ushort *dst, int nrows, __local con
     FCL_FWD_LOCALS_SPLIT                                    \
     FCL_WARP_SCRATCH
 
-#if !FCL_WGMMA /* the wgmma piece's overlaps the keys' setup: tile_nv_wgmma.cl */
+#if FCL_WGMMA || D_PAD > 64
+/* Q by cp.async (unless negated: a plain load then), waited for once K's
+ * first tile is requested (FCL_FWD_Q_ARRIVED), so that the copies overlap
+ * (the wgmma piece's, and the mma.sync piece's above head_dim 64).  On the
+ * mma.sync piece a work-group's fixed cost was about eight tiles' time at
+ * head_dim 128 on the H200, part of it plain loads of Q, each waiting for
+ * its read before the next (16 a work-item); by cp.async the forward ran
+ * 1.01-1.12x at head_dim 128 and 1.03-1.11x at 256, and 0.98-1.03x at 64,
+ * which keeps the plain loads below (NOTES.md, run 50). */
+#define FCL_FWD_LOAD_Q(q_rows, r0, rows, head_dim, negate)                                   \
+    do {                                                                                       \
+        if (negate)                                                                            \
+            fcl_load_rows_h(Qh, BR, Q, fcl_tile_rows(q_rows, false, r0), false, (rows), D_PAD, \
+                            true, lid);                                                        \
+        else                                                                                   \
+            fcl_load_rows_h_async(Qh, BR, Q, fcl_tile_rows(q_rows, false, r0), false, (rows), \
+                                  D_PAD, lid);                                                 \
+    } while (0)
+#define FCL_FWD_Q_ARRIVED() FCL_TILES_ARRIVED()
+#else
 #define FCL_FWD_LOAD_Q(q_rows, r0, rows, head_dim, negate)                                   \
     do {                                                                                       \
         fcl_load_rows_h(Qh, BR, Q, fcl_tile_rows(q_rows, false, r0), false, (rows), D_PAD,    \
@@ -736,7 +755,11 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
  * the mma.sync piece only up to head_dim 64: at 64 it measured 1.01-1.13x
  * there, at 128 0.90-0.95x from N 4096 (its loop, not its end, got
  * slower; NOTES.md run 39). */
-#if FCL_WD == 1 && (FCL_OUT_DTYPE == 1 || FCL_OUT_DTYPE == 2) && (FCL_WGMMA || D_PAD <= 64)
+#ifndef FCL_MMA_STAGE_O_MAX_D /* a measurement build may set another */
+#define FCL_MMA_STAGE_O_MAX_D 64
+#endif
+#if FCL_WD == 1 && (FCL_OUT_DTYPE == 1 || FCL_OUT_DTYPE == 2) &&                         \
+    (FCL_WGMMA || D_PAD <= FCL_MMA_STAGE_O_MAX_D)
 #define FCL_FWD_STAGE_O 1
 inline void fcl_stage_o(__local ushort *t, int at, float v)
 {

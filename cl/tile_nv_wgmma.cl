@@ -141,20 +141,10 @@
 #define FCL_WG_QN 64
 #endif
 
-/* Q by cp.async (unless negated: a plain load then), waited for once the
+/* Q by cp.async (tile_nv_mma.cl's FCL_FWD_LOAD_Q), waited for once the
  * first keys are requested, so that its copies overlap the tensor maps'
  * setup and those requests; the barrier also publishes the V tile that
  * tile 0's P V reads (FCL_FWD_KBUF_STATE). */
-#define FCL_FWD_LOAD_Q(q_rows, r0, rows, head_dim, negate)                                   \
-    do {                                                                                       \
-        if (negate)                                                                            \
-            fcl_load_rows_h(Qh, BR, Q, fcl_tile_rows(q_rows, false, r0), false, (rows), D_PAD, \
-                            true, lid);                                                        \
-        else                                                                                   \
-            fcl_load_rows_h_async(Qh, BR, Q, fcl_tile_rows(q_rows, false, r0), false, (rows), \
-                                  D_PAD, lid);                                                 \
-    } while (0)
-#define FCL_FWD_Q_ARRIVED() FCL_TILES_ARRIVED()
 
 /* FP8's Q on the accelerator's path (FCL_KV_WIDENED): its bytes by
  * cp.async into the second half of Q's tile (BR x D_PAD bytes), then,
