@@ -438,6 +438,64 @@ static void test_fp8(void **state)
     }
 }
 
+/* A caller's out-of-order queue: FP8's widening launch, the forward that
+ * reads its copies and the next call's widening into the same workspace
+ * must be chained by events (forward.c).  Two rounds of two FP8 cases
+ * (the second round reuses the workspace, the second case grows it).
+ * PoCL runs such a queue's commands in order, so there this checks the
+ * events' path (the forward not waiting for its widening still passed
+ * there); a device that overlaps the commands checks the chaining. */
+static void test_fp8_out_of_order_queue(void **state)
+{
+    (void)state;
+    if (wgmma_refused) {
+        print_message("no wgmma plan on this device: nothing to run\n");
+        return;
+    }
+    cl_device_id dev = fcl_context_cl_device(ctx);
+    cl_command_queue_properties supported = 0;
+    assert_int_equal(clGetDeviceInfo(dev, CL_DEVICE_QUEUE_PROPERTIES, sizeof supported,
+                                     &supported, NULL),
+                     CL_SUCCESS);
+    if (!(supported & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)) {
+        print_message("device has no out-of-order queues: nothing to check\n");
+        return;
+    }
+    cl_int err = CL_SUCCESS;
+    cl_command_queue q = clCreateCommandQueue(fcl_context_cl_context(ctx), dev,
+                                              CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, &err);
+    assert_int_equal(err, CL_SUCCESS);
+    fcl_context *ooo = NULL;
+    assert_int_equal(fcl_context_create_from_cl(fcl_context_cl_context(ctx), q, dev, NULL, &ooo),
+                     FCL_OK);
+    assert_int_equal(fcl_debug_use_wgmma(ooo, 1), FCL_OK);
+    if (strstr(plan_variant(FCL_KERNEL_FORWARD, 128, 64, FCL_DTYPE_FP16), "emulated") != NULL)
+        assert_int_equal(fcl_debug_emulate_tensor_cores(ooo, 1), FCL_OK);
+    fa_variants v = fa_no_variants();
+    v.out_dtype = FCL_DTYPE_FP16;
+    v.descales = 1;
+    v.p_fp16 = 1;
+    int failures = 0;
+    for (int round = 0; round < 2; ++round)
+        for (int i = 0; i < 2; ++i) {
+            fa_case c = base_case(9800 + (uint64_t)(2 * round + i));
+            c.dtype = FCL_DTYPE_FP8_E4M3;
+            c.seqlen_k = i ? 300 : 150;
+            c.head_dim = i ? 128 : 64;
+            c.causal = i;
+            c.var = &v;
+            const fcl_attention_desc d = case_desc(&c);
+            fcl_plan plan;
+            assert_int_equal(fcl_plan_query(ooo, &d, FCL_KERNEL_FORWARD, &plan), FCL_OK);
+            assert_non_null(strstr(plan.variant, "wgmma"));
+            fa_result r;
+            failures += !fa_check_forward(ooo, &c, &r);
+        }
+    fcl_context_destroy(ooo);
+    clReleaseCommandQueue(q);
+    assert_int_equal(failures, 0);
+}
+
 /* Under lowered limits (a build that reported more local memory than
  * planned) the plan shrinks in whole wgmma blocks of 64 keys, then to one
  * warpgroup, and every plan it gives fits the limit; a forced 192-key tile
@@ -794,6 +852,7 @@ int main(void)
         cmocka_unit_test_teardown(test_nonfinite_v, clear_forced_tile),
         cmocka_unit_test_teardown(test_loads, clear_forced_tile),
         cmocka_unit_test_teardown(test_fp8, clear_forced_tile),
+        cmocka_unit_test_teardown(test_fp8_out_of_order_queue, clear_forced_tile),
         cmocka_unit_test_teardown(test_ring_switches, clear_build_options),
         cmocka_unit_test(test_shrink),
         cmocka_unit_test(test_backward_shrink),
