@@ -177,6 +177,34 @@ fcl_context *test_context(const char *profile)
     return ctx;
 }
 
+int test_out_of_order_context(fcl_context *base, cl_command_queue *queue, fcl_context **ctx)
+{
+    cl_context clc = fcl_context_cl_context(base);
+    cl_device_id dev = fcl_context_cl_device(base);
+    cl_command_queue_properties supported = 0;
+    *queue = NULL;
+    *ctx = NULL;
+    cl_int err = clGetDeviceInfo(dev, CL_DEVICE_QUEUE_PROPERTIES, sizeof supported, &supported,
+                                 NULL);
+    if (err == CL_SUCCESS && !(supported & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)) {
+        printf("device has no out-of-order queues: nothing to check\n");
+        return 0;
+    }
+    if (err == CL_SUCCESS)
+        *queue = clCreateCommandQueue(clc, dev, CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, &err);
+    const fcl_status st =
+        err == CL_SUCCESS ? fcl_context_create_from_cl(clc, *queue, dev, NULL, ctx) : err;
+    if (st == FCL_OK)
+        return 1;
+    fprintf(stderr, "cannot make a context on an out-of-order queue: %s\n",
+            fcl_status_string(st));
+    if (*queue != NULL)
+        clReleaseCommandQueue(*queue);
+    *queue = NULL;
+    *ctx = NULL;
+    return -1;
+}
+
 fcl_context *fa_ctx;
 
 int fa_group_setup(void **state)

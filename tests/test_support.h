@@ -79,6 +79,12 @@ int fa_buffer_all(fcl_context *ctx, cl_mem m, size_t bytes, unsigned char byte);
  * Returns NULL after printing why. */
 fcl_context *test_context(const char *profile);
 
+/* A second context (*ctx) on base's OpenCL context and device with an
+ * out-of-order queue of its own (*queue: release it after the context).
+ * Returns 1 when made, 0 (printed) where the device has no such queues, -1
+ * (printed why) when the queue or the context could not be made. */
+int test_out_of_order_context(fcl_context *base, cl_command_queue *queue, fcl_context **ctx);
+
 /* A context on the default device for a cmocka group: fa_group_setup
  * creates it in fa_ctx, fa_group_teardown destroys it. */
 extern fcl_context *fa_ctx;

@@ -452,22 +452,12 @@ static void test_fp8_out_of_order_queue(void **state)
         print_message("no wgmma plan on this device: nothing to run\n");
         return;
     }
-    cl_device_id dev = fcl_context_cl_device(ctx);
-    cl_command_queue_properties supported = 0;
-    assert_int_equal(clGetDeviceInfo(dev, CL_DEVICE_QUEUE_PROPERTIES, sizeof supported,
-                                     &supported, NULL),
-                     CL_SUCCESS);
-    if (!(supported & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)) {
-        print_message("device has no out-of-order queues: nothing to check\n");
-        return;
-    }
-    cl_int err = CL_SUCCESS;
-    cl_command_queue q = clCreateCommandQueue(fcl_context_cl_context(ctx), dev,
-                                              CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, &err);
-    assert_int_equal(err, CL_SUCCESS);
+    cl_command_queue q = NULL;
     fcl_context *ooo = NULL;
-    assert_int_equal(fcl_context_create_from_cl(fcl_context_cl_context(ctx), q, dev, NULL, &ooo),
-                     FCL_OK);
+    const int made = test_out_of_order_context(ctx, &q, &ooo);
+    assert_true(made >= 0);
+    if (made == 0)
+        return;
     assert_int_equal(fcl_debug_use_wgmma(ooo, 1), FCL_OK);
     if (strstr(plan_variant(FCL_KERNEL_FORWARD, 128, 64, FCL_DTYPE_FP16), "emulated") != NULL)
         assert_int_equal(fcl_debug_emulate_tensor_cores(ooo, 1), FCL_OK);
