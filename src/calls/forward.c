@@ -365,8 +365,14 @@ fcl_status fcl_forward_enqueue(fcl_context *ctx, const fcl_forward_job *job, fcl
         const fcl_wait after = {track ? 1 : 0, track ? &ev_attn : NULL, NULL};
         st = enqueue_combine(ctx, r, &call, &after, want_events ? &ev_combine : NULL);
     }
-    const cl_event last = ev_combine != NULL ? ev_combine : ev_attn;
-    if (st == FCL_OK && track && (call.split.num_splits > 1 || call.maps != NULL))
+    const cl_event last = ev_combine != NULL ? ev_combine
+                          : ev_attn != NULL  ? ev_attn
+                                             : ev_widen;
+    /* The workspace is busy until the last command enqueued, also when a
+     * later step failed: a widening or an attention left running must not
+     * meet the next call's use of the same buffers. */
+    if (track && last != NULL &&
+        (call.split.num_splits > 1 || call.maps != NULL || ev_widen != NULL))
         fcl_scratch_used_until(ctx, last);
     if (st == FCL_OK && event != NULL) {
         st = clRetainEvent(last);
