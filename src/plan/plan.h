@@ -210,19 +210,19 @@ bool fcl_uses_wgmma(const fcl_context *ctx, const fcl_attention_desc *desc, fcl_
  * README.md), else the separate dQ kernel. */
 typedef enum { FCL_DQ_SEPARATE, FCL_DQ_ORDERED, FCL_DQ_ANY_ORDER } fcl_dq_form;
 fcl_dq_form fcl_backward_dq_form(void);
-/* Whether that forward brings K and V in by the tensor memory accelerator
- * (FCL_BUILD_WG_TMA): where fcl_wgmma_tma_allowed says the kernel can, the
- * context has a tensor map template (tensor_maps.c) or emulates the tensor
- * cores, K's and V's rows suit a tensor map (FP8's: always, its maps
- * describe the widened copies), and FLASHCL_WGMMA_TMA=0 is not set (read
- * at each call). */
+/* Whether the wgmma forward (fcl_uses_wgmma) brings K and V in by
+ * the tensor memory accelerator (FCL_BUILD_WG_TMA): where the context has
+ * a tensor map template (tensor_maps.c) or emulates the tensor cores, K's
+ * and V's rows suit a tensor map (FP8's: always, its maps describe the
+ * widened copies), and FLASHCL_WGMMA_TMA=0 is not set (read at each
+ * call). */
 bool fcl_uses_wgmma_tma(const fcl_context *ctx, const fcl_attention_desc *desc);
 /* The one rule of which wgmma kernels can take K and V by the accelerator:
  * the forward, of every storage type it takes (the accelerator copies bytes
  * as they are: FP8's K and V are first widened to fp16 in the workspace by
  * the forward call, forward.c, and the kernel reads those; cl/common.cl's
- * FCL_KV_WIDENED).  fcl_uses_wgmma_tma and the plan (which drops `tma`
- * elsewhere, so its wg_tma is the build's) ask it. */
-bool fcl_wgmma_tma_allowed(fcl_kernel_kind kind, fcl_dtype dtype);
+ * FCL_KV_WIDENED).  The plan asks it (and drops `tma` elsewhere, so its
+ * wg_tma is the build's). */
+bool fcl_wgmma_tma_allowed(fcl_kernel_kind kind);
 
 #endif /* FCL_PLAN_H */

@@ -120,7 +120,7 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
         (dtype != FCL_DTYPE_FP16 && dtype != FCL_DTYPE_BF16 && !(fwd && fp8)))
         return FCL_ERROR_NO_PLAN;
     memset(out, 0, sizeof *out);
-    if (!fcl_wgmma_tma_allowed(kind, dtype))
+    if (!fcl_wgmma_tma_allowed(kind))
         tma = 0;
     if (!dkdv)
         fused_dq = 0;

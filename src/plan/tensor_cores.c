@@ -60,11 +60,7 @@ static bool map_rows_ok(const fcl_layout *l)
     return l->stride_seq >= 8 && l->stride_seq < ((size_t)1 << 39);
 }
 
-bool fcl_wgmma_tma_allowed(fcl_kernel_kind kind, fcl_dtype dtype)
-{
-    (void)dtype; /* FP8's K and V are widened to fp16 first (forward.c) */
-    return kind == FCL_KERNEL_FORWARD;
-}
+bool fcl_wgmma_tma_allowed(fcl_kernel_kind kind) { return kind == FCL_KERNEL_FORWARD; }
 
 bool fcl_uses_wgmma_tma(const fcl_context *ctx, const fcl_attention_desc *d)
 {
@@ -73,8 +69,7 @@ bool fcl_uses_wgmma_tma(const fcl_context *ctx, const fcl_attention_desc *d)
     /* FP8's maps describe the widened copies in the workspace, not the
      * caller's rows */
     const bool rows_ok = fcl_dtype_is_fp8(d->dtype) || (map_rows_ok(&d->k) && map_rows_ok(&d->v));
-    return !off && (ctx->emulate_tensor_cores || ctx->has_map_template) &&
-           fcl_wgmma_tma_allowed(FCL_KERNEL_FORWARD, d->dtype) && rows_ok;
+    return !off && (ctx->emulate_tensor_cores || ctx->has_map_template) && rows_ok;
 }
 
 /* Whether the wgmma piece is asked for (1), turned off (0) or left to the
