@@ -50,6 +50,18 @@
  * output.
  */
 
+/* A piece whose stationary tiles come by background copies (the tensor-core
+ * pieces: FCL_DQ_LOAD_Q_DO, FCL_DKDV_LOAD_KV) waits for them here: K and V
+ * arrived and visible before the fused dQ's scan of K
+ * (FCL_DKDV_KV_ARRIVED), and every copy landed before a kernel's end, also
+ * when its loop ran no tile (FCL_BWD_COPIES_DONE, this work-item's). */
+#ifndef FCL_DKDV_KV_ARRIVED
+#define FCL_DKDV_KV_ARRIVED() barrier(CLK_LOCAL_MEM_FENCE)
+#endif
+#ifndef FCL_BWD_COPIES_DONE
+#define FCL_BWD_COPIES_DONE() (void)0
+#endif
+
 /* the output accumulators' rows: the score tile's, unless the piece says (common.cl) */
 #ifndef FCL_ACC_RM
 #define FCL_ACC_RM RM
@@ -252,6 +264,7 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
         FCL_DQ_ACC(acc, s, buf);
         c0 = next;
     }
+    FCL_BWD_COPIES_DONE();
 
     const long dq_base = dq_off + fcl_batch_offset(b, dq_sb) + h * dq_sh + sq.q_row0 * dq_ss;
     FCL_UNROLL
@@ -383,7 +396,7 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
                      head_dim);
 #if FCL_FUSED_DQ
     /* whether K holds a non-finite value, for dQ's exact path (rare) */
-    barrier(CLK_LOCAL_MEM_FENCE);
+    FCL_DKDV_KV_ARRIVED();
     const bool k_bad = fcl_group_any(fcl_h_tile_bad(Kh, BC, cols, lid), &nonfinite[2], 1);
 #endif
 
@@ -559,6 +572,7 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
 #undef FCL_REQUEST_Q_BLOCK
 #undef FCL_STORE_Q_BLOCK_STATS
 #undef FCL_STATS_IN_REGS
+    FCL_BWD_COPIES_DONE();
 
     const long dk_base = dk_off + fcl_batch_offset(b, dk_sb) + hk * dk_sh + sq.k_row0 * dk_ss;
     const long dv_base = dv_off + fcl_batch_offset(b, dv_sb) + hk * dv_sh + sq.k_row0 * dv_ss;

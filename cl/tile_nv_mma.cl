@@ -801,6 +801,23 @@ inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t
  * warp is done with the other buffer, which the next request then fills. */
 #define FCL_BUF(tile, rows, buf) ((tile) + (buf) * FCL_H_HALVES(rows))
 
+/* The stationary tiles (dQ's Q and dO, dK/dV's K and V), visible after the
+ * first tile's FCL_TILES_ARRIVED.  Above head_dim 64 by cp.async, so that
+ * they overlap the first streamed tile's copies (plain loads wait for each
+ * read in turn): on the H200 the backward ran 1.02-1.12x at N 1024 and
+ * 0.99-1.02x at 16384 (head_dim 128 and 256, both pieces); at 64 the wgmma
+ * backward ran 0.96-0.97x at N 16384 (NOTES.md, run 50), so plain loads
+ * stay there.  FCL_TILES_ARRIVED waits for every copy; flash_bwd.cl's
+ * FCL_BWD_COPIES_DONE where no tile came. */
+#if D_PAD > 64
+#define FCL_BWD_LOAD_STATIONARY(T, rows, src, base, ss, n, width) \
+    fcl_load_tile_h_async(T, rows, src, base, ss, n, width, lid)
+#define FCL_BWD_COPIES_DONE() fcl_cp_async_wait_all()
+#define FCL_DKDV_KV_ARRIVED() FCL_TILES_ARRIVED()
+#else
+#define FCL_BWD_LOAD_STATIONARY(T, rows, src, base, ss, n, width) \
+    fcl_load_tile_h(T, rows, src, base, ss, n, width, false, lid)
+#endif
 #if defined(FCL_KERNEL_DQ)
 
 /* Warps own query rows; S, dP and dS stay in registers. */
@@ -817,11 +834,10 @@ inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t
     __local ushort Vh[2 * FCL_H_HALVES(BC)] FCL_H_ALIGNED;  \
     FCL_WARP_SCRATCH
 
-/* Visible after the first tile's barrier. */
-#define FCL_DQ_LOAD_Q_DO(q_base, q_ss, do_base, do_ss, rows, head_dim)        \
-    do {                                                                      \
-        fcl_load_tile_h(Qh, BR, Q, (q_base), (q_ss), (rows), D_PAD, false, lid);          \
-        fcl_load_tile_h(dOh, BR, dO, (do_base), (do_ss), (rows), head_dim_v, false, lid); \
+#define FCL_DQ_LOAD_Q_DO(q_base, q_ss, do_base, do_ss, rows, head_dim)                       \
+    do {                                                                                     \
+        FCL_BWD_LOAD_STATIONARY(Qh, BR, Q, (q_base), (q_ss), (rows), D_PAD);                 \
+        FCL_BWD_LOAD_STATIONARY(dOh, BR, dO, (do_base), (do_ss), (rows), head_dim_v);        \
     } while (0)
 
 #define FCL_DQ_PREFETCH_KV(k_base, k_ss, v_base, v_ss, cols, buf)                          \
@@ -918,11 +934,12 @@ inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t
     FCL_DKDV_LOCALS_SPLIT                                   \
     FCL_WARP_SCRATCH
 
-/* Visible after the first block's barrier. */
-#define FCL_DKDV_LOAD_KV(k_base, k_ss, v_base, v_ss, cols, head_dim)      \
-    do {                                                                  \
-        fcl_load_tile_h(Kh, BC, K, (k_base), (k_ss), (cols), D_PAD, false, lid);      \
-        fcl_load_tile_h(Vh, BC, V, (v_base), (v_ss), (cols), head_dim_v, false, lid); \
+/* As dQ's (above): visible after the first block's FCL_TILES_ARRIVED, or
+ * FCL_DKDV_KV_ARRIVED before the fused dQ's scan. */
+#define FCL_DKDV_LOAD_KV(k_base, k_ss, v_base, v_ss, cols, head_dim)                         \
+    do {                                                                                     \
+        FCL_BWD_LOAD_STATIONARY(Kh, BC, K, (k_base), (k_ss), (cols), D_PAD);                 \
+        FCL_BWD_LOAD_STATIONARY(Vh, BC, V, (v_base), (v_ss), (cols), head_dim_v);            \
     } while (0)
 
 #define FCL_DKDV_PREFETCH_Q_DO(q_base, q_ss, do_base, do_ss, rows, buf)                         \
