@@ -58,7 +58,8 @@ typedef struct problem {
     cl_mem q, k, v, o, lse, dout, dq, dk, dv;
 } problem;
 
-/* Random values in [-0.5, 0.5) stored as `dt` (fp32 for the LSE). */
+/* Random values in [-0.5, 0.5) stored as `dt` (fp32 for the LSE); FP8:
+ * random bytes of magnitude below 2 (never a NaN or an infinity). */
 static cl_mem filled(fcl_context *ctx, size_t count, fcl_dtype dt, unsigned seed)
 {
     cl_int err;
@@ -70,7 +71,9 @@ static cl_mem filled(fcl_context *ctx, size_t count, fcl_dtype dt, unsigned seed
         float f = (float)(s >> 8) / 16777216.0f - 0.5f;
         uint32_t bits;
         memcpy(&bits, &f, 4);
-        if (dt == FCL_DTYPE_FP32)
+        if (fcl_dtype_size(dt) == 1)
+            ((uint8_t *)h)[i] = (uint8_t)((s >> 8) & 0xBFu); /* exponent field below its top half */
+        else if (dt == FCL_DTYPE_FP32)
             ((float *)h)[i] = f;
         else if (dt == FCL_DTYPE_BF16)
             ((uint16_t *)h)[i] = (uint16_t)(bits >> 16);
@@ -199,7 +202,11 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--tiles")) tiles = v, ++i;
         else if (!strcmp(a, "--build-options")) options = v, ++i;
         else if (!strcmp(a, "--dtype")) {
-            dt = !strcmp(v, "fp16") ? FCL_DTYPE_FP16 : !strcmp(v, "bf16") ? FCL_DTYPE_BF16 : FCL_DTYPE_FP32;
+            dt = !strcmp(v, "fp16")   ? FCL_DTYPE_FP16
+                 : !strcmp(v, "bf16") ? FCL_DTYPE_BF16
+                 : !strcmp(v, "e4m3") ? FCL_DTYPE_FP8_E4M3 /* the forward only */
+                 : !strcmp(v, "e5m2") ? FCL_DTYPE_FP8_E5M2
+                                      : FCL_DTYPE_FP32;
             ++i;
         } else {
             fprintf(stderr, "usage: flashcl-tune [--seqlen N] [--tokens T] [--hidden H] [--reps R]\n"
@@ -237,7 +244,7 @@ int main(int argc, char **argv)
         p.desc.causal = causal;
         const size_t n = B * H * N * d;
         p.q = filled(ctx, n, dt, 1), p.k = filled(ctx, n, dt, 2), p.v = filled(ctx, n, dt, 3);
-        p.dout = filled(ctx, n, dt, 4), p.o = filled(ctx, n, dt, 5);
+        p.dout = filled(ctx, n, dt, 4), p.o = filled(ctx, n, p.desc.out_dtype, 5);
         p.dq = filled(ctx, n, dt, 6), p.dk = filled(ctx, n, dt, 7), p.dv = filled(ctx, n, dt, 8);
         p.lse = filled(ctx, B * H * N, FCL_DTYPE_FP32, 9);
         time_pass(ctx, &p, 0, 1); /* real O and LSE for the backward */

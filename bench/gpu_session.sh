@@ -16,6 +16,26 @@ export LD_LIBRARY_PATH=$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 cpu_device() {
   "$B/tools/flashcl-info" --no-probe 2>/dev/null | awk '/^Device/ && /pthread|cpu|CPU/ {print $2; exit}'
 }
+# the e4m3 forward under a switch ($1, 0 then 1) and fp16 beside, at
+# head dims $4, N 1k-16k, causal off and on, alternated $5 rounds (device
+# spans, which take in each call's first launch): $OUT/$2_{0,1}_R.csv and
+# $OUT/$3_R.csv, the tables in $OUT/$2.txt
+fp8_rounds() {
+  local r m
+  for r in $(seq 1 "$5"); do
+    for m in 0 1; do
+      echo "== e4m3, $1=$m round $r" | tee -a "$OUT/$2.txt"
+      env "$1=$m" timeout 200 "$B/bench/flashcl-bench" --dtype e4m3 --head-dims "$4" \
+        --seqlens 1024,4096,16384 --causal 0,1 --no-naive --reps 5 --profile \
+        --out "$OUT/$2_${m}_$r.csv" 2>&1 | grep -v '^\[' | tee -a "$OUT/$2.txt"
+    done
+    echo "== fp16 (wgmma) round $r" | tee -a "$OUT/$2.txt"
+    timeout 200 "$B/bench/flashcl-bench" --dtype fp16 --head-dims "$4" --seqlens 1024,4096,16384 \
+      --causal 0,1 --no-naive --reps 5 --profile --out "$OUT/$3_$r.csv" 2>&1 \
+      | grep -v '^\[' | tee -a "$OUT/$2.txt"
+  done
+}
+rounds_of() { ls "$OUT"/$1_*.csv 2>/dev/null | sort | paste -sd, -; }
 steps=${*:-info tests bench}
 # issue 4's side-by-side benchmark as one step
 steps=${steps//final-all/final-fp16 final-bf16 final-sdpa}
@@ -118,7 +138,6 @@ for step in $steps; do
             --profile --out "$OUT/fused_${m}_$r.csv" 2>&1 | grep -v '^\[' | tee -a "$OUT/fused_dq.txt"
         done
       done
-      rounds_of() { ls "$OUT"/$1_*.csv 2>/dev/null | sort | paste -sd, -; }
       python3 bench/compare_ab.py "$OUT/fused-dq" "separate=$(rounds_of fused_separate)" \
         "ordered=$(rounds_of fused_ordered)" "any-order=$(rounds_of fused_any-order)" 2>&1 \
         | tee -a "$OUT/fused_dq.txt" ;;
@@ -205,22 +224,28 @@ for step in $steps; do
         ( time timeout 300 "$B/tests/$t" ) > "$OUT/$t.log" 2>&1
         echo "$t: rc=$?"; grep -E "PASSED|FAILED|FAIL " "$OUT/$t.log" | head -20
       done
-      for r in $(seq 1 "${WGMMA_ROUNDS:-2}"); do
-        for m in 0 1; do
-          echo "== e4m3, FLASHCL_WGMMA_TMA=$m round $r" | tee -a "$OUT/wgmma_fp8.txt"
-          FLASHCL_WGMMA_TMA=$m timeout 200 "$B/bench/flashcl-bench" --dtype e4m3 \
-            --head-dims 64,128 --seqlens 1024,4096,16384 --causal 0,1 --no-naive --reps 5 \
-            --profile --out "$OUT/wgmma_fp8_${m}_$r.csv" 2>&1 | grep -v '^\[' | tee -a "$OUT/wgmma_fp8.txt"
-        done
-        echo "== fp16 (wgmma) round $r" | tee -a "$OUT/wgmma_fp8.txt"
-        timeout 200 "$B/bench/flashcl-bench" --dtype fp16 --head-dims 64,128 --seqlens 1024,4096,16384 \
-          --causal 0,1 --no-naive --reps 5 --profile --out "$OUT/wgmma_fp16_$r.csv" 2>&1 \
-          | grep -v '^\[' | tee -a "$OUT/wgmma_fp8.txt"
-      done
-      rounds_of() { ls "$OUT"/$1_*.csv 2>/dev/null | sort | paste -sd, -; }
+      fp8_rounds FLASHCL_WGMMA_TMA wgmma_fp8 wgmma_fp16 64,128 "${WGMMA_ROUNDS:-2}"
       python3 bench/compare_ab.py "$OUT/wgmma-fp8" "e4m3-staged=$(rounds_of wgmma_fp8_0)" \
         "e4m3-widened=$(rounds_of wgmma_fp8_1)" "fp16=$(rounds_of wgmma_fp16)" 2>&1 \
         | tee -a "$OUT/wgmma_fp8.txt" ;;
+    fp8-products)
+      # issue 27: FP8 products (FLASHCL_FP8_PRODUCTS=1, tile_nv_wgmma_fp8.cl):
+      # test_wgmma through the real instructions (its test_fp8_products
+      # prints each case's error beside its bound; FP8_TESTS=0 skips it),
+      # then the e4m3 forward
+      # at head_dim 128 with K and V widened to fp16 (the default), with
+      # FP8 products, and fp16, alternated FP8_ROUNDS times (device spans,
+      # which take in each call's first launch)
+      FLASHCL_FP8_PRODUCTS=1 timeout 120 "$B/tools/flashcl-info" --head-dim 128 --dtype e4m3 \
+        2>&1 | tee "$OUT/fp8_products_info.txt"
+      if [ "${FP8_TESTS:-1}" != 0 ]; then
+        ( time timeout 300 "$B/tests/test_wgmma" ) > "$OUT/test_wgmma.log" 2>&1
+        echo "test_wgmma: rc=$?"; grep -E "PASSED|FAILED|FAIL |fp8 products" "$OUT/test_wgmma.log" | head -30
+      fi
+      fp8_rounds FLASHCL_FP8_PRODUCTS fp8_products fp8_fp16 128 "${FP8_ROUNDS:-2}"
+      python3 bench/compare_ab.py "$OUT/fp8-products" "fp16=$(rounds_of fp8_fp16)" \
+        "e4m3-widened=$(rounds_of fp8_products_0)" "e4m3-products=$(rounds_of fp8_products_1)" \
+        2>&1 | tee -a "$OUT/fp8_products.txt" ;;
     wgmma-bwd-tiles)
       # the backward's wgmma tiles beside its defaults (flashcl-tune, whole
       # backward, N 4096; tiles as query rows x keys x warps, for both

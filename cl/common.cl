@@ -248,8 +248,13 @@ inline void fcl_store_o(__global fcl_ostorage *p, long i, float v) { p[i] = fcl_
  * FP8 forward on the wgmma piece's tensor memory accelerator path, which
  * copies bytes as they are: there the host first widens K's and V's bytes
  * to fp16 (flash_fwd.cl's fcl_forward_widen, exact) and the forward reads
- * those (FCL_KV_WIDENED). */
-#if FCL_IS_FP8 && FCL_WG_TMA && defined(FCL_KERNEL_FORWARD)
+ * those (FCL_KV_WIDENED), unless its products are FP8's own
+ * (FCL_FP8_PRODUCTS: the bytes, laid out as tiles by the host's first
+ * launch, tile_nv_wgmma_fp8.cl). */
+#ifndef FCL_FP8_PRODUCTS
+#define FCL_FP8_PRODUCTS 0 /* FP8 products on wgmma (tile_nv_wgmma_fp8.cl) */
+#endif
+#if FCL_IS_FP8 && FCL_WG_TMA && defined(FCL_KERNEL_FORWARD) && !FCL_FP8_PRODUCTS
 #define FCL_KV_WIDENED 1
 typedef ushort fcl_kv_storage;
 #else

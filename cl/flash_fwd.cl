@@ -109,6 +109,11 @@
 #define FCL_ACC_ROW(i) FCL_ROW(i)
 #endif
 
+/* P's scale, 2^FCL_FWD_P_SHIFT in FCL_EXP's units (a piece may set it) */
+#ifndef FCL_FWD_P_SHIFT
+#define FCL_FWD_P_SHIFT 0
+#endif
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_forward(__global const fcl_storage *Q, __global const fcl_kv_storage *K,
                  __global const fcl_kv_storage *V, __global fcl_ostorage *O, __global float *LSE,
@@ -314,6 +319,14 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_kv_storage *K
              * instead keeps exp at exactly 0 rather than NaN. */
             const fcl_rowv m_use = (m_new == -INFINITY) ? (fcl_rowv)0.0f : m_new * exp_scale_v;
             alpha[iv] = FCL_EXP(fma(m[iv], exp_scale_v, -m_use));
+#if FCL_FWD_P_SHIFT
+            /* P (and l) times 2^FCL_FWD_P_SHIFT in FCL_EXP's units: the
+             * piece's P V takes P in a narrow type (tile_nv_wgmma_fp8.cl);
+             * O = acc / l is unchanged, the LSE takes the shift back */
+            const fcl_rowv m_p = m_use - (fcl_rowv)FCL_FWD_P_SHIFT;
+#else
+            const fcl_rowv m_p = m_use;
+#endif
             m[iv] = m_new;
             l[iv] *= alpha[iv];
 #if !FCL_FWD_DEFERRED_PV
@@ -322,7 +335,7 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_kv_storage *K
 #endif
             FCL_UNROLL
             for (int j = 0; j < RN; ++j) {
-                fcl_rowv p = FCL_EXP(fma(s[iv][j], exp_scale_v, -m_use));
+                fcl_rowv p = FCL_EXP(fma(s[iv][j], exp_scale_v, -m_p));
                 l[iv] += p; /* the softmax sums what dropout will drop */
 #if FCL_HAS(FCL_FEAT_DROPOUT)
                 for (int r = 0; r < FCL_RW; ++r)
@@ -379,8 +392,14 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_kv_storage *K
         const long at = fcl_lse_index(b, head, heads_q, lse_rows, sq, pos);
         const float l_i = FCL_R(l, i);
         const float m_i = FCL_R(m, i);
+#if FCL_FWD_P_SHIFT
+        const float keys_lse =
+            (l_i > 0.0f) ? FCL_NATURAL_UNITS(m_i * exp_scale - FCL_FWD_P_SHIFT) + log(l_i)
+                         : -INFINITY;
+#else
         const float keys_lse = (l_i > 0.0f) ? FCL_NATURAL_UNITS(m_i * exp_scale) + log(l_i)
                                             : -INFINITY;
+#endif
         const float sink = fcl_optional(sinks, head, arrays, FCL_ARRAY_SINKS, -INFINITY);
         const float lse_all = add_sink ? fcl_lse_add(keys_lse, sink) : keys_lse;
         /* (a NaN sink makes even a row without keys NaN, as the merge does) */
@@ -462,5 +481,95 @@ __kernel void fcl_forward_widen(__global const fcl_storage *K, long k_off, long 
                          : v_off + b * v_sb + h * v_sh + s * v_ss;
     const uint4 wide = fcl_load8_h((is_k ? K : V) + at + c);
     *(__global uint4 *)((is_k ? Kw : Vw) + row * cols + c) = wide;
+}
+#endif
+
+#if FCL_FP8_PRODUCTS
+/* FP8 products on the wgmma piece (tile_nv_wgmma_fp8.cl): the host's first
+ * launch lays Q, K and V out as the kernel's tiles in the workspace, each
+ * a block of 128-byte rows in the 128-byte swizzle (chunk j of row r at
+ * chunk j ^ (r % 8)), zeros past the sequence and past the head's
+ * columns: Qt, BR rows a block of (batch, query head, row block); Kt, BC
+ * rows a block of (batch, K/V head, key tile); Vt, V^T's 128 rows (V's
+ * columns) of BC keys a block, in the same order, the keys of each 16
+ * permuted: V^T's column k = 16 h + 4 t + i holds key 16 h + 8 (i >> 1) +
+ * 2 t + (i & 1) (P's registers as wgmma's A registers, see there).
+ * Work-group g makes block g: Q's (q_blocks), K's (kv_blocks), then
+ * V^T's (as many), each row read 8 bytes at a time (rows start on
+ * multiples of 8 elements, as the tensor-core pieces ask of every layout);
+ * V^T's through __local, V's tile read by rows and written by columns.
+ * Bytes are copied as they are (head_dim is 128). */
+#define FCL_PREP8_WG 256
+#define FCL_PREP8_LD 136 /* bytes a row of V's tile in __local (8-byte aligned) */
+__kernel __attribute__((reqd_work_group_size(FCL_PREP8_WG, 1, 1)))
+void fcl_forward_prepare8(__global const fcl_storage *Q, long q_off, long q_sb, long q_sh,
+                          long q_ss, __global const fcl_storage *K, long k_off, long k_sb,
+                          long k_sh, long k_ss, __global const fcl_storage *V, long v_off,
+                          long v_sb, long v_sh, long v_ss, int seqlen_q, int seqlen_k,
+                          int heads_q, int heads_kv, int head_dim_v, long q_blocks,
+                          long kv_blocks, __global uchar *Qt, __global uchar *Kt,
+                          __global uchar *Vt)
+{
+    __local uchar vtile[BC * FCL_PREP8_LD] __attribute__((aligned(16)));
+    const long g = (long)get_group_id(0);
+    const int lid = (int)get_local_id(0);
+    const int nk = (seqlen_k + BC - 1) / BC;
+    if (g < q_blocks + kv_blocks) {
+        /* a block of Q or K rows: 8 chunks of 16 head_dim columns a row */
+        const bool is_q = g < q_blocks;
+        const long block = is_q ? g : g - q_blocks;
+        const int rows = is_q ? BR : BC, heads = is_q ? heads_q : heads_kv;
+        const int tiles = is_q ? (seqlen_q + BR - 1) / BR : nk;
+        const long bh = block / tiles, b = bh / heads, h = bh % heads;
+        const int s0 = (int)(block % tiles) * rows, len = is_q ? seqlen_q : seqlen_k;
+        __global const uchar *src = (is_q ? Q + q_off + b * q_sb + h * q_sh
+                                          : K + k_off + b * k_sb + h * k_sh);
+        const long ss = is_q ? q_ss : k_ss;
+        __global uchar *dst = (is_q ? Qt : Kt) + block * (long)(rows * 128);
+        for (int c = lid; c < rows * 8; c += FCL_PREP8_WG) {
+            const int r = c >> 3, j = c & 7;
+            uint4 x = (uint4)(0u);
+            if (s0 + r < len) {
+                __global const uint2 *p = (__global const uint2 *)(src + (s0 + r) * ss + 16 * j);
+                x = (uint4)(p[0], p[1]);
+            }
+            *(__global uint4 *)(dst + r * 128 + ((j ^ (r & 7)) << 4)) = x;
+        }
+        return;
+    }
+    /* a block of V^T: V's BC rows of the tile into __local (8 bytes at a
+     * time; zeros past the sequence and past head_dim_v), then V^T's rows
+     * (V's columns, neighbouring work-items neighbouring columns), each of
+     * 8 chunks of 16 keys in the permuted order */
+    const long block = g - q_blocks - kv_blocks;
+    const long bh = block / nk, b = bh / heads_kv, h = bh % heads_kv;
+    const int key0 = (int)(block % nk) * BC;
+    __global const uchar *src = V + v_off + b * v_sb + h * v_sh;
+    for (int c = lid; c < BC * 16; c += FCL_PREP8_WG) {
+        const int key = c >> 4, col = (c & 15) * 8;
+        uint2 x = (uint2)(0u);
+        if (key0 + key < seqlen_k && col < head_dim_v) {
+            __global const uchar *p = src + (key0 + key) * v_ss + col;
+            if (col + 8 <= head_dim_v) {
+                x = *(__global const uint2 *)p;
+            } else {
+                for (int e = 0; e < head_dim_v - col; ++e)
+                    x = e < 4 ? (uint2)(x.x | (uint)p[e] << (8 * e), x.y)
+                              : (uint2)(x.x, x.y | (uint)p[e] << (8 * (e - 4)));
+            }
+        }
+        *(__local uint2 *)(vtile + key * FCL_PREP8_LD + col) = x;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    __global uchar *dst = Vt + block * (long)(BC * 128);
+    for (int c = lid; c < 128 * 8; c += FCL_PREP8_WG) {
+        const int d = c & 127, j = c >> 7;
+        uint w[4] = {0u, 0u, 0u, 0u};
+        for (int k = 0; k < 16; ++k) {
+            const int key = 16 * j + 8 * ((k & 3) >> 1) + 2 * (k >> 2) + (k & 1);
+            w[k >> 2] |= (uint)vtile[key * FCL_PREP8_LD + d] << (8 * (k & 3));
+        }
+        *(__global uint4 *)(dst + d * 128 + ((j ^ (d & 7)) << 4)) = (uint4)(w[0], w[1], w[2], w[3]);
+    }
 }
 #endif

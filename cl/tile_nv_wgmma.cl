@@ -335,7 +335,7 @@
     FCL_WG_TMA_LOCALS                                                          \
     FCL_WG_STAMP_LOCALS
 #define FCL_WG_BUF(T, t) ((T) + FCL_WG_SLOT(t) * FCL_H_HALVES(BC))
-#if FCL_IS_FP8 && !FCL_KV_WIDENED
+#if FCL_IS_FP8 && !FCL_KV_WIDENED && !FCL_FP8_PRODUCTS
 #define FCL_FWD_KCUR Kh /* one K buffer: the other holds the raw bytes (below) */
 #else
 #define FCL_FWD_KCUR FCL_WG_BUF(Kh, wg_tile_)
@@ -634,6 +634,12 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
     do {                                                                                   \
         FCL_UNROLL                                                                         \
         for (int kk_ = 0; kk_ < BC / 16; ++kk_) FCL_A_FROM_REGS(s, 0, kk_, wg_p_[kk_]);    \
+        FCL_WG_TILE_DONE();                                                                \
+    } while (0)
+/* The tile's end, once P is kept: what the next tile's P V needs of it
+ * (its guard: whether it is an edge tile, its keys) */
+#define FCL_WG_TILE_DONE()                                                                 \
+    do {                                                                                   \
         FCL_WG_TILE_STAMP(4);                                                              \
         wg_prev_edge_ = FCL_EDGE_TILE(mask, cover, r0, rows, c0);                          \
         wg_prev_c0_ = c0;                                                                  \

@@ -93,6 +93,91 @@ inline void fcl_wgmma_rs_emulated(__local uint *x, __local const ushort *tb, flo
     barrier(CLK_LOCAL_MEM_FENCE);
 }
 
+#if FCL_FP8_PRODUCTS
+/* FP8 products (warpgroup_ptx.cl): E4M3 bytes decoded exactly, fp32 fused
+ * multiply-adds in k order.  Byte (mn, k) of a K-major byte tile, 128
+ * bytes a row in the 128-byte swizzle. */
+inline float fcl_wg_kmajor8(__local const ushort *t, ulong desc, int mn, int k)
+{
+    const uint at = fcl_wg_swizzled(fcl_wg_start(desc) + (uint)(mn & 7) * 128u +
+                                    (uint)(mn >> 3) * fcl_wg_sbo(desc) + (uint)k);
+    return fcl_wg_swizzle(desc) == FCL_WG_SWIZZLE_128B
+               ? fcl_decode_e4m3(((__local const uchar *)t)[at])
+               : NAN;
+}
+
+inline void fcl_wgmma_ss8_emulated(__local const ushort *ta, __local const ushort *tb, float *d,
+                                   ulong da, ulong db, int acc)
+{
+    for (int r = 0; r < 64; ++r) {
+        const int row = fcl_wg_row(r), col = fcl_wg_col(r);
+        float sum = acc ? d[r] : 0.0f;
+        for (int k = 0; k < 32; ++k)
+            sum = fma(fcl_wg_kmajor8(ta, da, row, k), fcl_wg_kmajor8(tb, db, col, k), sum);
+        d[r] = sum;
+    }
+}
+
+inline void fcl_wgmma_rs8_emulated(__local uint *x, __local const ushort *tb, float *d,
+                                   const uint a[4], ulong db)
+{
+    const int lid = (int)get_local_id(0), lane = lid & 31;
+    __local uint *w = x + (lid - lane) * 6; /* this warp's 32 x 6 words */
+    for (int i = 0; i < 4; ++i) w[lane * 6 + i] = a[i];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int r = 0; r < 64; ++r) {
+        const int row = fcl_wg_row(r) & 15, col = fcl_wg_col(r); /* the warp's 16 rows */
+        float sum = d[r];
+        for (int k = 0; k < 32; ++k) {
+            /* the register fragment warpgroup_ptx.cl describes */
+            const int a_lane = 4 * (row & 7) + ((k & 15) >> 2);
+            const int a_reg = (row >> 3) + 2 * (k >> 4);
+            const uint byte = (w[a_lane * 6 + a_reg] >> (8 * (k & 3))) & 0xFFu;
+            sum = fma(fcl_decode_e4m3(byte), fcl_wg_kmajor8(tb, db, col, k), sum);
+        }
+        d[r] = sum;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+#define fcl_wgmma_ss8_128(ta, tb, d, da, db, acc) fcl_wgmma_ss8_emulated(ta, tb, d, da, db, acc)
+#define fcl_wgmma_rs8_128(tb, d, a, db) fcl_wgmma_rs8_emulated(fcl_warp_x, (tb), (d), (a), (db))
+
+/* x to E4M3 (OCP E4M3FN), to nearest even, saturated at 448 as
+ * cvt.rn.satfinite does; NaN to 0x7F */
+inline uint fcl_e4m3_rn(float x)
+{
+    const uint s = (as_uint(x) >> 24) & 0x80u;
+    const float a = fabs(x);
+    if (isnan(x))
+        return s | 0x7Fu;
+    if (a >= 448.0f)
+        return s | 0x7Eu;
+    if (a < 0x1p-6f) /* subnormal: steps of 2^-9 (8 rounds up to the smallest normal) */
+        return s | (uint)rint(a * 512.0f);
+    int e;
+    float q = rint(frexp(a, &e) * 16.0f); /* a = q / 16 * 2^e, q in [8, 16] */
+    if (q == 16.0f) {
+        q = 8.0f;
+        ++e;
+    }
+    return s | ((uint)(e + 6) << 3) | ((uint)q - 8u);
+}
+inline uint fcl_e4m3x4(float a0, float a1, float a2, float a3)
+{
+    return fcl_e4m3_rn(a0) | fcl_e4m3_rn(a1) << 8 | fcl_e4m3_rn(a2) << 16 | fcl_e4m3_rn(a3) << 24;
+}
+
+/* a bulk copy, by the one work-item that issues it; the wait is a barrier */
+inline void fcl_wg_bulk(__local ushort *dst, __global const uchar *src, uint bytes,
+                        __local ulong *bar)
+{
+    (void)bar;
+    for (uint i = 0; i < bytes / 16; ++i)
+        ((__local uint4 *)dst)[i] = ((__global const uint4 *)src)[i];
+}
+#define fcl_wg_bar_init(bar) ((void)(bar))
+#endif
+
 #if FCL_WG_TMA
 /* The tensor memory accelerator: the work-group's "maps" hold where each
  * tensor's rows are (base, row stride, columns, rows); one work-item

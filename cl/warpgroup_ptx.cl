@@ -220,6 +220,72 @@ inline void fcl_wg_cta_fence(void) { asm volatile("fence.acq_rel.cta;" ::: "memo
 /* fence.proxy.async is plain sm_90 PTX (8.0) */
 inline void fcl_wg_proxy_fence(void) { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
+#if FCL_FP8_PRODUCTS
+/* FP8 products (tile_nv_wgmma_fp8.cl): m64n128k32 of E4M3 inputs, fp32
+ * accumulators of the same layout as m64nNk16's.  Byte tiles are held as
+ * the 16-bit ones are, 128 bytes a row in the 128-byte swizzle, so one
+ * wgmma's 32 k's (32 bytes) take the place of 16 16-bit values.  FP8
+ * wgmma has no transpose: both operands are K-major.
+ *   fcl_wgmma_ss8_128(ta, tb, d, da, db, acc)  d = A B^T (+ d when acc), A
+ *       and B from descriptors (k = a byte column)
+ *   fcl_wgmma_rs8_128(tb, d, a, db)            d += A B^T, A from registers:
+ *       a warp's 16 rows x 32 k's in 4 registers of 4 bytes (the lowest
+ *       byte the lowest k): register 0 row g, k 4t..4t+3; 1 row g + 8, the
+ *       same k's; 2 and 3 the same rows at k 16 + 4t..16 + 4t + 3 (g = lane
+ *       / 4, t = lane % 4; PTX ISA, wgmma's "Register Fragments" for
+ *       .e4m3), B = tb's rows (n) from db, K-major
+ *   fcl_e4m3x4(a0, a1, a2, a3)                 four floats rounded to E4M3
+ *       (to nearest even, saturated at 448), a0 in the lowest byte
+ *   fcl_wg_bulk(dst, src, bytes, bar)          one work-item: `bytes`
+ *       contiguous bytes from src into dst (16-byte aligned, a multiple of
+ *       16), counted by mbarrier bar (cp.async.bulk) */
+#define FCL_WGMMA8_OP "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"
+inline void fcl_wgmma_ss8_128(__local const ushort *ta, __local const ushort *tb, float d[64],
+                              ulong da, ulong db, int acc)
+{
+    (void)ta;
+    (void)tb;
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "// @sm90a@ " FCL_WGMMA8_OP " {" FCL_WG_LIST64 "}, %64, %65, p, 1, 1;\n}"
+                 : FCL_WG_OUTS64(d)
+                 : "l"(da), "l"(db), "r"(acc)
+                 : "memory");
+}
+
+inline void fcl_wgmma_rs8_128(__local const ushort *tb, float d[64], const uint a[4], ulong db)
+{
+    (void)tb;
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "// @sm90a@ " FCL_WGMMA8_OP " {" FCL_WG_LIST64
+                 "}, {%64,%65,%66,%67}, %68, p, 1, 1;\n}"
+                 : FCL_WG_OUTS64(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1)
+                 : "memory");
+}
+
+/* cvt's first source goes to the upper byte (sm_89 and up) */
+inline uint fcl_e4m3x4(float a0, float a1, float a2, float a3)
+{
+    uint r;
+    asm("{\n.reg .b16 lo, hi;\n"
+        "cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"
+        "cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n"
+        "mov.b32 %0, {lo, hi};\n}"
+        : "=r"(r)
+        : "f"(a0), "f"(a1), "f"(a2), "f"(a3));
+    return r;
+}
+
+inline void fcl_wg_bulk(__local ushort *dst, __global const uchar *src, uint bytes,
+                        __local ulong *bar)
+{
+    asm volatile("// @sm90a@ cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1], %2, [%3];" ::"r"((uint)(size_t)dst),
+                 "l"((ulong)src), "r"(bytes), "r"((uint)(size_t)bar)
+                 : "memory");
+}
+#endif
+
 #if FCL_WG_TMA
 /* The tensor memory accelerator and mbarriers (all sm_90 but
  * tensormap.replace; written through the rewrite alike).  Shared-memory

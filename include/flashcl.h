@@ -167,7 +167,8 @@ FCL_API const char *fcl_status_string(fcl_status status);
  * (exactly: every value of both formats is an fp16 value) and the
  * probabilities are rounded to fp16 for the P V product, as with fp16
  * storage, so O is accurate to fp16's precision there even when out_dtype
- * is FP32; elsewhere the arithmetic is fp32 throughout.  A NaN or infinite
+ * is FP32 (unless FP8 products are asked for: fcl_attention_forward);
+ * elsewhere the arithmetic is fp32 throughout.  A NaN or infinite
  * element (E5M2's infinities, either format's NaN) reaches the outputs that
  * "Non-finite inputs" (fcl_attention_desc) says, as in any other type. */
 typedef enum fcl_dtype {
@@ -742,6 +743,36 @@ FCL_API fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *de
  * accelerator copies bytes as they are, and the cp.async path decodes FP8
  * on chip instead.  The widening reads k and v only, after the call's
  * events, and the forward then reads the copies.
+ * FP8 products (FLASHCL_FP8_PRODUCTS=1 in the environment, read at each
+ * call; any other value counts as unset): on that path (the wgmma piece,
+ * the accelerator's maps available, FLASHCL_WGMMA_TMA not 0), a forward
+ * of FCL_DTYPE_FP8_E4M3 at head_dim 128 (head_dim_v up to 128) without
+ * packed sequences or dropout multiplies on the FP8 tensor cores instead: Q K^T and
+ * P V on E4M3 wgmma with fp32 accumulation, P = exp(s - m) times 2^8
+ * rounded to E4M3 (to nearest even) for P V.  Its first launch, in place
+ * of the widening, lays Q, K and V^T out as the kernel's tiles in the
+ * workspaces (bytes as they are: batch * heads_q * ceil(seqlen_q / br) *
+ * br * 128 bytes for Q, br the plan's rows, 128 on an H100 or H200, and
+ * batch * heads_kv * ceil(seqlen_k / 128) * 16384 for each of K and V,
+ * kept, grown and counted as the widened copies; no tensor maps then: each
+ * tile comes in one plain bulk copy).
+ * What the call then computes differs from the other pieces' within this
+ * bound, per row and output column d (P_j = exp(s_j - max s), l = its sum
+ * with the sink's term, s_j the exact scores, O the exact output):
+ *   |O_d - exact| <= (2^-4 sum_j P_j |v_jd| + 2^-18 sum_j |v_jd|) / l
+ *                    + ds * sum_j P_j |v_jd - O_d| / l,
+ * to first order in ds, the bound of the scores' error: ds = 2^-10 *
+ * |scale| * max_j sum_c |q_c k_jc|, q and k the elements the call computes
+ * with (the bytes' values times their descales; the FP8 tensor cores keep
+ * fewer bits in their sums than fp32); |LSE - exact| <= ds; plus O's
+ * rounding to out_dtype.  The first term is P's rounding (E4M3 keeps 3
+ * bits: half an ulp is 2^-4 of the value; below 2^-14 of the row's
+ * largest P, E4M3's subnormals, steps of 2^-17), as FlashAttention-3's FP8
+ * forward rounds it.
+ * The tests hold the H200's results to twice this bound (NOTES.md, run
+ * 52: within a fifth of it).  On an H200 1.02-1.24x the forward of fp16
+ * storage at head_dim 128 (0.98-1.20x causal; NOTES.md, run 52).  The
+ * plan's reason names it; elsewhere the variable changes nothing.
  * @return FCL_OK, or an error; on error nothing was enqueued or written. */
 FCL_API fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *desc,
                                          cl_mem q, cl_mem k, cl_mem v, cl_mem o, cl_mem lse,
@@ -1175,8 +1206,8 @@ FCL_API fcl_status fcl_kvcache_plan_query(fcl_context *ctx, const fcl_kvcache_de
  * (bound where a call leaves out an optional array, so that no kernel gets
  * a NULL argument), counted here too.  Workspaces a context keeps between
  * calls (split-KV's partials, KV-cache rotary's rotated Q, the Hopper
- * forward's tensor maps and FP8's widened K and V: see the calls) are
- * counted as they are made. */
+ * forward's tensor maps, FP8's widened K and V or its products' tiles: see
+ * the calls) are counted as they are made. */
 typedef struct fcl_memory_stats {
     uint64_t allocations;          /* buffers created */
     uint64_t current_bytes;        /* live now */

@@ -177,9 +177,19 @@ static int nf_check_reference(const nf_state *st)
     for (size_t i = 0; i < st->nl; ++i)
         lours[i] = st->lse[i];
     const size_t terms = c->head_dim + c->seqlen_k;
-    int ok = fa_compare("o", st->o, rlp, r64, NULL, valid, no, 2.0, st->out_dt, terms, &res);
-    ok = fa_compare("lse", lours, llp, l64, NULL, valid, st->nl, 2.0, FCL_DTYPE_FP32, terms, &res) &&
-         ok;
+    int ok;
+    if (nf_fp8_products) {
+        /* rlp and llp hold the bounds instead */
+        ref_forward_p8_bounds(p, q, k, v, FA_P8_EPS_S, rlp, llp);
+        ok = fa_compare_bound("o", st->o, r64, rlp, valid, no, 2.0, st->out_dt, &res);
+        ok = fa_compare_bound("lse", lours, l64, llp, valid, st->nl, 2.0, FCL_DTYPE_FP32, &res) &&
+             ok;
+    } else {
+        ok = fa_compare("o", st->o, rlp, r64, NULL, valid, no, 2.0, st->out_dt, terms, &res);
+        ok = fa_compare("lse", lours, llp, l64, NULL, valid, st->nl, 2.0, FCL_DTYPE_FP32, terms,
+                        &res) &&
+             ok;
+    }
     if (c->backward) {
         double *g64[3], *glp[3], *mag[3];
         const size_t n[3] = {no, nk, nk};
@@ -221,6 +231,7 @@ static int nf_check_reference(const nf_state *st)
 enum { NF_UNTOUCHED = 0, NF_FREE = 1, NF_REQUIRED = 2 };
 
 int nf_dq_rounding;
+int nf_fp8_products;
 
 /* One unit in the last place of storage type dt at |x| (subnormals
  * included; fp32 never takes a tensor-core path, see nf_dq_rounding). */

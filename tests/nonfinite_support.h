@@ -68,6 +68,11 @@ typedef struct nf_kv_spot {
  * (the H100; emulated on CPUs the two orders agree). */
 extern int nf_dq_rounding;
 
+/* 1 where the forward runs FP8 products (FLASHCL_FP8_PRODUCTS, which the
+ * caller sets): the first run is then held to their bound (test_support.h,
+ * fp8_products) instead of the storage type's rule (0, the default). */
+extern int nf_fp8_products;
+
 /* Runs case c on ctx both ways; 1 if every check holds, else prints. */
 int nf_check(fcl_context *ctx, const nf_case *c);
 

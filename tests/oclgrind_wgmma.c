@@ -9,7 +9,9 @@
  * in the "fp8" run below, with FLASHCL_WGMMA_TMA=0, their bytes staged and
  * decoded on chip) and of bf16 (K and V by the accelerator), and the
  * backward's two separate kernels, all with a 64 x 64 tile of one warpgroup, causal edge
- * tiles and two tiles along each sequence.  With the argument "fp8", the
+ * tiles and two tiles along each sequence; and FP8 products
+ * (FLASHCL_FP8_PRODUCTS=1, cl/tile_nv_wgmma_fp8.cl) with a 64 x 128 tile
+ * at head_dim 128.  With the argument "fp8", the
  * FP8 forward alone: the uninitialised-value check's run, since the
  * backward took that check 8 minutes, and the bf16 forward run after the
  * FP8 one has its tensor maps' fields reported uninitialised there (not
@@ -61,6 +63,20 @@ int main(int argc, char **argv)
             return 1;
         failures += !fa_check_forward(ctx, &bf16, &r);
         failures += !fa_check_backward(ctx, &bf16, &r);
+        /* FP8 products (FLASHCL_FP8_PRODUCTS=1): head_dim 128 and tiles of
+         * 128 keys, two of them, two Q blocks; held to its bound */
+        fa_variants vp = v;
+        vp.p_fp16 = 0;
+        vp.fp8_products = 1;
+        const fa_case p8 = {1, 1, 1, 70, 150, 128, FCL_DTYPE_FP8_E4M3, 1, 0, FCL_LAYOUT_BSHD, 0,
+                            {0, 0, 0}, 6, &vp};
+        if (setenv("FLASHCL_FP8_PRODUCTS", "1", 1) != 0 ||
+            fcl_debug_set_tile(ctx, FCL_KERNEL_FORWARD, 64, 128, 4, 32) != FCL_OK)
+            return 1;
+        failures += !fa_check_forward(ctx, &p8, &r);
+        if (unsetenv("FLASHCL_FP8_PRODUCTS") != 0 ||
+            fcl_debug_set_tile(ctx, FCL_KERNEL_FORWARD, 64, 64, 4, 32) != FCL_OK)
+            return 1;
     }
     /* the cases ran on the piece: its plans say so */
     fcl_attention_desc d;

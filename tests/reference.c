@@ -174,6 +174,70 @@ void ref_forward_f64(const ref_problem *p, const double *q, const double *k, con
     free(s);
 }
 
+void ref_forward_p8_bounds(const ref_problem *p, const double *q, const double *k,
+                           const double *v, double eps_s, double *ob, double *lb)
+{
+    const size_t D = p->head_dim, Dv = ref_head_dim_v(p), Sq = p->seqlen_q, Sk = p->seqlen_k;
+    const size_t group = p->heads_q / p->heads_kv;
+    double *s = malloc(Sk * sizeof *s), *o = malloc(Dv * sizeof *o);
+    memset(ob, 0, p->batch * p->heads_q * Sq * Dv * sizeof *ob);
+    memset(lb, 0, p->batch * p->heads_q * Sq * sizeof *lb);
+    for (size_t b = 0; b < p->batch; ++b)
+        for (size_t h = 0; h < p->heads_q; ++h)
+            for (size_t i = 0; i < ref_len_q(p, b); ++i) {
+                const double *qi = q + idx(p->heads_q, Sq, D, b, h, i);
+                double m = -INFINITY, mag = 0, t;
+                for (size_t j = 0; j < Sk; ++j) {
+                    s[j] = -INFINITY;
+                    if (!ref_visible(p, b, h, i, j))
+                        continue;
+                    const double *kj = k + idx(p->heads_kv, Sk, D, b, h / group, j);
+                    double dot = 0, abs_dot = 0;
+                    for (size_t d = 0; d < D; ++d) {
+                        dot += qi[d] * kj[d];
+                        abs_dot += fabs(qi[d] * kj[d]);
+                    }
+                    s[j] = score(p, b, h, i, j, dot, &t);
+                    m = fmax(m, s[j]);
+                    mag = fmax(mag, abs_dot);
+                }
+                const double sink = ref_sink(p, h);
+                m = fmax(m, sink);
+                double l = sink == -INFINITY ? 0.0 : exp(sink - m);
+                for (size_t d = 0; d < Dv; ++d)
+                    o[d] = 0;
+                for (size_t j = 0; j < Sk; ++j) {
+                    if (s[j] == -INFINITY)
+                        continue;
+                    const double e = exp(s[j] - m);
+                    l += e;
+                    const double *vj = v + idx(p->heads_kv, Sk, Dv, b, h / group, j);
+                    for (size_t d = 0; d < Dv; ++d)
+                        o[d] += e * vj[d];
+                }
+                if (!(l > 0))
+                    continue;
+                const double ds = eps_s * fabs(p->scale) * mag;
+                double *obi = ob + idx(p->heads_q, Sq, Dv, b, h, i);
+                for (size_t d = 0; d < Dv; ++d)
+                    o[d] /= l;
+                for (size_t j = 0; j < Sk; ++j) {
+                    if (s[j] == -INFINITY)
+                        continue;
+                    const double e = exp(s[j] - m);
+                    const double *vj = v + idx(p->heads_kv, Sk, Dv, b, h / group, j);
+                    for (size_t d = 0; d < Dv; ++d)
+                        obi[d] += ldexp(e, -4) * fabs(vj[d]) + ldexp(fabs(vj[d]), -18) +
+                                  ds * e * fabs(vj[d] - o[d]);
+                }
+                for (size_t d = 0; d < Dv; ++d)
+                    obi[d] /= l;
+                lb[(b * p->heads_q + h) * Sq + i] = ds;
+            }
+    free(s);
+    free(o);
+}
+
 void ref_forward_lowp(const ref_problem *p, const double *q, const double *k, const double *v,
                       double *o, double *lse)
 {

@@ -59,6 +59,21 @@ double ref_dropout_factor(const ref_problem *p, size_t b, size_t h, size_t i, si
 void ref_forward_f64(const ref_problem *p, const double *q, const double *k, const double *v,
                      double *o, double *lse);
 
+/* The error bound of the forward with FP8 products (flashcl.h,
+ * FLASHCL_FP8_PRODUCTS), from the float64 forward's P = exp(s - m), l =
+ * sum P and O: per output element
+ *   ob = (2^-4 sum_j P_j |v_jd| + 2^-18 sum_j |v_jd|) / l
+ *        + ds * sum_j P_j |v_jd - O_d| / l,
+ * P rounded to E4M3 (3 mantissa bits: half an ulp is 2^-4 of the value;
+ * its subnormals, P times 2^8 below 2^-6, steps of 2^-17 of P), then to
+ * first order a score error of at most ds; per row lb = ds, the LSE's
+ * error to first order.  ds = eps_s * |scale| * max_j sum_d |q_d k_jd|,
+ * the scores' bound as a fraction of their terms' magnitude (the FP8
+ * tensor cores' accumulation).  Plain attention (no dropout) only; rows
+ * that see no key get 0. */
+void ref_forward_p8_bounds(const ref_problem *p, const double *q, const double *k,
+                           const double *v, double eps_s, double *ob, double *lb);
+
 /* fp32 forward with a two-pass softmax over keys in reverse order; o is
  * rounded to the storage type, lse is fp32. */
 void ref_forward_lowp(const ref_problem *p, const double *q, const double *k, const double *v,

@@ -115,6 +115,10 @@ typedef struct fa_variants {
     int p_fp16;                     /* 1: the tensor-core piece, which rounds P to fp16 for
                                        the P V product: O is then held to fp16's u even
                                        when its type is fp32 */
+    int fp8_products;               /* 1: the forward runs FP8 products (FLASHCL_FP8_PRODUCTS):
+                                       O and LSE are held to reference.h's
+                                       ref_forward_p8_bounds (eps_s = FA_P8_EPS_S) times 2,
+                                       plus O's rounding */
     size_t head_dim_v;              /* columns of V, O, dO, dV; 0: head_dim */
     /* attention sinks: 1: one logit per query head, log(seqlen_k) + N(0, 1) (about
      * the rows' own log-sum-exp, so the sink takes a fair share); the backward
@@ -124,6 +128,14 @@ typedef struct fa_variants {
 } fa_variants;
 
 fa_variants fa_no_variants(void);
+
+/* The scores' error bound of FP8 products as a fraction of |scale| sum_d
+ * |q_d k_d| (flashcl.h, FLASHCL_FP8_PRODUCTS): 2^-10.  Hopper's FP8 tensor
+ * cores keep about 14 bits in their sums (DeepSeek-V3's report), 2^-13 of
+ * the terms' magnitude a rounding; four k32 steps at head_dim 128 and the
+ * fp32 adds between them stay within 2^-10 with room (run 41d measured
+ * the LSE's error at about 2^-12 of that magnitude). */
+#define FA_P8_EPS_S 0x1p-10
 
 typedef struct fa_case {
     size_t batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
@@ -188,6 +200,14 @@ int fa_check_deterministic(fcl_context *ctx, const fa_case *c, int backward);
 int fa_compare(const char *name, const double *ours, const double *lowp, const double *ref,
                const double *magnitude, const unsigned char *valid, size_t n, double factor,
                fcl_dtype dt, size_t sum_terms, fa_result *res);
+
+/* FP8 products' rule (fa_variants.fp8_products): ours within factor *
+ * bound[i] of ref, plus ref's rounding to dt and fp32's at the scale of
+ * the largest |ref|; non-finite elements must equal ref's.  1 if it holds;
+ * the worst ratio is kept in res (err_lowp: that element's bound). */
+int fa_compare_bound(const char *name, const double *ours, const double *ref,
+                     const double *bound, const unsigned char *valid, size_t n, double factor,
+                     fcl_dtype dt, fa_result *res);
 
 /* Prints one line describing a case (for failure messages). */
 void fa_describe(const fa_case *c, char *buf, size_t n);

@@ -438,6 +438,110 @@ static void test_fp8(void **state)
     }
 }
 
+/* FP8 products (FLASHCL_FP8_PRODUCTS=1; cl/tile_nv_wgmma_fp8.cl): E4M3 at
+ * head_dim 128, Q K^T and P V on E4M3 wgmma from tiles the call's first
+ * launch lays out (V^T with its keys permuted).  Held to the header's
+ * bound (test_support.h, fp8_products), not to fp16's products.  Peaked
+ * softmaxes (K times 8: a key's value misplaced within its 16 or its
+ * tile shows), three key tiles the last one partial, two Q blocks the
+ * second partial, causal, GQA, BHSD, descales, every output type, a
+ * negative scale (Q's bytes negated on chip), a narrower V, split-KV
+ * chunks, sinks, and a short sequence (one partial tile of each) with a
+ * softcap.  Not with dropout, nor at head_dim 64. */
+static void test_fp8_products(void **state)
+{
+    (void)state;
+    const fcl_dtype outs[3] = {FCL_DTYPE_FP32, FCL_DTYPE_FP16, FCL_DTYPE_BF16};
+    assert_int_equal(setenv("FLASHCL_FP8_PRODUCTS", "1", 1), 0);
+    for (int i = 0; i < 7; ++i) {
+        fa_variants v = fa_no_variants();
+        v.out_dtype = outs[i % 3];
+        v.descales = i != 1;
+        v.fp8_products = 1;
+        fa_case c = base_case(9800 + (uint64_t)i);
+        c.dtype = FCL_DTYPE_FP8_E4M3;
+        c.heads_q = 4;
+        c.heads_kv = i == 3 ? 1 : 2;
+        c.head_dim = 128;
+        c.seqlen_k = 300;
+        c.causal = i == 1 || i == 3;
+        c.layout = i == 2 ? FCL_LAYOUT_BHSD : FCL_LAYOUT_BSHD;
+        c.input_scale[1] = i == 0 ? 1.0 : 8.0;
+        if (i == 4) {
+            v.head_dim_v = 64;
+            c.scale = -0.06f; /* Q's bytes negated on chip */
+        }
+        if (i == 5)
+            v.num_splits = 2;
+        if (i == 3)
+            v.sinks = 1;
+        if (i == 6) {
+            c.seqlen_q = 70;
+            c.seqlen_k = 41;
+            v.softcap = 20.0f;
+        }
+        c.var = &v;
+        if (!wgmma_refused) {
+            const fcl_attention_desc d = case_desc(&c);
+            fcl_plan plan;
+            assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan), FCL_OK);
+            assert_non_null(strstr(plan.reason, "FP8 products"));
+            /* how near the bound the device comes (NOTES.md) */
+            fa_result r;
+            assert_true(fa_check_forward(ctx, &c, &r));
+            print_message("fp8 products case %d: worst %s error %.3g, tolerance %.3g (bound "
+                          "%.3g)\n", i, r.worst, r.err, r.tol, r.err_lowp);
+        } else {
+            check(&c);
+        }
+    }
+    /* not with dropout, nor at head_dim 64: the widened path's plan */
+    if (!wgmma_refused) {
+        fcl_attention_desc d;
+        fcl_plan plan;
+        fcl_attention_desc_init(&d, 1, 2, 2, 130, 300, 128, FCL_DTYPE_FP8_E4M3, FCL_LAYOUT_BSHD);
+        d.dropout_p = 0.1f;
+        assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan), FCL_OK);
+        assert_null(strstr(plan.reason, "FP8 products"));
+        fcl_attention_desc_init(&d, 1, 2, 2, 130, 300, 64, FCL_DTYPE_FP8_E4M3, FCL_LAYOUT_BSHD);
+        assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan), FCL_OK);
+        assert_null(strstr(plan.reason, "FP8 products"));
+    }
+    assert_int_equal(unsetenv("FLASHCL_FP8_PRODUCTS"), 0);
+}
+
+/* FP8 products' guard of non-finite V (E4M3's NaN bytes) in the edge
+ * tiles (tile_nv_wgmma_fp8.cl: V^T's bytes, a key's column through the
+ * permutation): a NaN reaches exactly the rows that see its key.  300 keys
+ * (three tiles), NaNs in V in two tiles, causal and a sliding window. */
+static void test_fp8_products_nonfinite(void **state)
+{
+    (void)state;
+    if (wgmma_refused) {
+        print_message("no wgmma plan on this device: nothing to run\n");
+        return;
+    }
+    assert_int_equal(setenv("FLASHCL_FP8_PRODUCTS", "1", 1), 0);
+    for (int i = 0; i < 2; ++i) {
+        const int window = i == 1;
+        nf_case c = {2, 1, 300, 300, 128, FCL_DTYPE_FP8_E4M3, !window, window ? 40 : -1,
+                     window ? 9 : -1, 0, 0, 0,
+                     {{NF_V, 0, 133, 0, NAN}, {NF_V, 0, 72, 5, NAN}, {NF_V, 0, 93, 2, NAN},
+                      {NF_V, 0, 260, 127, NAN}},
+                     9900 + (uint64_t)i};
+        fcl_attention_desc d;
+        fcl_plan plan;
+        fcl_attention_desc_init(&d, 1, 2, 1, 300, 300, 128, FCL_DTYPE_FP8_E4M3, FCL_LAYOUT_BSHD);
+        assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan), FCL_OK);
+        assert_non_null(strstr(plan.reason, "FP8 products"));
+        nf_fp8_products = 1;
+        const int ok = nf_check(ctx, &c);
+        nf_fp8_products = 0;
+        assert_true(ok);
+    }
+    assert_int_equal(unsetenv("FLASHCL_FP8_PRODUCTS"), 0);
+}
+
 /* A caller's out-of-order queue: FP8's widening launch, the forward that
  * reads its copies and the next call's widening into the same workspace
  * must be chained by events (forward.c).  Two rounds of two FP8 cases
@@ -501,7 +605,7 @@ static void test_shrink(void **state)
             fcl_plan_full f;
             const fcl_status st = fcl_plan_make_wgmma(&ctx->caps, FCL_KERNEL_FORWARD, 64,
                                                       FCL_DTYPE_FP16, &limits,
-                                                      i & 1 ? &forced : NULL, 0, tma, 0, &f);
+                                                      i & 1 ? &forced : NULL, 0, tma, 0, 0, &f);
             uint64_t local; /* the limit, or the device's own where smaller */
             size_t wg;
             fcl_plan_effective_limits(&ctx->caps, &limits, &local, &wg);
@@ -540,7 +644,7 @@ static void test_backward_shrink(void **state)
             const fcl_plan_limits limits = {kib * 1024, 1024};
             fcl_plan_full f;
             const fcl_status st = fcl_plan_make_wgmma(&ctx->caps, kind, d, FCL_DTYPE_BF16,
-                                                      &limits, NULL, 0, 0, fused, &f);
+                                                      &limits, NULL, 0, 0, fused, 0, &f);
             uint64_t local;
             size_t wg;
             fcl_plan_effective_limits(&ctx->caps, &limits, &local, &wg);
@@ -843,6 +947,8 @@ int main(void)
         cmocka_unit_test_teardown(test_loads, clear_forced_tile),
         cmocka_unit_test_teardown(test_fp8, clear_forced_tile),
         cmocka_unit_test_teardown(test_fp8_out_of_order_queue, clear_forced_tile),
+        cmocka_unit_test_teardown(test_fp8_products, clear_forced_tile),
+        cmocka_unit_test_teardown(test_fp8_products_nonfinite, clear_forced_tile),
         cmocka_unit_test_teardown(test_ring_switches, clear_build_options),
         cmocka_unit_test(test_shrink),
         cmocka_unit_test(test_backward_shrink),

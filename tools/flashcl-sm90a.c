@@ -41,14 +41,18 @@ static int print_source(fcl_program_id id)
 static int print_options(int argc, char **argv)
 {
     if (argc != 4 && argc != 6)
-        return fprintf(stderr, "options[-cpasync|-dkdv|-dkdv-fused|-dq] D fp16|bf16|e4m3|e5m2 "
+        return fprintf(stderr, "options[-cpasync|-fp8-products|-dkdv|-dkdv-fused|-dq] D "
+                               "fp16|bf16|e4m3|e5m2 "
                                "[ROWS COLS]\n"),
                1;
     /* "options": K and V by the tensor memory accelerator, as on an H100
      * where libcuda is found; "options-cpasync": by cp.async;
      * "options-dkdv": the backward's dK/dV, "options-dkdv-fused" with the
-     * fused dQ (FLASHCL_BACKWARD_DQ=ordered); "options-dq": its dQ */
-    const int tma = strcmp(argv[1], "options") == 0;
+     * fused dQ (FLASHCL_BACKWARD_DQ=ordered); "options-dq": its dQ;
+     * "options-fp8-products": the forward of E4M3 at head_dim 128 with FP8
+     * products (FLASHCL_FP8_PRODUCTS=1) */
+    const int products = strcmp(argv[1], "options-fp8-products") == 0;
+    const int tma = strcmp(argv[1], "options") == 0 || products;
     const int fused = strcmp(argv[1], "options-dkdv-fused") == 0;
     const fcl_kernel_kind kind = strcmp(argv[1], "options-dkdv") == 0 || fused
                                      ? FCL_KERNEL_BACKWARD_DKDV
@@ -74,13 +78,15 @@ static int print_options(int argc, char **argv)
     }
     fcl_plan_full plan;
     const fcl_status st = fcl_plan_make_wgmma(&h100->caps, kind, d, dtype, NULL,
-                                              argc == 6 ? &forced : NULL, 0, tma, fused, &plan);
+                                              argc == 6 ? &forced : NULL, 0, tma, fused, products,
+                                              &plan);
     if (st != FCL_OK)
         return fprintf(stderr, "no wgmma plan: %s\n", fcl_status_string(st)), 1;
     fcl_build b = fcl_build_of(kind, d, dtype,
                                FCL_BUILD_TILE_MMA | FCL_BUILD_WGMMA |
                                    (plan.wg_tma ? FCL_BUILD_WG_TMA : 0) |
-                                   (fused ? FCL_BUILD_FUSED_DQ : 0));
+                                   (fused ? FCL_BUILD_FUSED_DQ : 0) |
+                                   (products ? FCL_BUILD_FP8_PRODUCTS : 0));
     b.out_dtype = fp8 ? FCL_DTYPE_FP16 : dtype;
     char opts[1024];
     if (fcl_kernel_options(&plan, &b, 0, opts, sizeof opts) >= (int)sizeof opts)
@@ -124,13 +130,15 @@ int main(int argc, char **argv)
         return print_source(FCL_PROGRAM_BACKWARD);
     if (argc >= 2 && (strcmp(argv[1], "options") == 0 || strcmp(argv[1], "options-cpasync") == 0 ||
                       strcmp(argv[1], "options-dkdv") == 0 ||
+                      strcmp(argv[1], "options-fp8-products") == 0 ||
                       strcmp(argv[1], "options-dkdv-fused") == 0 ||
                       strcmp(argv[1], "options-dq") == 0))
         return print_options(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "rewrite") == 0)
         return rewrite();
     fprintf(stderr, "usage: flashcl-sm90a source[-backward] | "
-                    "options[-cpasync|-dkdv|-dkdv-fused|-dq] D fp16|bf16|e4m3|e5m2 [ROWS COLS] | "
+                    "options[-cpasync|-fp8-products|-dkdv|-dkdv-fused|-dq] D fp16|bf16|e4m3|e5m2 "
+                    "[ROWS COLS] | "
                     "rewrite\n");
     return 1;
 }

@@ -66,6 +66,7 @@ check() {
     kernel=fcl_forward
     case $mode in
     options-cpasync) name="$name-cpasync" ;;
+    options-fp8-products) name="$name-products" ;;
     options-dkdv) name="dkdv-$name" src=backward kernel=fcl_backward_dkdv ;;
     options-dkdv-fused) name="dkdv-fused-$name" src=backward kernel=fcl_backward_dkdv ;;
     options-dq) name="dq-$name" src=backward kernel=fcl_backward_dq ;;
@@ -124,6 +125,8 @@ check options 128 e5m2
 check options-cpasync 64 e4m3
 check options-cpasync 128 e5m2
 check options-cpasync 128 e4m3
+# FP8 products (FLASHCL_FP8_PRODUCTS=1): E4M3 wgmma from byte tiles
+check options-fp8-products 128 e4m3
 check options-dkdv 64 fp16
 check options-dkdv 128 fp16
 check options-dkdv 128 bf16

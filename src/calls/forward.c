@@ -65,6 +65,8 @@ fcl_build fcl_forward_build(const fcl_context *ctx, const fcl_attention_desc *d,
         b.features |= FCL_BUILD_WGMMA;
         if (fcl_uses_wgmma_tma(ctx, d))
             b.features |= FCL_BUILD_WG_TMA;
+        if (fcl_uses_fp8_products(d, b.features))
+            b.features |= FCL_BUILD_FP8_PRODUCTS;
     }
     return b;
 }
@@ -140,9 +142,9 @@ typedef struct forward_call {
     cl_mem part_o, part_lse;
     cl_mem maps;                  /* the wgmma forward's tensor maps (FCL_BUILD_WG_TMA) */
     fcl_status scratch_status;
-    /* K and V as the kernel reads them: the job's, or FP8's widened copies
-     * (enqueue_widen) */
-    cl_mem k, v;
+    /* Q, K and V as the kernel reads them: the job's, FP8's widened K and
+     * V (enqueue_widen) or FP8 products' tiles (enqueue_prepare8) */
+    cl_mem q, k, v;
     fcl_layout k_layout, v_layout;
 } forward_call;
 
@@ -199,7 +201,7 @@ static fcl_status set_forward_args(const fcl_resolved *r, cl_kernel kernel, cons
         FCL_TRY(fcl_scratch_get(c->ctx, FCL_SCRATCH_PART_LSE, rows * sizeof(float), &c->part_lse));
     }
     fcl_args a = {kernel, 0, CL_SUCCESS};
-    fcl_arg_mem(&a, j->q);
+    fcl_arg_mem(&a, c->q);
     fcl_arg_mem(&a, c->k);
     fcl_arg_mem(&a, c->v);
     fcl_arg_mem(&a, j->o);
@@ -239,8 +241,9 @@ static fcl_status set_forward_args(const fcl_resolved *r, cl_kernel kernel, cons
     fcl_arg_int(&a, arrays);
     *groups = base_groups * (size_t)c->split.num_splits;
     /* the wgmma forward with the tensor memory accelerator: the template
-     * (none emulated) and room for each work-group's two maps */
-    if (r->build.features & FCL_BUILD_WG_TMA)
+     * (none emulated) and room for each work-group's two maps (FP8
+     * products take none: their tiles come by plain bulk copies) */
+    if ((r->build.features & FCL_BUILD_WG_TMA) && !(r->build.features & FCL_BUILD_FP8_PRODUCTS))
         FCL_TRY(fcl_tensor_maps_buffer(c->ctx, *groups, &c->maps));
     (void)arg_optional(&a, c->ctx, c->maps, 0);
     return a.err;
@@ -285,7 +288,7 @@ static fcl_status enqueue_combine(fcl_context *ctx, fcl_resolved *r, const forwa
  * then reads in c->k and c->v, laid out (batch, K/V head, row, column) with
  * one batch entry of total_k rows for packed sequences.  Only the
  * workspace is written. */
-enum { FCL_WIDEN_WG = 256 };
+enum { FCL_WIDEN_WG = 256, FCL_PREPARE8_WG = 256 /* cl/flash_fwd.cl's FCL_PREP8_WG */ };
 static fcl_status enqueue_widen(fcl_context *ctx, fcl_resolved *r, forward_call *c,
                                 const fcl_wait *wait, cl_event *done)
 {
@@ -321,6 +324,48 @@ static fcl_status enqueue_widen(fcl_context *ctx, fcl_resolved *r, forward_call 
                                   wait->list, done);
 }
 
+/* FP8 products (fcl_forward_prepares8): Q, K and V^T laid out as the
+ * kernel's tiles in the workspace (cl/flash_fwd.cl, fcl_forward_prepare8;
+ * cl/tile_nv_wgmma_fp8.cl says how), which the forward then reads in c->q,
+ * c->k and c->v.  Only the workspace is written. */
+static fcl_status enqueue_prepare8(fcl_context *ctx, fcl_resolved *r, forward_call *c,
+                                   const fcl_wait *wait, cl_event *done)
+{
+    const fcl_attention_desc *d = c->job->desc;
+    const size_t br = r->plan.pub.br, bc = r->plan.pub.bc, row = 128; /* bytes a tile row */
+    const size_t q_bytes = d->batch * d->heads_q * div_up(d->seqlen_q, br) * br * row;
+    const size_t kv_bytes = d->batch * d->heads_kv * div_up(d->seqlen_k, bc) * bc * row;
+    FCL_TRY(fcl_scratch_get(ctx, FCL_SCRATCH_WIDE_Q, q_bytes, &c->q));
+    FCL_TRY(fcl_scratch_get(ctx, FCL_SCRATCH_WIDE_K, kv_bytes, &c->k));
+    FCL_TRY(fcl_scratch_get(ctx, FCL_SCRATCH_WIDE_V, kv_bytes, &c->v));
+    cl_kernel kernel = NULL;
+    FCL_TRY(fcl_resolved_kernel(r, FCL_HELPER_PREPARE8, &kernel));
+    /* a work-group a tile's block: Q's, then K's, then V^T's */
+    const size_t q_blocks = q_bytes / (br * row), kv_blocks = kv_bytes / (bc * row);
+    fcl_args a = {kernel, 0, CL_SUCCESS};
+    fcl_arg_mem(&a, c->job->q);
+    fcl_arg_layout(&a, &d->q);
+    fcl_arg_mem(&a, c->job->k);
+    fcl_arg_layout(&a, &d->k);
+    fcl_arg_mem(&a, c->job->v);
+    fcl_arg_layout(&a, &d->v);
+    fcl_arg_int(&a, (int)d->seqlen_q);
+    fcl_arg_int(&a, (int)d->seqlen_k);
+    fcl_arg_int(&a, (int)d->heads_q);
+    fcl_arg_int(&a, (int)d->heads_kv);
+    fcl_arg_int(&a, (int)fcl_head_dim_v(d));
+    fcl_arg_long(&a, (int64_t)q_blocks);
+    fcl_arg_long(&a, (int64_t)kv_blocks);
+    fcl_arg_mem(&a, c->q);
+    fcl_arg_mem(&a, c->k);
+    fcl_arg_mem(&a, c->v);
+    if (a.err != CL_SUCCESS)
+        return a.err;
+    const size_t local = FCL_PREPARE8_WG, global = (q_blocks + 2 * kv_blocks) * local;
+    return clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &global, &local, wait->count,
+                                  wait->list, done);
+}
+
 fcl_status fcl_forward_resolve(fcl_context *ctx, const fcl_forward_job *job, fcl_resolved **out)
 {
     const fcl_build b = fcl_forward_build(ctx, job->desc, job->var->features, job->page_size);
@@ -347,15 +392,18 @@ fcl_status fcl_forward_enqueue(fcl_context *ctx, const fcl_forward_job *job, fcl
      * scratch needs no guard: no event is made unless the caller asks. */
     const bool track = !ctx->queue_in_order;
     const bool want_events = track || event != NULL;
-    forward_call call = {ctx,  job,     {1, 0},         NULL,           NULL, NULL, FCL_OK,
-                         job->k, job->v, job->desc->k, job->desc->v};
+    forward_call call = {ctx,    job,    {1, 0}, NULL,         NULL,        NULL, FCL_OK,
+                         job->q, job->k, job->v, job->desc->k, job->desc->v};
     cl_event ev_widen = NULL, ev_attn = NULL, ev_combine = NULL;
     fcl_status st = FCL_OK;
     fcl_wait attn_wait = *wait;
-    if (fcl_forward_widens(&r->build)) {
-        /* the forward waits for the widening, which waits for the caller's
-         * events (on an in-order queue it simply follows it) */
-        st = enqueue_widen(ctx, r, &call, wait, track ? &ev_widen : NULL);
+    if (fcl_forward_widens(&r->build) || fcl_forward_prepares8(&r->build)) {
+        /* the forward waits for the widening (or the tiles' layout), which
+         * waits for the caller's events (on an in-order queue it simply
+         * follows it) */
+        st = fcl_forward_widens(&r->build)
+                 ? enqueue_widen(ctx, r, &call, wait, track ? &ev_widen : NULL)
+                 : enqueue_prepare8(ctx, r, &call, wait, track ? &ev_widen : NULL);
         attn_wait = (fcl_wait){track ? 1 : 0, track ? &ev_widen : NULL, NULL};
     }
     if (st == FCL_OK)

@@ -34,7 +34,10 @@ enum {
     FCL_BUILD_WGMMA = 0x2000,
     /* with FCL_BUILD_WGMMA: K and V tiles brought in by the tensor memory
      * accelerator (cl/warpgroup_ptx.cl, FCL_WG_TMA) instead of cp.async */
-    FCL_BUILD_WG_TMA = 0x4000
+    FCL_BUILD_WG_TMA = 0x4000,
+    /* with FCL_BUILD_WG_TMA, E4M3 at head_dim 128: both products on E4M3
+     * wgmma (cl/tile_nv_wgmma_fp8.cl), where fcl_uses_fp8_products says */
+    FCL_BUILD_FP8_PRODUCTS = 0x8000
 };
 
 /* What a kernel is built for: the resolved-kernel cache's key. */
@@ -56,6 +59,10 @@ fcl_build fcl_build_of(fcl_kernel_kind kind, size_t head_dim, fcl_dtype dtype, u
  * (the wgmma piece on the tensor memory accelerator: cl/common.cl's
  * FCL_KV_WIDENED), so its program holds fcl_forward_widen. */
 bool fcl_forward_widens(const fcl_build *b);
+/* Whether b is the FP8 forward with FP8 products (FCL_BUILD_FP8_PRODUCTS),
+ * whose Q, K and V^T the call first lays out as the kernel's tiles, so its
+ * program holds fcl_forward_prepare8 (cl/flash_fwd.cl). */
+bool fcl_forward_prepares8(const fcl_build *b);
 
 /* ---- the tuned table (plan_table.c) --------------------------------------- */
 
@@ -159,11 +166,14 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
  * by the tensor memory accelerator (FCL_BUILD_WG_TMA); `fused_dq` (dK/dV
  * only): the kernel computes dQ too (FCL_BUILD_FUSED_DQ), which takes more
  * local memory, and no tile that would leave a warpgroup fewer than 64 of
- * the share's columns (shrunk past; a forced one: FCL_ERROR_INVALID_VALUE). */
+ * the share's columns (shrunk past; a forced one: FCL_ERROR_INVALID_VALUE);
+ * `fp8_products` (the forward of E4M3 at head_dim 128 with `tma`): both
+ * products on E4M3 wgmma (FCL_BUILD_FP8_PRODUCTS), whose tiles keep 128
+ * keys (never shrunk below: FCL_ERROR_NO_PLAN). */
 fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
                                fcl_dtype dtype, const fcl_plan_limits *limits,
                                const fcl_tuned_tile *target, int emulated, int tma, int fused_dq,
-                               fcl_plan_full *out);
+                               int fp8_products, fcl_plan_full *out);
 /* __local bytes of a portable-piece kernel (features: as fcl_plan_make). */
 uint64_t fcl_plan_local_bytes(fcl_kernel_kind kind, unsigned features, int rows, int cols,
                               int d_pad, int tx);
@@ -224,5 +234,12 @@ bool fcl_uses_wgmma_tma(const fcl_context *ctx, const fcl_attention_desc *desc);
  * FCL_KV_WIDENED).  The plan asks it (and drops `tma` elsewhere, so its
  * wg_tma is the build's). */
 bool fcl_wgmma_tma_allowed(fcl_kernel_kind kind);
+/* Whether a wgmma forward on the accelerator's path (`features` with
+ * FCL_BUILD_WGMMA and FCL_BUILD_WG_TMA) takes FP8 products
+ * (FCL_BUILD_FP8_PRODUCTS): asked for by FLASHCL_FP8_PRODUCTS=1 in the
+ * environment (read at each call; any other value counts as unset), for
+ * E4M3 storage at head_dim 128 without packed sequences or dropout (the
+ * header's error bound is stated without it). */
+bool fcl_uses_fp8_products(const fcl_attention_desc *desc, unsigned features);
 
 #endif /* FCL_PLAN_H */

@@ -108,7 +108,7 @@ static const char emulated_note[] = "; wgmma emulated in OpenCL C (a test mode)"
 fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
                                fcl_dtype dtype, const fcl_plan_limits *limits,
                                const fcl_tuned_tile *target, int emulated, int tma,
-                               int fused_dq, fcl_plan_full *out)
+                               int fused_dq, int fp8_products, fcl_plan_full *out)
 {
     const bool dkdv = kind == FCL_KERNEL_BACKWARD_DKDV, fwd = kind == FCL_KERNEL_FORWARD;
     /* FP8 (the forward only) is held as fp16 tiles: the same tiles and
@@ -131,14 +131,17 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
     else if (!fwd && !dkdv && d == 64)
         s.warpgroups = 1;
     if (target != NULL &&
-        (!target_shape(kind, target, &s) || (fused_dq && !fused_split_ok(d, s))))
+        (!target_shape(kind, target, &s) || (fused_dq && !fused_split_ok(d, s)) ||
+         (fp8_products && s.inner != 128)))
         return FCL_ERROR_INVALID_VALUE;
     uint64_t local_limit;
     size_t wg_limit;
     fcl_plan_effective_limits(caps, limits, &local_limit, &wg_limit);
     while (!wgmma_fits(kind, d, s, emulated, tma, fused_dq, local_limit, wg_limit) ||
            (fused_dq && !fused_split_ok(d, s))) {
-        if (s.inner > 64) /* half, in whole wgmma blocks of 64 (192 -> 64, not 96) */
+        if (fp8_products && s.inner <= 128 && s.warpgroups == 1)
+            return FCL_ERROR_NO_PLAN; /* its kernel's tiles keep 128 keys */
+        if (s.inner > (fp8_products ? 128 : 64)) /* half, in whole wgmma blocks of 64 (192 -> 64, not 96) */
             s.inner = s.inner >= 256 ? s.inner / 2 : 64;
         else if (s.warpgroups > 1)
             s.warpgroups = 1;
@@ -186,6 +189,14 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
                                "through __local), added in here (FLASHCL_BACKWARD_DQ)"
                              : "",
                     emulated ? emulated_note : "");
+    else if (fp8_products)
+        fcl_appendf(pub->reason, sizeof pub->reason,
+                    "FP8 products (FLASHCL_FP8_PRODUCTS=1): wgmma m64n128k32 of e4m3 for Q K^T "
+                    "and P V (fp32 sums, P rounded to e4m3; FLASHCL_WGMMA=0 turns wgmma off); "
+                    "forward: %d warpgroup%s of 64 query rows, 128 keys per step; Q, K and V^T "
+                    "as bytes in the 128-byte swizzle, laid out by the call's first launch, "
+                    "a bulk copy a tile%s",
+                    s.warpgroups, s.warpgroups > 1 ? "s" : "", emulated ? emulated_note : "");
     else
         fcl_appendf(pub->reason, sizeof pub->reason,
                     "wgmma m64nNk16, N %d for Q K^T and %d for P V (%s inputs, fp32 sums; "

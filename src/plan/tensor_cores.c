@@ -62,6 +62,15 @@ static bool map_rows_ok(const fcl_layout *l)
 
 bool fcl_wgmma_tma_allowed(fcl_kernel_kind kind) { return kind == FCL_KERNEL_FORWARD; }
 
+bool fcl_uses_fp8_products(const fcl_attention_desc *d, unsigned features)
+{
+    const char *env = getenv("FLASHCL_FP8_PRODUCTS");
+    const unsigned need = FCL_BUILD_WGMMA | FCL_BUILD_WG_TMA;
+    return env != NULL && strcmp(env, "1") == 0 && (features & need) == need &&
+           d->dtype == FCL_DTYPE_FP8_E4M3 && d->head_dim == 128 &&
+           !(features & (FCL_FEAT_VARLEN | FCL_FEAT_DROPOUT));
+}
+
 bool fcl_uses_wgmma_tma(const fcl_context *ctx, const fcl_attention_desc *d)
 {
     const char *env = getenv("FLASHCL_WGMMA_TMA");

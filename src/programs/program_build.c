@@ -22,6 +22,7 @@ extern const char fcl_cl_warp_emulated[];
 extern const char fcl_cl_warpgroup_ptx[];
 extern const char fcl_cl_warpgroup_emulated[];
 extern const char fcl_cl_tile_nv_wgmma[];
+extern const char fcl_cl_tile_nv_wgmma_fp8[];
 extern const char fcl_cl_combine[];
 extern const char fcl_cl_kvcache[];
 
@@ -46,6 +47,7 @@ size_t fcl_program_sources(fcl_program_id id, const char **sources, size_t capac
         list[n++] = fcl_cl_warpgroup_emulated;
         list[n++] = fcl_cl_tile_nv_mma;
         list[n++] = fcl_cl_tile_nv_wgmma;
+        list[n++] = fcl_cl_tile_nv_wgmma_fp8; /* FP8 products: its forward's hooks */
         if (id == FCL_PROGRAM_FORWARD) {
             list[n++] = fcl_cl_flash_fwd;
             list[n++] = fcl_cl_combine; /* the merge of split-KV's chunks */

@@ -24,6 +24,7 @@ typedef enum fcl_helper {
     FCL_HELPER_DQ_STORE,          /* dQ from the fused dK/dV kernel's sums (flash_bwd.cl) */
     FCL_HELPER_SINK_GRAD,         /* backward's gradient of attention sinks (flash_bwd.cl) */
     FCL_HELPER_WIDEN,             /* the FP8 wgmma forward's K and V to fp16 (flash_fwd.cl) */
+    FCL_HELPER_PREPARE8,          /* FP8 products: Q, K, V^T as the kernel's tiles (flash_fwd.cl) */
     FCL_HELPER_COUNT
 } fcl_helper;
 

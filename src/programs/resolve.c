@@ -53,6 +53,7 @@ static const char *const helper_names[FCL_HELPER_COUNT] = {
     [FCL_HELPER_DQ_STORE] = "fcl_backward_dq_store",
     [FCL_HELPER_SINK_GRAD] = "fcl_backward_sink_grad",
     [FCL_HELPER_WIDEN] = "fcl_forward_widen",
+    [FCL_HELPER_PREPARE8] = "fcl_forward_prepare8",
 };
 
 /* Kernel objects are made once: creating one costs the host as much as a
@@ -115,7 +116,8 @@ static fcl_status make_plan(fcl_context *ctx, fcl_resolved *r)
     if (b->features & FCL_BUILD_WGMMA)
         return fcl_plan_make_wgmma(&ctx->caps, b->kind, b->head_dim, b->dtype, &r->limits, forced,
                                    ctx->emulate_tensor_cores, (b->features & FCL_BUILD_WG_TMA) != 0,
-                                   (b->features & FCL_BUILD_FUSED_DQ) != 0, &r->plan);
+                                   (b->features & FCL_BUILD_FUSED_DQ) != 0,
+                                   (b->features & FCL_BUILD_FP8_PRODUCTS) != 0, &r->plan);
     if (b->features & FCL_BUILD_TILE_MMA) {
         fcl_tuned_tile decode_target;
         if (forced == NULL && b->kind == FCL_KERNEL_DECODE) {
@@ -168,6 +170,7 @@ static fcl_status check_helpers(fcl_context *ctx, fcl_resolved *r)
             dq_helper                  ? r->build.kind == FCL_KERNEL_BACKWARD_DQ
             : h == FCL_HELPER_DQ_STORE ? (r->build.features & FCL_BUILD_FUSED_DQ) != 0
             : h == FCL_HELPER_WIDEN    ? forward && fcl_forward_widens(&r->build)
+            : h == FCL_HELPER_PREPARE8 ? forward && fcl_forward_prepares8(&r->build)
                                        : forward;
         if (!here)
             continue;
@@ -272,7 +275,13 @@ fcl_build fcl_build_of(fcl_kernel_kind kind, size_t head_dim, fcl_dtype dtype, u
 bool fcl_forward_widens(const fcl_build *b)
 {
     return b->kind == FCL_KERNEL_FORWARD && fcl_dtype_is_fp8(b->dtype) &&
-           (b->features & FCL_BUILD_WGMMA) && (b->features & FCL_BUILD_WG_TMA);
+           (b->features & FCL_BUILD_WGMMA) && (b->features & FCL_BUILD_WG_TMA) &&
+           !(b->features & FCL_BUILD_FP8_PRODUCTS);
+}
+
+bool fcl_forward_prepares8(const fcl_build *b)
+{
+    return b->kind == FCL_KERNEL_FORWARD && (b->features & FCL_BUILD_FP8_PRODUCTS);
 }
 
 static bool same_build(const fcl_build *a, const fcl_build *b)
