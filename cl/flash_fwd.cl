@@ -319,14 +319,11 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_kv_storage *K
              * instead keeps exp at exactly 0 rather than NaN. */
             const fcl_rowv m_use = (m_new == -INFINITY) ? (fcl_rowv)0.0f : m_new * exp_scale_v;
             alpha[iv] = FCL_EXP(fma(m[iv], exp_scale_v, -m_use));
-#if FCL_FWD_P_SHIFT
-            /* P (and l) times 2^FCL_FWD_P_SHIFT in FCL_EXP's units: the
-             * piece's P V takes P in a narrow type (tile_nv_wgmma_fp8.cl);
-             * O = acc / l is unchanged, the LSE takes the shift back */
+            /* P (and l) times 2^FCL_FWD_P_SHIFT in FCL_EXP's units: a
+             * piece whose P V takes P in a narrow type shifts it into its
+             * range (tile_nv_wgmma_fp8.cl); O = acc / l is unchanged, the
+             * LSE takes the shift back */
             const fcl_rowv m_p = m_use - (fcl_rowv)FCL_FWD_P_SHIFT;
-#else
-            const fcl_rowv m_p = m_use;
-#endif
             m[iv] = m_new;
             l[iv] *= alpha[iv];
 #if !FCL_FWD_DEFERRED_PV
@@ -392,6 +389,8 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_kv_storage *K
         const long at = fcl_lse_index(b, head, heads_q, lse_rows, sq, pos);
         const float l_i = FCL_R(l, i);
         const float m_i = FCL_R(m, i);
+        /* (the shift only where a piece sets it: its subtraction keeps
+         * compilers from contracting the product and the log's add) */
 #if FCL_FWD_P_SHIFT
         const float keys_lse =
             (l_i > 0.0f) ? FCL_NATURAL_UNITS(m_i * exp_scale - FCL_FWD_P_SHIFT) + log(l_i)
@@ -548,16 +547,9 @@ void fcl_forward_prepare8(__global const fcl_storage *Q, long q_off, long q_sb, 
     for (int c = lid; c < BC * 16; c += FCL_PREP8_WG) {
         const int key = c >> 4, col = (c & 15) * 8;
         uint2 x = (uint2)(0u);
-        if (key0 + key < seqlen_k && col < head_dim_v) {
-            __global const uchar *p = src + (key0 + key) * v_ss + col;
-            if (col + 8 <= head_dim_v) {
-                x = *(__global const uint2 *)p;
-            } else {
-                for (int e = 0; e < head_dim_v - col; ++e)
-                    x = e < 4 ? (uint2)(x.x | (uint)p[e] << (8 * e), x.y)
-                              : (uint2)(x.x, x.y | (uint)p[e] << (8 * (e - 4)));
-            }
-        }
+        /* head_dim_v: a multiple of 16 on the tensor-core pieces (tensor_cores.c) */
+        if (key0 + key < seqlen_k && col < head_dim_v)
+            x = *(__global const uint2 *)(src + (key0 + key) * v_ss + col);
         *(__local uint2 *)(vtile + key * FCL_PREP8_LD + col) = x;
     }
     barrier(CLK_LOCAL_MEM_FENCE);

@@ -344,6 +344,10 @@
  * FCL_FWD_V_BAD / FCL_FWD_V_CLEAN guard, tile_nv_mma.cl) */
 #define FCL_FWD_VT FCL_WG_BUF(Vh, wg_tile_ + FCL_WG_NBUF - 1)
 
+/* Keys a group of P's four A registers covers (a k step of P V): 16 as
+ * 16-bit values (tile_nv_wgmma_fp8.cl: 32 as E4M3 bytes) */
+#define FCL_WG_P_KEYS 16
+
 /* From tile to tile: the tile's number, and of the previous tile whether
  * there is one and it is an edge tile (FCL_EDGE_TILE: its V is guarded),
  * its keys, its P repacked as the A operand, and the accumulators in
@@ -351,7 +355,7 @@
 #define FCL_FWD_KBUF_STATE                                                                 \
     int wg_tile_ = 0, wg_prev_edge_ = 0, wg_prev_c0_ = 0, wg_prev_cols_ = 0;               \
     int wg_prev_cover_ = 0, wg_guarded_ = 0;                                               \
-    uint wg_p_[BC / 16][4] = {{0}};                                                        \
+    uint wg_p_[BC / FCL_WG_P_KEYS][4] = {{0}};                                             \
     float wg_o_[D_PAD / FCL_WG_VN][FCL_WG_VN / 2] = {{0.0f}};                              \
     FCL_WG_MAPS_STATE;                                                                     \
     fcl_wg_zero_tile(FCL_WG_BUF(Vh, FCL_WG_NBUF - 1), lid);                                \
@@ -394,6 +398,10 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
         wg_done_[lid] = 0;                                                                 \
     fcl_wg_maps_make(wg_maps_, maps, wg_stage_, wg_bar_, K, k_rows.base, k_rows.ss, \
                      head_dim, V, v_rows.base, v_rows.ss, head_dim_v, sq.seqlen_k, FCL_WG_NBUF, lid)
+/* One work-item: K's tile from key `at` into dst, and V's, counted by
+ * mbarrier bar (FCL_WG_TILE_BYTES each) */
+#define FCL_WG_COPY_K(dst, at, bar) fcl_wg_tma_tile(dst, wg_maps_, K, at, bar)
+#define FCL_WG_COPY_V(dst, at, bar) fcl_wg_tma_tile(dst, wg_maps_ + 16, V, at, bar)
 #define FCL_WG_ARRIVED(t) \
     fcl_wg_bar_wait(wg_bar_ + FCL_WG_SLOT(t), ((uint)(t) / FCL_WG_NBUF) & 1)
 /* One work-item: K of tile u at key `kat` (when `kmore`) into K buffer u
@@ -405,8 +413,8 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
         __local ulong *bar_ = wg_bar_ + FCL_WG_SLOT(u);                                    \
         fcl_wg_bar_expect(bar_, ((kmore) ? 2 : 1) * FCL_WG_TILE_BYTES);                    \
         if (kmore)                                                                         \
-            fcl_wg_tma_tile(FCL_WG_BUF(Kh, u), wg_maps_, K, kat, bar_);                    \
-        fcl_wg_tma_tile(FCL_WG_BUF(Vh, (u) + FCL_WG_NBUF - 1), wg_maps_ + 16, V, vat, bar_); \
+            FCL_WG_COPY_K(FCL_WG_BUF(Kh, u), kat, bar_);                                   \
+        FCL_WG_COPY_V(FCL_WG_BUF(Vh, (u) + FCL_WG_NBUF - 1), vat, bar_);                   \
     } while (0)
 /* The next key tile after the one at key c (flash_fwd.cl's names) */
 #define FCL_WG_TILE_AFTER(c) fcl_next_key_tile(blocks, BC, p0, p1, (c) + BC, key_end, sq.seqlen_k)
@@ -419,7 +427,7 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
         if (lid == 0) {                                                                    \
             const int n1_ = FCL_WG_TILE_AFTER(c0);                                         \
             fcl_wg_bar_expect(wg_bar_, FCL_WG_TILE_BYTES);                                 \
-            fcl_wg_tma_tile(FCL_WG_BUF(Kh, 0), wg_maps_, K, c0, wg_bar_);                  \
+            FCL_WG_COPY_K(FCL_WG_BUF(Kh, 0), c0, wg_bar_);                                 \
             FCL_WG_REQUEST(1, n1_ < key_end, n1_, c0);                                     \
             if (FCL_WG_NBUF == 3 && n1_ < key_end) {                                       \
                 const int n2_ = FCL_WG_TILE_AFTER(n1_);                                    \
@@ -564,7 +572,7 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
         FCL_WG_GUARD_PREV_V();                                                             \
         FCL_WG_TO_ACC(wg_o_, acc, FCL_WG_VN, D_PAD / FCL_WG_VN);                           \
         FCL_UNROLL                                                                         \
-        for (int kk_ = 0; kk_ < BC / 16; ++kk_)                                            \
+        for (int kk_ = 0; kk_ < BC / FCL_WG_P_KEYS; ++kk_)                                 \
             FCL_UNROLL                                                                     \
             for (int i_ = 0; i_ < 4; ++i_) FCL_WG_KEEP_U(wg_p_[kk_][i_]);                  \
         FCL_WG_KEEP_ACC(wg_o_, FCL_WG_VN, D_PAD / FCL_WG_VN);                              \

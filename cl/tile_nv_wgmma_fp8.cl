@@ -104,51 +104,14 @@
 /* K's and V^T's tiles, BC x 128 and 128 x BC bytes */
 #undef FCL_WG_TILE_BYTES
 #define FCL_WG_TILE_BYTES FCL_P8_BYTES(BC)
-#undef FCL_WG_REQUEST
-#define FCL_WG_REQUEST(u, kmore, kat, vat)                                                 \
-    do {                                                                                   \
-        __local ulong *bar_ = wg_bar_ + FCL_WG_SLOT(u);                                    \
-        fcl_wg_bar_expect(bar_, ((kmore) ? 2 : 1) * FCL_WG_TILE_BYTES);                    \
-        if (kmore)                                                                         \
-            fcl_wg_bulk(FCL_WG_BUF(Kh, u), FCL_P8_KV_TILE(K, kat), FCL_WG_TILE_BYTES, bar_); \
-        fcl_wg_bulk(FCL_WG_BUF(Vh, (u) + 1), FCL_P8_KV_TILE(V, vat), FCL_WG_TILE_BYTES,    \
-                    bar_);                                                                 \
-    } while (0)
-#undef FCL_FWD_PREFETCH_K
-#define FCL_FWD_PREFETCH_K(k_rows, c0, cols)                                               \
-    do {                                                                                   \
-        if (lid == 0) {                                                                    \
-            const int n1_ = FCL_WG_TILE_AFTER(c0);                                         \
-            fcl_wg_bar_expect(wg_bar_, FCL_WG_TILE_BYTES);                                 \
-            fcl_wg_bulk(FCL_WG_BUF(Kh, 0), FCL_P8_KV_TILE(K, c0), FCL_WG_TILE_BYTES,       \
-                        wg_bar_);                                                          \
-            FCL_WG_REQUEST(1, n1_ < key_end, n1_, c0);                                     \
-        }                                                                                  \
-    } while (0)
+#undef FCL_WG_COPY_K
+#undef FCL_WG_COPY_V
+#define FCL_WG_COPY_K(dst, at, bar) fcl_wg_bulk(dst, FCL_P8_KV_TILE(K, at), FCL_WG_TILE_BYTES, bar)
+#define FCL_WG_COPY_V(dst, at, bar) fcl_wg_bulk(dst, FCL_P8_KV_TILE(V, at), FCL_WG_TILE_BYTES, bar)
 
 /* P as A registers: 4 a 32 keys */
-#undef FCL_FWD_KBUF_STATE
-#define FCL_FWD_KBUF_STATE                                                                 \
-    int wg_tile_ = 0, wg_prev_edge_ = 0, wg_prev_c0_ = 0, wg_prev_cols_ = 0;               \
-    int wg_prev_cover_ = 0, wg_guarded_ = 0;                                               \
-    uint wg_p_[BC / 32][4] = {{0}};                                                        \
-    float wg_o_[1][64] = {{0.0f}};                                                         \
-    FCL_WG_MAPS_STATE;                                                                     \
-    fcl_wg_zero_tile(FCL_WG_BUF(Vh, 1), lid);                                              \
-    FCL_WG_STAMPS_START();                                                                 \
-    FCL_WG_TURN_FIRST()
-
-#undef FCL_WG_PREPARE_PV
-#define FCL_WG_PREPARE_PV()                                                                \
-    do {                                                                                   \
-        FCL_WG_GUARD_PREV_V();                                                             \
-        FCL_WG_TO_ACC(wg_o_, acc, 128, 1);                                                 \
-        FCL_UNROLL                                                                         \
-        for (int q_ = 0; q_ < BC / 32; ++q_)                                               \
-            FCL_UNROLL                                                                     \
-            for (int i_ = 0; i_ < 4; ++i_) FCL_WG_KEEP_U(wg_p_[q_][i_]);                   \
-        FCL_WG_KEEP_ACC(wg_o_, 128, 1);                                                    \
-    } while (0)
+#undef FCL_WG_P_KEYS
+#define FCL_WG_P_KEYS 32
 
 /* The products (FCL_FWD_QK and FCL_WG_ISSUE_PV of tile_nv_wgmma.cl name
  * these): S = Q K^T in four k32 steps of head_dim, N = the tile's 128
@@ -176,7 +139,7 @@
 #define FCL_FWD_PV(acc, s)                                                                 \
     do {                                                                                   \
         FCL_UNROLL                                                                         \
-        for (int q_ = 0; q_ < BC / 32; ++q_)                                               \
+        for (int q_ = 0; q_ < BC / FCL_WG_P_KEYS; ++q_)                                    \
             FCL_UNROLL                                                                     \
             for (int i_ = 0; i_ < 4; ++i_) {                                               \
                 const int j_ = 8 * q_ + 4 * (i_ >> 1), r_ = i_ & 1;                        \
@@ -195,15 +158,13 @@
 #undef FCL_GUARD_SCAN
 #define FCL_FWD_V_BAD(X, p, c)                                                             \
     ((((__local const uchar *)FCL_FWD_VT)[FCL_P8_AT(c, FCL_P8_KEY_COL(p))] & 0x7Fu) == 0x7Fu)
-/* bit 7 of each byte of w whose low 7 bits are all set */
+/* bit 7 of each byte of w (a uint or uint4) whose low 7 bits are all set */
 #define FCL_P8_NAN_BITS(w) ((((w) & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u)
 inline bool fcl_p8_tile_bad(__local const ushort *tile, int lid)
 {
     bool bad = false;
     for (int e = lid; e < FCL_P8_BYTES(BC) / 16; e += WG) {
-        const uint4 x = ((__local const uint4 *)tile)[e];
-        bad |= (FCL_P8_NAN_BITS(x.x) | FCL_P8_NAN_BITS(x.y) | FCL_P8_NAN_BITS(x.z) |
-                FCL_P8_NAN_BITS(x.w)) != 0u;
+        bad |= any(FCL_P8_NAN_BITS(((__local const uint4 *)tile)[e]) != 0u);
     }
     return bad;
 }
@@ -214,10 +175,7 @@ inline bool fcl_p8_tile_bad(__local const ushort *tile, int lid)
         barrier(CLK_LOCAL_MEM_FENCE);                                                      \
         for (int e_ = lid; e_ < FCL_P8_BYTES(BC) / 16; e_ += WG) {                         \
             __local uint4 *x_ = (__local uint4 *)FCL_FWD_VT + e_;                          \
-            const uint4 w_ = *x_;                                                          \
-            const uint4 m_ = (uint4)(FCL_P8_NAN_BITS(w_.x), FCL_P8_NAN_BITS(w_.y),         \
-                                     FCL_P8_NAN_BITS(w_.z), FCL_P8_NAN_BITS(w_.w));        \
-            *x_ = w_ & ~((m_ >> 7u) * 0xFFu);                                              \
+            *x_ &= ~((FCL_P8_NAN_BITS(*x_) >> 7u) * 0xFFu);                                \
         }                                                                                  \
         FCL_TILE_WRITTEN();                                                                \
         barrier(CLK_LOCAL_MEM_FENCE);                                                      \

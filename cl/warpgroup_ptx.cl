@@ -276,14 +276,6 @@ inline uint fcl_e4m3x4(float a0, float a1, float a2, float a3)
     return r;
 }
 
-inline void fcl_wg_bulk(__local ushort *dst, __global const uchar *src, uint bytes,
-                        __local ulong *bar)
-{
-    asm volatile("// @sm90a@ cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1], %2, [%3];" ::"r"((uint)(size_t)dst),
-                 "l"((ulong)src), "r"(bytes), "r"((uint)(size_t)bar)
-                 : "memory");
-}
 #endif
 
 #if FCL_WG_TMA
@@ -356,6 +348,18 @@ inline void fcl_wg_tma_tile(__local ushort *dst, __global const ulong *map,
                      "l"((ulong)map), "r"(c * 64), "r"(row0), "r"(fcl_wg_saddr(bar))
                      : "memory");
 }
+
+#if FCL_FP8_PRODUCTS
+/* fcl_wg_bulk (FP8 products, above) */
+inline void fcl_wg_bulk(__local ushort *dst, __global const uchar *src, uint bytes,
+                        __local ulong *bar)
+{
+    asm volatile("// @sm90a@ cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1], %2, [%3];" ::"r"(fcl_wg_saddr(dst)),
+                 "l"((ulong)src), "r"(bytes), "r"(fcl_wg_saddr(bar))
+                 : "memory");
+}
+#endif
 
 /* A map in __local made that of `cols` x `rows` elements from `address`,
  * rows `stride` bytes apart, in boxes of 64 x BC. */

@@ -139,9 +139,9 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
     fcl_plan_effective_limits(caps, limits, &local_limit, &wg_limit);
     while (!wgmma_fits(kind, d, s, emulated, tma, fused_dq, local_limit, wg_limit) ||
            (fused_dq && !fused_split_ok(d, s))) {
-        if (fp8_products && s.inner <= 128 && s.warpgroups == 1)
-            return FCL_ERROR_NO_PLAN; /* its kernel's tiles keep 128 keys */
-        if (s.inner > (fp8_products ? 128 : 64)) /* half, in whole wgmma blocks of 64 (192 -> 64, not 96) */
+        /* half, in whole wgmma blocks of 64 (192 -> 64, not 96); FP8
+         * products' tiles keep their 128 keys */
+        if (s.inner > 64 && !fp8_products)
             s.inner = s.inner >= 256 ? s.inner / 2 : 64;
         else if (s.warpgroups > 1)
             s.warpgroups = 1;
