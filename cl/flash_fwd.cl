@@ -485,51 +485,42 @@ __kernel void fcl_forward_widen(__global const fcl_storage *K, long k_off, long 
 
 #if FCL_FP8_PRODUCTS
 /* FP8 products on the wgmma piece (tile_nv_wgmma_fp8.cl): the host's first
- * launch lays Q, K and V out as the kernel's tiles in the workspace, each
- * a block of 128-byte rows in the 128-byte swizzle (chunk j of row r at
+ * launch lays K and V out as the kernel's tiles in the workspace, each a
+ * block of 128-byte rows in the 128-byte swizzle (chunk j of row r at
  * chunk j ^ (r % 8)), zeros past the sequence and past the head's
- * columns: Qt, BR rows a block of (batch, query head, row block); Kt, BC
- * rows a block of (batch, K/V head, key tile); Vt, V^T's 128 rows (V's
- * columns) of BC keys a block, in the same order, the keys of each 16
- * permuted: V^T's column k = 16 h + 4 t + i holds key 16 h + 8 (i >> 1) +
- * 2 t + (i & 1) (P's registers as wgmma's A registers, see there).
- * Work-group g makes block g: Q's (q_blocks), K's (kv_blocks), then
- * V^T's (as many), each row read 8 bytes at a time (rows start on
- * multiples of 8 elements, as the tensor-core pieces ask of every layout);
- * V^T's through __local, V's tile read by rows and written by columns.
- * Bytes are copied as they are (head_dim is 128). */
+ * columns: Kt, BC rows a block of (batch, K/V head, key tile); Vt, V^T's
+ * 128 rows (V's columns) of BC keys a block, in the same order, the keys
+ * of each 16 permuted: V^T's column k = 16 h + 4 t + i holds key 16 h +
+ * 8 (i >> 1) + 2 t + (i & 1) (P's registers as wgmma's A registers, see
+ * there).  (Q, read once per work-group, the forward copies itself.)
+ * Work-group g makes block g: K's (kv_blocks), then V^T's (as many), each
+ * row read 8 bytes at a time (rows start on multiples of 8 elements, as
+ * the tensor-core pieces ask of every layout); V^T's through __local,
+ * V's tile read by rows and written by columns.  Bytes are copied as they
+ * are (head_dim is 128). */
 #define FCL_PREP8_WG 256
 #define FCL_PREP8_LD 136 /* bytes a row of V's tile in __local (8-byte aligned) */
 __kernel __attribute__((reqd_work_group_size(FCL_PREP8_WG, 1, 1)))
-void fcl_forward_prepare8(__global const fcl_storage *Q, long q_off, long q_sb, long q_sh,
-                          long q_ss, __global const fcl_storage *K, long k_off, long k_sb,
-                          long k_sh, long k_ss, __global const fcl_storage *V, long v_off,
-                          long v_sb, long v_sh, long v_ss, int seqlen_q, int seqlen_k,
-                          int heads_q, int heads_kv, int head_dim_v, long q_blocks,
-                          long kv_blocks, __global uchar *Qt, __global uchar *Kt,
-                          __global uchar *Vt)
+void fcl_forward_prepare8(__global const fcl_storage *K, long k_off, long k_sb, long k_sh,
+                          long k_ss, __global const fcl_storage *V, long v_off, long v_sb,
+                          long v_sh, long v_ss, int seqlen_k, int heads_kv, int head_dim_v,
+                          long kv_blocks, __global uchar *Kt, __global uchar *Vt)
 {
     __local uchar vtile[BC * FCL_PREP8_LD] __attribute__((aligned(16)));
     const long g = (long)get_group_id(0);
     const int lid = (int)get_local_id(0);
     const int nk = (seqlen_k + BC - 1) / BC;
-    if (g < q_blocks + kv_blocks) {
-        /* a block of Q or K rows: 8 chunks of 16 head_dim columns a row */
-        const bool is_q = g < q_blocks;
-        const long block = is_q ? g : g - q_blocks;
-        const int rows = is_q ? BR : BC, heads = is_q ? heads_q : heads_kv;
-        const int tiles = is_q ? (seqlen_q + BR - 1) / BR : nk;
-        const long bh = block / tiles, b = bh / heads, h = bh % heads;
-        const int s0 = (int)(block % tiles) * rows, len = is_q ? seqlen_q : seqlen_k;
-        __global const uchar *src = (is_q ? Q + q_off + b * q_sb + h * q_sh
-                                          : K + k_off + b * k_sb + h * k_sh);
-        const long ss = is_q ? q_ss : k_ss;
-        __global uchar *dst = (is_q ? Qt : Kt) + block * (long)(rows * 128);
-        for (int c = lid; c < rows * 8; c += FCL_PREP8_WG) {
+    if (g < kv_blocks) {
+        /* a block of K's rows: 8 chunks of 16 head_dim columns a row */
+        const long bh = g / nk, b = bh / heads_kv, h = bh % heads_kv;
+        const int s0 = (int)(g % nk) * BC;
+        __global const uchar *src = K + k_off + b * k_sb + h * k_sh;
+        __global uchar *dst = Kt + g * (long)(BC * 128);
+        for (int c = lid; c < BC * 8; c += FCL_PREP8_WG) {
             const int r = c >> 3, j = c & 7;
             uint4 x = (uint4)(0u);
-            if (s0 + r < len) {
-                __global const uint2 *p = (__global const uint2 *)(src + (s0 + r) * ss + 16 * j);
+            if (s0 + r < seqlen_k) {
+                __global const uint2 *p = (__global const uint2 *)(src + (s0 + r) * k_ss + 16 * j);
                 x = (uint4)(p[0], p[1]);
             }
             *(__global uint4 *)(dst + r * 128 + ((j ^ (r & 7)) << 4)) = x;
@@ -540,7 +531,7 @@ void fcl_forward_prepare8(__global const fcl_storage *Q, long q_off, long q_sb, 
      * time; zeros past the sequence and past head_dim_v), then V^T's rows
      * (V's columns, neighbouring work-items neighbouring columns), each of
      * 8 chunks of 16 keys in the permuted order */
-    const long block = g - q_blocks - kv_blocks;
+    const long block = g - kv_blocks;
     const long bh = block / nk, b = bh / heads_kv, h = bh % heads_kv;
     const int key0 = (int)(block % nk) * BC;
     __global const uchar *src = V + v_off + b * v_sb + h * v_sh;

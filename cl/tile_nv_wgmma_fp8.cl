@@ -20,15 +20,17 @@
  * 2^8 back.
  *
  * Tiles.  The host's first launch (flash_fwd.cl, fcl_forward_prepare8)
- * writes Q, K and V^T into the workspace as the tiles the kernel holds:
+ * writes K and V^T into the workspace as the tiles the kernel holds:
  * each a contiguous block of 128-byte rows in the 128-byte swizzle
  * (warpgroup_ptx.cl: chunk j of row r at chunk j ^ (r % 8)), zeros past
- * the sequence and past head_dim, Q's BR rows a block of (batch, query
- * head, row block), K's BC rows and V^T's 128 rows (head_dim columns) a
- * block of (batch, K/V head, key tile).  So each tile comes in one bulk
- * copy (cp.async.bulk, fcl_wg_bulk) signalled through the mbarriers of
- * tile_nv_wgmma.cl's accelerator path; no tensor maps.  Q's block is
- * requested once the mbarriers are ready, before K's first tiles.
+ * the sequence and past head_dim, K's BC rows and V^T's 128 rows
+ * (head_dim columns) a block of (batch, K/V head, key tile).  So each
+ * tile comes in one bulk copy (cp.async.bulk, fcl_wg_bulk) signalled
+ * through the mbarriers of tile_nv_wgmma.cl's accelerator path; no tensor
+ * maps.  Q, read once per work-group, comes from the caller's array
+ * itself by cp.async, 8 bytes a copy into the swizzled tile (its rows
+ * start on multiples of 8 bytes, as every tensor-core layout's), before
+ * K's first tiles are requested.
  *
  * V^T's keys.  A lane's score registers hold, for its rows g and g + 8,
  * keys 8 j + 2 t and 8 j + 2 t + 1 of each 8 (j = 0..3 in 32 keys); the
@@ -54,22 +56,17 @@
     (((p) & ~15) | ((((p) >> 1) & 3) << 2) | ((((p) >> 3) & 1) << 1) | ((p) & 1))
 
 /* the tiles' blocks in the workspace (fcl_forward_prepare8's layout) */
-#define FCL_P8_Q_TILE()                                                                   \
-    ((__global const uchar *)Q +                                                          \
-     ((long)(b * heads_q + h) * ((seqlen_q + BR - 1) / BR) + r0 / BR) * FCL_P8_BYTES(BR))
 #define FCL_P8_KV_TILE(T, c)                                                              \
     ((__global const uchar *)(T) +                                                        \
      (bhk * ((seqlen_k + BC - 1) / BC) + (c) / BC) * (long)FCL_P8_BYTES(BC))
 
-/* the mbarriers: K's and V's buffers' (tile_nv_wgmma.cl), and Q's */
+/* the mbarriers and arrivals of the buffers (tile_nv_wgmma.cl's, no maps) */
 #undef FCL_WG_TMA_LOCALS
 #define FCL_WG_TMA_LOCALS                \
     __local ulong wg_bar_[FCL_WG_NBUF]; \
-    __local uint wg_done_[FCL_WG_NBUF]; \
-    __local ulong wg_qbar_;
+    __local uint wg_done_[FCL_WG_NBUF];
 
-/* The mbarriers made ready, then Q's block requested.  (In place of the
- * tensor maps' setup.) */
+/* The mbarriers made ready.  (In place of the tensor maps' setup.) */
 #undef FCL_WG_MAPS_STATE
 #define FCL_WG_MAPS_STATE                                                                  \
     if (lid < FCL_WG_NBUF)                                                                 \
@@ -77,26 +74,29 @@
     if (lid == 0) {                                                                        \
         for (int i_ = 0; i_ < FCL_WG_NBUF; ++i_)                                           \
             fcl_wg_bar_init(wg_bar_ + i_);                                                 \
-        fcl_wg_bar_init(&wg_qbar_);                                                        \
         fcl_wg_proxy_fence(); /* the copies' completions see them */                       \
     }                                                                                      \
-    barrier(CLK_LOCAL_MEM_FENCE);                                                          \
-    if (lid == 0) {                                                                        \
-        fcl_wg_bar_expect(&wg_qbar_, FCL_P8_BYTES(BR));                                    \
-        fcl_wg_bulk(Qh, FCL_P8_Q_TILE(), FCL_P8_BYTES(BR), &wg_qbar_);                     \
-    }
+    barrier(CLK_LOCAL_MEM_FENCE)
 
-/* Q comes with the mbarriers (above); a negated Q (negative scale) is
- * negated on chip once it has arrived: an FP8 byte's sign bit, exact. */
+/* Q's rows by cp.async into its swizzled tile, zeros past the block's
+ * rows; a negated Q (negative scale) is negated on chip once it has
+ * arrived: an FP8 byte's sign bit, exact. */
 #undef FCL_FWD_LOAD_Q
 #undef FCL_FWD_Q_ARRIVED
-#define FCL_FWD_LOAD_Q(q_rows, r0, rows, head_dim, negate) const bool wg_q_neg_ = (negate)
+#define FCL_P8_COPY_Q_(e, r, c, at, valid) \
+    fcl_cp_async8((__local uchar *)Qh + FCL_P8_AT(r, 8 * (c)), at, valid)
+#define FCL_FWD_LOAD_Q(q_rows, r0, rows, head_dim, negate)                                 \
+    const bool wg_q_neg_ = (negate);                                                       \
+    FCL_COPY_ROWS_ASYNC(BR, Q, fcl_tile_rows(q_rows, false, r0), false, (rows), (head_dim), \
+                        lid, FCL_P8_COPY_Q_)
 #define FCL_FWD_Q_ARRIVED()                                                                \
     do {                                                                                   \
-        fcl_wg_bar_wait(&wg_qbar_, 0);                                                     \
-        if (wg_q_neg_)                                                                     \
+        fcl_cp_async_wait_all();                                                           \
+        if (wg_q_neg_) {                                                                   \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                  \
             for (int e_ = lid; e_ < FCL_P8_BYTES(BR) / 16; e_ += WG)                       \
                 ((__local uint4 *)Qh)[e_] ^= (uint4)(0x80808080u);                         \
+        }                                                                                  \
         FCL_TILE_WRITTEN(); /* and tile 0's zero V (FCL_FWD_KBUF_STATE) */                 \
         barrier(CLK_LOCAL_MEM_FENCE);                                                      \
     } while (0)

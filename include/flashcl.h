@@ -750,12 +750,11 @@ FCL_API fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *de
  * packed sequences or dropout multiplies on the FP8 tensor cores instead: Q K^T and
  * P V on E4M3 wgmma with fp32 accumulation, P = exp(s - m) times 2^8
  * rounded to E4M3 (to nearest even) for P V.  Its first launch, in place
- * of the widening, lays Q, K and V^T out as the kernel's tiles in the
- * workspaces (bytes as they are: batch * heads_q * ceil(seqlen_q / br) *
- * br * 128 bytes for Q, br the plan's rows, 128 on an H100 or H200, and
- * batch * heads_kv * ceil(seqlen_k / 128) * 16384 for each of K and V,
- * kept, grown and counted as the widened copies; no tensor maps then: each
- * tile comes in one plain bulk copy).
+ * of the widening, lays K and V^T out as the kernel's tiles in the
+ * workspaces (bytes as they are: batch * heads_kv * ceil(seqlen_k / 128)
+ * * 16384 bytes for each of K and V, kept, grown and counted as the
+ * widened copies; no tensor maps then: each tile comes in one plain bulk
+ * copy); the forward reads q itself.
  * What the call then computes differs from the other pieces' within this
  * bound, per row and output column d (P_j = exp(s_j - max s), l = its sum
  * with the sink's term, s_j the exact scores, O the exact output):

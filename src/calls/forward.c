@@ -142,8 +142,9 @@ typedef struct forward_call {
     cl_mem part_o, part_lse;
     cl_mem maps;                  /* the wgmma forward's tensor maps (FCL_BUILD_WG_TMA) */
     fcl_status scratch_status;
-    /* Q, K and V as the kernel reads them: the job's, FP8's widened K and
-     * V (enqueue_widen) or FP8 products' tiles (enqueue_prepare8) */
+    /* Q, K and V as the kernel reads them: the job's, or for K and V
+     * FP8's widened copies (enqueue_widen) or FP8 products' tiles
+     * (enqueue_prepare8) */
     cl_mem q, k, v;
     fcl_layout k_layout, v_layout;
 } forward_call;
@@ -324,44 +325,37 @@ static fcl_status enqueue_widen(fcl_context *ctx, fcl_resolved *r, forward_call 
                                   wait->list, done);
 }
 
-/* FP8 products (fcl_forward_prepares8): Q, K and V^T laid out as the
+/* FP8 products (fcl_forward_prepares8): K and V^T laid out as the
  * kernel's tiles in the workspace (cl/flash_fwd.cl, fcl_forward_prepare8;
- * cl/tile_nv_wgmma_fp8.cl says how), which the forward then reads in c->q,
- * c->k and c->v.  Only the workspace is written. */
+ * cl/tile_nv_wgmma_fp8.cl says how), which the forward then reads in c->k
+ * and c->v (Q it reads from the caller's array).  Only the workspace is
+ * written. */
 static fcl_status enqueue_prepare8(fcl_context *ctx, fcl_resolved *r, forward_call *c,
                                    const fcl_wait *wait, cl_event *done)
 {
     const fcl_attention_desc *d = c->job->desc;
-    const size_t br = r->plan.pub.br, bc = r->plan.pub.bc, row = 128; /* bytes a tile row */
-    const size_t q_bytes = d->batch * d->heads_q * div_up(d->seqlen_q, br) * br * row;
+    const size_t bc = r->plan.pub.bc, row = 128; /* bytes a tile row */
     const size_t kv_bytes = d->batch * d->heads_kv * div_up(d->seqlen_k, bc) * bc * row;
-    FCL_TRY(fcl_scratch_get(ctx, FCL_SCRATCH_WIDE_Q, q_bytes, &c->q));
     FCL_TRY(fcl_scratch_get(ctx, FCL_SCRATCH_WIDE_K, kv_bytes, &c->k));
     FCL_TRY(fcl_scratch_get(ctx, FCL_SCRATCH_WIDE_V, kv_bytes, &c->v));
     cl_kernel kernel = NULL;
     FCL_TRY(fcl_resolved_kernel(r, FCL_HELPER_PREPARE8, &kernel));
-    /* a work-group a tile's block: Q's, then K's, then V^T's */
-    const size_t q_blocks = q_bytes / (br * row), kv_blocks = kv_bytes / (bc * row);
+    /* a work-group a tile's block: K's, then V^T's */
+    const size_t kv_blocks = kv_bytes / (bc * row);
     fcl_args a = {kernel, 0, CL_SUCCESS};
-    fcl_arg_mem(&a, c->job->q);
-    fcl_arg_layout(&a, &d->q);
     fcl_arg_mem(&a, c->job->k);
     fcl_arg_layout(&a, &d->k);
     fcl_arg_mem(&a, c->job->v);
     fcl_arg_layout(&a, &d->v);
-    fcl_arg_int(&a, (int)d->seqlen_q);
     fcl_arg_int(&a, (int)d->seqlen_k);
-    fcl_arg_int(&a, (int)d->heads_q);
     fcl_arg_int(&a, (int)d->heads_kv);
     fcl_arg_int(&a, (int)fcl_head_dim_v(d));
-    fcl_arg_long(&a, (int64_t)q_blocks);
     fcl_arg_long(&a, (int64_t)kv_blocks);
-    fcl_arg_mem(&a, c->q);
     fcl_arg_mem(&a, c->k);
     fcl_arg_mem(&a, c->v);
     if (a.err != CL_SUCCESS)
         return a.err;
-    const size_t local = FCL_PREPARE8_WG, global = (q_blocks + 2 * kv_blocks) * local;
+    const size_t local = FCL_PREPARE8_WG, global = 2 * kv_blocks * local;
     return clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &global, &local, wait->count,
                                   wait->list, done);
 }

@@ -70,7 +70,6 @@ typedef enum fcl_scratch_slot {
     FCL_SCRATCH_TENSOR_MAPS,      /* the wgmma forward: each work-group's K and V tensor maps */
     FCL_SCRATCH_WIDE_K,           /* the FP8 wgmma forward's K widened to fp16 (forward.c) */
     FCL_SCRATCH_WIDE_V,           /* ... and V (FP8 products: K's and V^T's tiles, bytes) */
-    FCL_SCRATCH_WIDE_Q,           /* FP8 products: Q's tiles, bytes (forward.c) */
     FCL_SCRATCH_COUNT
 } fcl_scratch_slot;
 
