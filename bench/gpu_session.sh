@@ -61,14 +61,24 @@ for step in $steps; do
       done ;;
     tune-exp)
       # experiments: the same tiles under several build options (EXP_OPTS,
-      # separated by ';', '-' for none), e.g. an ablation flag of NOTES.md
+      # separated by ';', '-' for none), e.g. an ablation flag of NOTES.md,
+      # of TUNE_DTYPE (fp16; e4m3 with FLASHCL_FP8_PRODUCTS=1 times FP8
+      # products), at each of TUNE_SEQLENS (or flashcl-tune's default),
+      # the options alternated EXP_ROUNDS times
       IFS=';' read -ra opts <<< "${EXP_OPTS:--}"
-      for o in "${opts[@]}"; do
-        [ "$o" = - ] && o=""
-        timeout 200 "$B/bench/flashcl-tune" --dtype fp16 --head-dims "${TUNE_DIMS:-64,128}" --reps 5 \
-          --kernels "${TUNE_KERNELS:-fwd}" ${EXP_TILES:+--tiles "$EXP_TILES"} \
-          ${TUNE_SEQLEN:+--seqlen "$TUNE_SEQLEN"} --build-options "$o" 2>&1 \
-          | tee -a "$OUT/tune_exp.txt"
+      for r in $(seq 1 "${EXP_ROUNDS:-1}"); do
+        for n in ${TUNE_SEQLENS:-${TUNE_SEQLEN:-default}}; do
+          seq_arg=()
+          [ "$n" != default ] && seq_arg=(--seqlen "$n")
+          for o in "${opts[@]}"; do
+            [ "$o" = - ] && o=""
+            echo "== round $r, N $n, options '$o'" >> "$OUT/tune_exp.txt"
+            timeout 200 "$B/bench/flashcl-tune" --dtype "${TUNE_DTYPE:-fp16}" \
+              --head-dims "${TUNE_DIMS:-64,128}" --reps 5 --kernels "${TUNE_KERNELS:-fwd}" \
+              ${EXP_TILES:+--tiles "$EXP_TILES"} "${seq_arg[@]}" \
+              --build-options "$o" 2>&1 | tee -a "$OUT/tune_exp.txt"
+          done
+        done
       done ;;
     stamps)
       # the wgmma forward's per-warpgroup timestamps (bench/flashcl-stamps,

@@ -109,6 +109,12 @@
 #define FCL_ACC_ROW(i) FCL_ROW(i)
 #endif
 
+/* a probability, exponent x, of register column j (a piece may compute
+ * some columns' otherwise) */
+#ifndef FCL_EXP_P
+#define FCL_EXP_P(x, j) FCL_EXP(x)
+#endif
+
 /* P's scale, 2^FCL_FWD_P_SHIFT in FCL_EXP's units (a piece may set it) */
 #ifndef FCL_FWD_P_SHIFT
 #define FCL_FWD_P_SHIFT 0
@@ -332,7 +338,7 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_kv_storage *K
 #endif
             FCL_UNROLL
             for (int j = 0; j < RN; ++j) {
-                fcl_rowv p = FCL_EXP(fma(s[iv][j], exp_scale_v, -m_p));
+                fcl_rowv p = FCL_EXP_P(fma(s[iv][j], exp_scale_v, -m_p), j);
                 l[iv] += p; /* the softmax sums what dropout will drop */
 #if FCL_HAS(FCL_FEAT_DROPOUT)
                 for (int r = 0; r < FCL_RW; ++r)

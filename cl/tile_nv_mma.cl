@@ -76,6 +76,34 @@
  * the rest. */
 #define FCL_EXP(x) fcl_exp2(x)
 #define FCL_EXP_UNITS(x) ((x) * 1.4426950408889634f)
+
+/* 2^x on the FMA pipe (x <= 64, or NaN), for a share of the forward's
+ * probabilities where the special-function unit's exponentials are what
+ * the softmax waits for (FlashAttention-4's emulation; FP8 products,
+ * tile_nv_wgmma_fp8.cl): x clamped at -127 (NaN kept: max.NaN), 2^x =
+ * 2^r 2^f with r = x rounded to nearest (the 1.5 * 2^23 addition) and f =
+ * x - r in [-0.5, 0.5] exact, 2^f by a degree-3 polynomial (relative
+ * error 7.5e-5 = 2^-13.7 at most, in fp32 too), 2^r made from r's bits
+ * (0 at r = -127, so that -inf gives exactly 0).  Eight instructions
+ * instead of one; where the tensor cores are what the loop waits for it
+ * costs (NOTES.md, run 53). */
+inline float fcl_exp2_fma(float x)
+{
+    const float xc = x < -127.0f ? -127.0f : x;
+    const float t = xc + 12582912.0f;
+    const float f = xc - (t - 12582912.0f);
+    const float p = fma(fma(fma(0x1.c3f71ap-5f, f, 0x1.f0ddf2p-3f), f, 0x1.62f31ap-1f), f,
+                        0x1.fff694p-1f);
+    return p * as_float(as_uint(t) * 0x800000u + 0x3F800000u);
+}
+/* The exponential of register column j: one in n columns (compile-time
+ * indices) by fcl_exp2_fma. */
+#define FCL_EXP_ONE_IN(n, x, j) ((j) % (n) == (n) - 1 ? fcl_exp2_fma(x) : FCL_EXP(x))
+/* -DFCL_EXP2_EMU=n, a measurement build's: one in n of every tensor-core
+ * forward's */
+#ifdef FCL_EXP2_EMU
+#define FCL_EXP_P(x, j) FCL_EXP_ONE_IN(FCL_EXP2_EMU, x, j)
+#endif
 #define FCL_NATURAL_UNITS(x) ((x) * 0.6931471805599453f)
 
 #define FCL_MMA_IDS                                                         \

@@ -46,6 +46,15 @@
 
 #define FCL_FWD_P_SHIFT 8 /* P times 2^8 (FCL_EXP is exp2 here) */
 
+/* One in 8 of P's exponentials on the FMA pipe (fcl_exp2_fma, tile_nv_mma.cl;
+ * -DFCL_EXP2_EMU=n, n = 1 << 30 for none, measures others): with the
+ * products on E4M3 the special-function unit bounds the softmax (one in
+ * 16 and one in 8 measured 1.03-1.06x, one in 4 0.97-0.99x; NOTES.md, run
+ * 53).  Their relative error, 2^-13.7 at most, is in the header's bound. */
+#ifndef FCL_EXP2_EMU
+#define FCL_EXP_P(x, j) FCL_EXP_ONE_IN(8, x, j)
+#endif
+
 /* bytes of a tile row, and of a tile */
 #define FCL_P8_ROW 128
 #define FCL_P8_BYTES(rows) ((rows) * FCL_P8_ROW)

@@ -761,10 +761,11 @@ FCL_API fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *de
  *   |O_d - exact| <= (2^-4 sum_j P_j |v_jd| + 2^-18 sum_j |v_jd|) / l
  *                    + ds * sum_j P_j |v_jd - O_d| / l,
  * to first order in ds, the bound of the scores' error: ds = 2^-10 *
- * |scale| * max_j sum_c |q_c k_jc|, q and k the elements the call computes
- * with (the bytes' values times their descales; the FP8 tensor cores keep
- * fewer bits in their sums than fp32); |LSE - exact| <= ds; plus O's
- * rounding to out_dtype.  The first term is P's rounding (E4M3 keeps 3
+ * |scale| * max_j sum_c |q_c k_jc| + 2^-13, q and k the elements the call
+ * computes with (the bytes' values times their descales; the FP8 tensor
+ * cores keep fewer bits in their sums than fp32; 2^-13: one in eight of
+ * the exponentials is a polynomial's, within 2^-13 of exp relatively);
+ * |LSE - exact| <= ds; plus O's rounding to out_dtype.  The first term is P's rounding (E4M3 keeps 3
  * bits: half an ulp is 2^-4 of the value; below 2^-14 of the row's
  * largest P, E4M3's subnormals, steps of 2^-17), as FlashAttention-3's FP8
  * forward rounds it.

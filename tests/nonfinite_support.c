@@ -180,7 +180,7 @@ static int nf_check_reference(const nf_state *st)
     int ok;
     if (nf_fp8_products) {
         /* rlp and llp hold the bounds instead */
-        ref_forward_p8_bounds(p, q, k, v, FA_P8_EPS_S, rlp, llp);
+        ref_forward_p8_bounds(p, q, k, v, FA_P8_EPS_S, FA_P8_EPS_P, rlp, llp);
         ok = fa_compare_bound("o", st->o, r64, rlp, valid, no, 2.0, st->out_dt, &res);
         ok = fa_compare_bound("lse", lours, l64, llp, valid, st->nl, 2.0, FCL_DTYPE_FP32, &res) &&
              ok;

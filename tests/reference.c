@@ -175,7 +175,7 @@ void ref_forward_f64(const ref_problem *p, const double *q, const double *k, con
 }
 
 void ref_forward_p8_bounds(const ref_problem *p, const double *q, const double *k,
-                           const double *v, double eps_s, double *ob, double *lb)
+                           const double *v, double eps_s, double eps_p, double *ob, double *lb)
 {
     const size_t D = p->head_dim, Dv = ref_head_dim_v(p), Sq = p->seqlen_q, Sk = p->seqlen_k;
     const size_t group = p->heads_q / p->heads_kv;
@@ -217,7 +217,7 @@ void ref_forward_p8_bounds(const ref_problem *p, const double *q, const double *
                 }
                 if (!(l > 0))
                     continue;
-                const double ds = eps_s * fabs(p->scale) * mag;
+                const double ds = eps_s * fabs(p->scale) * mag + eps_p;
                 double *obi = ob + idx(p->heads_q, Sq, Dv, b, h, i);
                 for (size_t d = 0; d < Dv; ++d)
                     o[d] /= l;

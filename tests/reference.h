@@ -67,12 +67,14 @@ void ref_forward_f64(const ref_problem *p, const double *q, const double *k, con
  * P rounded to E4M3 (3 mantissa bits: half an ulp is 2^-4 of the value;
  * its subnormals, P times 2^8 below 2^-6, steps of 2^-17 of P), then to
  * first order a score error of at most ds; per row lb = ds, the LSE's
- * error to first order.  ds = eps_s * |scale| * max_j sum_d |q_d k_jd|,
- * the scores' bound as a fraction of their terms' magnitude (the FP8
- * tensor cores' accumulation).  Plain attention (no dropout) only; rows
- * that see no key get 0. */
+ * error to first order.  ds = eps_s * |scale| * max_j sum_d |q_d k_jd| +
+ * eps_p: the scores' bound as a fraction of their terms' magnitude (the
+ * FP8 tensor cores' accumulation), and P's relative error before its
+ * rounding (a relative error of P is a score error in these units).
+ * Plain attention (no dropout) only; rows that see no key get 0. */
 void ref_forward_p8_bounds(const ref_problem *p, const double *q, const double *k,
-                           const double *v, double eps_s, double *ob, double *lb);
+                           const double *v, double eps_s, double eps_p, double *ob,
+                           double *lb);
 
 /* fp32 forward with a two-pass softmax over keys in reverse order; o is
  * rounded to the storage type, lse is fp32. */

@@ -992,8 +992,8 @@ int fa_check_forward(fcl_context *ctx, const fa_case *c, fa_result *res)
         const int p_fp16 = c->var != NULL && c->var->p_fp16 && fa_out_dtype(c) == FCL_DTYPE_FP32;
         if (c->var != NULL && c->var->fp8_products) {
             /* olp and lselp hold the bounds instead */
-            ref_forward_p8_bounds(&st.prob, st.q_ref, st.k_ref, st.v_ref, FA_P8_EPS_S, olp,
-                                  lselp);
+            ref_forward_p8_bounds(&st.prob, st.q_ref, st.k_ref, st.v_ref, FA_P8_EPS_S,
+                                  FA_P8_EPS_P, olp, lselp);
             ok = fa_compare_bound("o", o, o64, olp, vo, st.no, 2.0, fa_out_dtype(c), res);
             ok = fa_compare_bound("lse", lse, lse64, lselp, vl, st.nlse, 2.0, FCL_DTYPE_FP32, res) &&
                  ok;

@@ -117,7 +117,7 @@ typedef struct fa_variants {
                                        when its type is fp32 */
     int fp8_products;               /* 1: the forward runs FP8 products (FLASHCL_FP8_PRODUCTS):
                                        O and LSE are held to reference.h's
-                                       ref_forward_p8_bounds (eps_s = FA_P8_EPS_S) times 2,
+                                       ref_forward_p8_bounds (FA_P8_EPS_S, FA_P8_EPS_P) times 2,
                                        plus O's rounding */
     size_t head_dim_v;              /* columns of V, O, dO, dV; 0: head_dim */
     /* attention sinks: 1: one logit per query head, log(seqlen_k) + N(0, 1) (about
@@ -136,6 +136,11 @@ fa_variants fa_no_variants(void);
  * fp32 adds between them stay within 2^-10 with room (run 41d measured
  * the LSE's error at about 2^-12 of that magnitude). */
 #define FA_P8_EPS_S 0x1p-10
+/* ... and the probabilities' relative error before their rounding, in the
+ * same units (added to the scores' bound): one in eight exponentials is a
+ * degree-3 polynomial's, 2^-13.7 at most (cl/tile_nv_mma.cl,
+ * fcl_exp2_fma) */
+#define FA_P8_EPS_P 0x1p-13
 
 typedef struct fa_case {
     size_t batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
