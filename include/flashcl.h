@@ -769,9 +769,9 @@ FCL_API fcl_status fcl_plan_query(fcl_context *ctx, const fcl_attention_desc *de
  * bits: half an ulp is 2^-4 of the value; below 2^-14 of the row's
  * largest P, E4M3's subnormals, steps of 2^-17), as FlashAttention-3's FP8
  * forward rounds it.
- * The tests hold the H200's results to twice this bound (NOTES.md, run
- * 52: within a fifth of it).  On an H200 1.02-1.24x the forward of fp16
- * storage at head_dim 128 (0.98-1.20x causal; NOTES.md, run 52).  The
+ * The tests hold the H200's results to twice this bound (NOTES.md, runs
+ * 52 and 53: within a fifth of it).  On an H200 1.10-1.30x the forward of
+ * fp16 storage at head_dim 128 (1.01-1.26x causal; NOTES.md, run 53).  The
  * plan's reason names it; elsewhere the variable changes nothing.
  * @return FCL_OK, or an error; on error nothing was enqueued or written. */
 FCL_API fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *desc,
