@@ -80,6 +80,24 @@ for step in $steps; do
           done
         done
       done ;;
+    power)
+      # sustained power and clock (NOTES.md, runs 49 and 53): nvidia-smi
+      # sampled every 100 ms beside 1000 calls of the forward at d 128, N
+      # 16384, of each of POWER_LOOPS (fp16, e4m3 widened as e4m3, e4m3
+      # products as p8), alternated twice; bench/smi_summary.py's table
+      nvidia-smi --query-gpu=timestamp,power.draw,power.limit,clocks.sm,clocks_event_reasons.sw_power_cap \
+        --format=csv -lms 100 > "$OUT/smi.csv" 2>&1 &
+      smi=$!
+      for l in ${POWER_LOOPS:-p8 fp16 p8 fp16}; do
+        dt=${l/p8/e4m3}
+        echo "== $l start $(date +%H:%M:%S.%N)" >> "$OUT/power_marks.txt"
+        FLASHCL_FP8_PRODUCTS=$([ "$l" = p8 ] && echo 1 || echo 0) timeout 100 \
+          "$B/bench/flashcl-bench" --dtype "$dt" --head-dims 128 --seqlens 16384 --causal 0 \
+          --no-naive --reps 1000 --profile 2>&1 | grep -E 'span|fwd' >> "$OUT/power_marks.txt"
+        echo "== $l end $(date +%H:%M:%S.%N)" >> "$OUT/power_marks.txt"
+      done
+      kill "$smi"
+      python3 bench/smi_summary.py "$OUT/smi.csv" "$OUT/power_marks.txt" | tee "$OUT/power.md" ;;
     stamps)
       # the wgmma forward's per-warpgroup timestamps (bench/flashcl-stamps,
       # NOTES.md run 46): the default schedule (level 1), the stamp that
