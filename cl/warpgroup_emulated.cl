@@ -26,20 +26,30 @@ inline uint fcl_wg_swizzle(ulong desc) { return (uint)(desc >> 62); }
  * 1024-byte atom. */
 inline uint fcl_wg_swizzled(uint at) { return at ^ (((at >> 7) & 7u) << 4); }
 
-/* Element (mn, k) of a K-major operand, 128-byte swizzle: 128-byte rows of
- * 8 chunks along k (one wgmma's 16 k's in one row, LBO unused), SBO
- * between 8-row blocks along m or n.  Another swizzle mode, which the
- * piece never asks for, reads NaN. */
-inline float fcl_wg_kmajor(__local const ushort *t, ulong desc, int mn, int k)
+/* Byte (mn, k) of a K-major operand of esize-byte elements, 128-byte
+ * swizzle: 128-byte rows of 8 chunks along k (one wgmma's 32 bytes of k
+ * in one row, LBO unused), SBO between 8-row blocks along m or n. */
+inline uint fcl_wg_kmajor_at(ulong desc, int mn, int k, uint esize)
 {
-    const uint at = fcl_wg_swizzled(fcl_wg_start(desc) + (uint)(mn & 7) * 128u +
-                                    (uint)(mn >> 3) * fcl_wg_sbo(desc) + (uint)k * 2u);
-    return fcl_wg_swizzle(desc) == FCL_WG_SWIZZLE_128B ? fcl_half_to_float(t[at / 2]) : NAN;
+    return fcl_wg_swizzled(fcl_wg_start(desc) + (uint)(mn & 7) * 128u +
+                           (uint)(mn >> 3) * fcl_wg_sbo(desc) + (uint)k * esize);
 }
 
-/* Element (k, n) of an MN-major operand, 128-byte swizzle: 64 n-values a
- * 128-byte row, LBO between atoms along n, SBO between 8-row blocks along
- * k. */
+/* Element (mn, k) of a K-major operand: 16-bit values (esize 2), or E4M3
+ * bytes (esize 1, FP8 products) decoded exactly.  Another swizzle mode,
+ * which the piece never asks for, reads NaN. */
+inline float fcl_wg_kmajor(__local const ushort *t, ulong desc, int mn, int k, uint esize)
+{
+    const uint at = fcl_wg_kmajor_at(desc, mn, k, esize);
+    if (fcl_wg_swizzle(desc) != FCL_WG_SWIZZLE_128B)
+        return NAN;
+    return esize == 1 ? fcl_decode_e4m3(((__local const uchar *)t)[at])
+                      : fcl_half_to_float(t[at / 2]);
+}
+
+/* Element (k, n) of an MN-major operand (16-bit), 128-byte swizzle: 64
+ * n-values a 128-byte row, LBO between atoms along n, SBO between 8-row
+ * blocks along k. */
 inline float fcl_wg_mnmajor(__local const ushort *t, ulong desc, int k, int n)
 {
     const uint at = fcl_wg_swizzled(fcl_wg_start(desc) + (uint)(n & 63) * 2u +
@@ -48,7 +58,7 @@ inline float fcl_wg_mnmajor(__local const ushort *t, ulong desc, int k, int n)
     return fcl_wg_swizzle(desc) == FCL_WG_SWIZZLE_128B ? fcl_half_to_float(t[at / 2]) : NAN;
 }
 
-/* Row and column of this work-item's accumulator r (m64nNk16). */
+/* Row and column of this work-item's accumulator r (m64nN). */
 inline int fcl_wg_row(int r)
 {
     const int lid = (int)get_local_id(0);
@@ -56,37 +66,48 @@ inline int fcl_wg_row(int r)
 }
 inline int fcl_wg_col(int r) { return 8 * (r >> 2) + 2 * (get_local_id(0) & 3) + (r & 1); }
 
-/* d = A B^T (+ d when acc), A and B K-major; with `trans` (both transpose
- * bits) A B, both MN-major: A's element (m, k) lies where an MN-major
- * operand's (k, n = m) does. */
+/* d = A B^T (+ d when acc) over one wgmma's 32 bytes of k (16 16-bit
+ * values or 32 E4M3 bytes, esize 2 or 1), A and B K-major; with `trans`
+ * (both transpose bits; 16-bit only) A B, both MN-major: A's element (m,
+ * k) lies where an MN-major operand's (k, n = m) does. */
 inline void fcl_wgmma_ss_emulated(__local const ushort *ta, __local const ushort *tb, float *d,
-                                  ulong da, ulong db, int acc, int n, int trans)
+                                  ulong da, ulong db, int acc, int n, int trans, uint esize)
 {
     for (int r = 0; r < n / 2; ++r) {
         const int row = fcl_wg_row(r), col = fcl_wg_col(r);
         float sum = acc ? d[r] : 0.0f;
-        for (int k = 0; k < 16; ++k)
-            sum = fma(trans ? fcl_wg_mnmajor(ta, da, k, row) : fcl_wg_kmajor(ta, da, row, k),
-                      trans ? fcl_wg_mnmajor(tb, db, k, col) : fcl_wg_kmajor(tb, db, col, k), sum);
+        for (int k = 0; k < 32 / (int)esize; ++k)
+            sum = fma(trans ? fcl_wg_mnmajor(ta, da, k, row) : fcl_wg_kmajor(ta, da, row, k, esize),
+                      trans ? fcl_wg_mnmajor(tb, db, k, col) : fcl_wg_kmajor(tb, db, col, k, esize),
+                      sum);
         d[r] = sum;
     }
 }
 
+/* d += A B with A in registers, the fragment warpgroup_ptx.cl describes:
+ * 16-bit A (esize 2, the mma.sync fragment of warp_ptx.cl) with B MN-major,
+ * or E4M3 A (esize 1, four bytes a register) with B K-major (FP8 products'
+ * V^T). */
 inline void fcl_wgmma_rs_emulated(__local uint *x, __local const ushort *tb, float *d,
-                                  const uint a[4], ulong db, int n)
+                                  const uint a[4], ulong db, int n, uint esize)
 {
     const int lid = (int)get_local_id(0), lane = lid & 31;
+    const int per = 4 / (int)esize, span = 4 * per; /* k's a register, a lane quad */
     __local uint *w = x + (lid - lane) * 6; /* this warp's 32 x 6 words */
     for (int i = 0; i < 4; ++i) w[lane * 6 + i] = a[i];
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int r = 0; r < n / 2; ++r) {
         const int row = fcl_wg_row(r) & 15, col = fcl_wg_col(r); /* the warp's 16 rows */
         float sum = d[r];
-        for (int k = 0; k < 16; ++k) {
-            /* the mma.sync A fragment (warp_ptx.cl) */
-            const int a_lane = 4 * (row & 7) + ((k & 7) >> 1);
-            const int a_reg = (row >> 3) + 2 * (k >> 3);
-            sum = fma(fcl_unpack(w[a_lane * 6 + a_reg], k & 1), fcl_wg_mnmajor(tb, db, k, col), sum);
+        for (int k = 0; k < 32 / (int)esize; ++k) {
+            const int a_lane = 4 * (row & 7) + (k % span) / per;
+            const int a_reg = (row >> 3) + 2 * (k / span);
+            const uint word = w[a_lane * 6 + a_reg];
+            const float av = esize == 1 ? fcl_decode_e4m3((word >> (8 * (k & 3))) & 0xFFu)
+                                        : fcl_unpack(word, k & 1);
+            const float bv =
+                esize == 1 ? fcl_wg_kmajor(tb, db, col, k, 1) : fcl_wg_mnmajor(tb, db, k, col);
+            sum = fma(av, bv, sum);
         }
         d[r] = sum;
     }
@@ -94,53 +115,11 @@ inline void fcl_wgmma_rs_emulated(__local uint *x, __local const ushort *tb, flo
 }
 
 #if FCL_FP8_PRODUCTS
-/* FP8 products (warpgroup_ptx.cl): E4M3 bytes decoded exactly, fp32 fused
- * multiply-adds in k order.  Byte (mn, k) of a K-major byte tile, 128
- * bytes a row in the 128-byte swizzle. */
-inline float fcl_wg_kmajor8(__local const ushort *t, ulong desc, int mn, int k)
-{
-    const uint at = fcl_wg_swizzled(fcl_wg_start(desc) + (uint)(mn & 7) * 128u +
-                                    (uint)(mn >> 3) * fcl_wg_sbo(desc) + (uint)k);
-    return fcl_wg_swizzle(desc) == FCL_WG_SWIZZLE_128B
-               ? fcl_decode_e4m3(((__local const uchar *)t)[at])
-               : NAN;
-}
-
-inline void fcl_wgmma_ss8_emulated(__local const ushort *ta, __local const ushort *tb, float *d,
-                                   ulong da, ulong db, int acc)
-{
-    for (int r = 0; r < 64; ++r) {
-        const int row = fcl_wg_row(r), col = fcl_wg_col(r);
-        float sum = acc ? d[r] : 0.0f;
-        for (int k = 0; k < 32; ++k)
-            sum = fma(fcl_wg_kmajor8(ta, da, row, k), fcl_wg_kmajor8(tb, db, col, k), sum);
-        d[r] = sum;
-    }
-}
-
-inline void fcl_wgmma_rs8_emulated(__local uint *x, __local const ushort *tb, float *d,
-                                   const uint a[4], ulong db)
-{
-    const int lid = (int)get_local_id(0), lane = lid & 31;
-    __local uint *w = x + (lid - lane) * 6; /* this warp's 32 x 6 words */
-    for (int i = 0; i < 4; ++i) w[lane * 6 + i] = a[i];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int r = 0; r < 64; ++r) {
-        const int row = fcl_wg_row(r) & 15, col = fcl_wg_col(r); /* the warp's 16 rows */
-        float sum = d[r];
-        for (int k = 0; k < 32; ++k) {
-            /* the register fragment warpgroup_ptx.cl describes */
-            const int a_lane = 4 * (row & 7) + ((k & 15) >> 2);
-            const int a_reg = (row >> 3) + 2 * (k >> 4);
-            const uint byte = (w[a_lane * 6 + a_reg] >> (8 * (k & 3))) & 0xFFu;
-            sum = fma(fcl_decode_e4m3(byte), fcl_wg_kmajor8(tb, db, col, k), sum);
-        }
-        d[r] = sum;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-}
-#define fcl_wgmma_ss8_128(ta, tb, d, da, db, acc) fcl_wgmma_ss8_emulated(ta, tb, d, da, db, acc)
-#define fcl_wgmma_rs8_128(tb, d, a, db) fcl_wgmma_rs8_emulated(fcl_warp_x, (tb), (d), (a), (db))
+/* FP8 products (warpgroup_ptx.cl): m64n128k32 on E4M3 bytes */
+#define fcl_wgmma_ss8_128(ta, tb, d, da, db, acc) \
+    fcl_wgmma_ss_emulated(ta, tb, d, da, db, acc, 128, 0, 1)
+#define fcl_wgmma_rs8_128(tb, d, a, db) \
+    fcl_wgmma_rs_emulated(fcl_warp_x, (tb), (d), (a), (db), 128, 1)
 
 /* x to E4M3 (OCP E4M3FN), to nearest even, saturated at 448 as
  * cvt.rn.satfinite does; NaN to 0x7F */
@@ -236,15 +215,18 @@ inline bool fcl_wg_last_arrival(volatile __local uint *count, int lane)
 #define fcl_wg_bar_wait(bar, parity) ((void)(bar), (void)(parity), barrier(CLK_LOCAL_MEM_FENCE))
 #endif
 
-#define fcl_wgmma_ss64(ta, tb, d, da, db, acc) fcl_wgmma_ss_emulated(ta, tb, d, da, db, acc, 64, 0)
+#define fcl_wgmma_ss64(ta, tb, d, da, db, acc) \
+    fcl_wgmma_ss_emulated(ta, tb, d, da, db, acc, 64, 0, 2)
 #define fcl_wgmma_ss128(ta, tb, d, da, db, acc) \
-    fcl_wgmma_ss_emulated(ta, tb, d, da, db, acc, 128, 0)
+    fcl_wgmma_ss_emulated(ta, tb, d, da, db, acc, 128, 0, 2)
 #define fcl_wgmma_ss_tt64(ta, tb, d, da, db, acc) \
-    fcl_wgmma_ss_emulated(ta, tb, d, da, db, acc, 64, 1)
+    fcl_wgmma_ss_emulated(ta, tb, d, da, db, acc, 64, 1, 2)
 #define fcl_wgmma_ss_tt128(ta, tb, d, da, db, acc) \
-    fcl_wgmma_ss_emulated(ta, tb, d, da, db, acc, 128, 1)
-#define fcl_wgmma_rs_t64(tb, d, a, db) fcl_wgmma_rs_emulated(fcl_warp_x, (tb), (d), (a), (db), 64)
-#define fcl_wgmma_rs_t128(tb, d, a, db) fcl_wgmma_rs_emulated(fcl_warp_x, (tb), (d), (a), (db), 128)
+    fcl_wgmma_ss_emulated(ta, tb, d, da, db, acc, 128, 1, 2)
+#define fcl_wgmma_rs_t64(tb, d, a, db) \
+    fcl_wgmma_rs_emulated(fcl_warp_x, (tb), (d), (a), (db), 64, 2)
+#define fcl_wgmma_rs_t128(tb, d, a, db) \
+    fcl_wgmma_rs_emulated(fcl_warp_x, (tb), (d), (a), (db), 128, 2)
 #define fcl_wg_fence() ((void)0)
 #define fcl_wg_commit() ((void)0)
 #define fcl_wg_wait0() ((void)0)

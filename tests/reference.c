@@ -126,10 +126,40 @@ size_t ref_head_dim_v(const ref_problem *p)
     return p->head_dim_v != 0 ? p->head_dim_v : p->head_dim;
 }
 
+/* Row i of (b, h): its scores s[0..seqlen_k) (-inf where the key is
+ * hidden); returns their max with the sink's logit (-inf if neither), and
+ * in *mag (when asked) the largest sum_d |q_d k_jd| of a visible key. */
+static double row_scores(const ref_problem *p, const double *q, const double *k, size_t b,
+                         size_t h, size_t i, double *s, double *mag)
+{
+    const size_t D = p->head_dim, Sq = p->seqlen_q, Sk = p->seqlen_k;
+    const double *qi = q + idx(p->heads_q, Sq, D, b, h, i);
+    double m = -INFINITY, largest = 0, t;
+    for (size_t j = 0; j < Sk; ++j) {
+        s[j] = -INFINITY;
+        if (!ref_visible(p, b, h, i, j))
+            continue;
+        const double *kj = k + idx(p->heads_kv, Sk, D, b, h / (p->heads_q / p->heads_kv), j);
+        double dot = 0, abs_dot = 0;
+        for (size_t d = 0; d < D; ++d) {
+            dot += qi[d] * kj[d];
+            abs_dot += fabs(qi[d] * kj[d]);
+        }
+        s[j] = score(p, b, h, i, j, dot, &t);
+        if (s[j] > m)
+            m = s[j];
+        largest = fmax(largest, abs_dot);
+    }
+    if (mag != NULL)
+        *mag = largest;
+    const double sink = ref_sink(p, h);
+    return sink > m ? sink : m;
+}
+
 void ref_forward_f64(const ref_problem *p, const double *q, const double *k, const double *v,
                      double *o, double *lse)
 {
-    const size_t D = p->head_dim, Dv = ref_head_dim_v(p), Sq = p->seqlen_q, Sk = p->seqlen_k;
+    const size_t Dv = ref_head_dim_v(p), Sq = p->seqlen_q, Sk = p->seqlen_k;
     const size_t group = p->heads_q / p->heads_kv;
     double *s = malloc(Sk * sizeof *s);
     memset(o, 0, p->batch * p->heads_q * Sq * Dv * sizeof *o);
@@ -138,24 +168,9 @@ void ref_forward_f64(const ref_problem *p, const double *q, const double *k, con
     for (size_t b = 0; b < p->batch; ++b)
         for (size_t h = 0; h < p->heads_q; ++h)
             for (size_t i = 0; i < ref_len_q(p, b); ++i) {
-                const double *qi = q + idx(p->heads_q, Sq, D, b, h, i);
                 double *oi = o + idx(p->heads_q, Sq, Dv, b, h, i);
-                double m = -INFINITY, t;
-                for (size_t j = 0; j < Sk; ++j) {
-                    s[j] = -INFINITY;
-                    if (!ref_visible(p, b, h, i, j))
-                        continue;
-                    const double *kj = k + idx(p->heads_kv, Sk, D, b, h / group, j);
-                    double dot = 0;
-                    for (size_t d = 0; d < D; ++d)
-                        dot += qi[d] * kj[d];
-                    s[j] = score(p, b, h, i, j, dot, &t);
-                    if (s[j] > m)
-                        m = s[j];
-                }
+                const double m = row_scores(p, q, k, b, h, i, s, NULL);
                 const double sink = ref_sink(p, h);
-                if (sink > m)
-                    m = sink; /* (the max of the keys' scores and the sink) */
                 double l = sink == -INFINITY ? 0.0 : exp(sink - m);
                 for (size_t j = 0; j < Sk; ++j) {
                     if (s[j] == -INFINITY)
@@ -177,7 +192,7 @@ void ref_forward_f64(const ref_problem *p, const double *q, const double *k, con
 void ref_forward_p8_bounds(const ref_problem *p, const double *q, const double *k,
                            const double *v, double eps_s, double eps_p, double *ob, double *lb)
 {
-    const size_t D = p->head_dim, Dv = ref_head_dim_v(p), Sq = p->seqlen_q, Sk = p->seqlen_k;
+    const size_t Dv = ref_head_dim_v(p), Sq = p->seqlen_q, Sk = p->seqlen_k;
     const size_t group = p->heads_q / p->heads_kv;
     double *s = malloc(Sk * sizeof *s), *o = malloc(Dv * sizeof *o);
     memset(ob, 0, p->batch * p->heads_q * Sq * Dv * sizeof *ob);
@@ -185,24 +200,9 @@ void ref_forward_p8_bounds(const ref_problem *p, const double *q, const double *
     for (size_t b = 0; b < p->batch; ++b)
         for (size_t h = 0; h < p->heads_q; ++h)
             for (size_t i = 0; i < ref_len_q(p, b); ++i) {
-                const double *qi = q + idx(p->heads_q, Sq, D, b, h, i);
-                double m = -INFINITY, mag = 0, t;
-                for (size_t j = 0; j < Sk; ++j) {
-                    s[j] = -INFINITY;
-                    if (!ref_visible(p, b, h, i, j))
-                        continue;
-                    const double *kj = k + idx(p->heads_kv, Sk, D, b, h / group, j);
-                    double dot = 0, abs_dot = 0;
-                    for (size_t d = 0; d < D; ++d) {
-                        dot += qi[d] * kj[d];
-                        abs_dot += fabs(qi[d] * kj[d]);
-                    }
-                    s[j] = score(p, b, h, i, j, dot, &t);
-                    m = fmax(m, s[j]);
-                    mag = fmax(mag, abs_dot);
-                }
+                double mag;
+                const double m = row_scores(p, q, k, b, h, i, s, &mag);
                 const double sink = ref_sink(p, h);
-                m = fmax(m, sink);
                 double l = sink == -INFINITY ? 0.0 : exp(sink - m);
                 for (size_t d = 0; d < Dv; ++d)
                     o[d] = 0;

@@ -250,6 +250,19 @@ static fcl_status set_forward_args(const fcl_resolved *r, cl_kernel kernel, cons
     return a.err;
 }
 
+/* The forward's helper launches (the combine, FP8's widening and products'
+ * tiles): `groups` work-groups of `local` work-items over one dimension,
+ * after the wait list, once every argument of a was set. */
+static fcl_status enqueue_groups(fcl_context *ctx, const fcl_args *a, size_t groups,
+                                 size_t local, const fcl_wait *wait, cl_event *done)
+{
+    if (a->err != CL_SUCCESS)
+        return a->err;
+    const size_t global = groups * local;
+    return clEnqueueNDRangeKernel(ctx->queue, a->kernel, 1, NULL, &global, &local, wait->count,
+                                  wait->list, done);
+}
+
 /* The merge of the chunks' partials into O and LSE (combine.cl). */
 static fcl_status enqueue_combine(fcl_context *ctx, fcl_resolved *r, const forward_call *c,
                                   const fcl_wait *after, cl_event *done)
@@ -258,7 +271,6 @@ static fcl_status enqueue_combine(fcl_context *ctx, fcl_resolved *r, const forwa
     const fcl_attention_desc *d = j->desc;
     cl_kernel kernel = NULL;
     FCL_TRY(fcl_resolved_kernel(r, FCL_HELPER_COMBINE, &kernel));
-    cl_int err = CL_SUCCESS;
     fcl_args a = {kernel, 0, CL_SUCCESS};
     fcl_arg_mem(&a, c->part_o);
     fcl_arg_mem(&a, c->part_lse);
@@ -274,13 +286,8 @@ static fcl_status enqueue_combine(fcl_context *ctx, fcl_resolved *r, const forwa
     fcl_arg_int(&a, j->lse != NULL);
     /* the sinks are joined once, here */
     fcl_arg_int(&a, arg_optional(&a, ctx, j->var->sinks, FCL_ARRAY_SINKS));
-    err = a.err;
-    const size_t local = FCL_COMBINE_WG;
-    const size_t global = part_rows(d) * div_up(fcl_head_dim_v(d), FCL_COMBINE_COLS) * local;
-    if (err == CL_SUCCESS)
-        err = clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &global, &local, after->count,
-                                     after->list, done);
-    return err;
+    return enqueue_groups(ctx, &a, part_rows(d) * div_up(fcl_head_dim_v(d), FCL_COMBINE_COLS),
+                          FCL_COMBINE_WG, after, done);
 }
 
 /* The FP8 forward on the wgmma piece's tensor memory accelerator path
@@ -318,11 +325,7 @@ static fcl_status enqueue_widen(fcl_context *ctx, fcl_resolved *r, forward_call 
     fcl_arg_long(&a, (int64_t)chunks);
     fcl_arg_mem(&a, c->k);
     fcl_arg_mem(&a, c->v);
-    if (a.err != CL_SUCCESS)
-        return a.err;
-    const size_t local = FCL_WIDEN_WG, global = div_up(chunks, local) * local;
-    return clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &global, &local, wait->count,
-                                  wait->list, done);
+    return enqueue_groups(ctx, &a, div_up(chunks, FCL_WIDEN_WG), FCL_WIDEN_WG, wait, done);
 }
 
 /* FP8 products (fcl_forward_prepares8): K and V^T laid out as the
@@ -353,11 +356,7 @@ static fcl_status enqueue_prepare8(fcl_context *ctx, fcl_resolved *r, forward_ca
     fcl_arg_long(&a, (int64_t)kv_blocks);
     fcl_arg_mem(&a, c->k);
     fcl_arg_mem(&a, c->v);
-    if (a.err != CL_SUCCESS)
-        return a.err;
-    const size_t local = FCL_PREPARE8_WG, global = 2 * kv_blocks * local;
-    return clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &global, &local, wait->count,
-                                  wait->list, done);
+    return enqueue_groups(ctx, &a, 2 * kv_blocks, FCL_PREPARE8_WG, wait, done);
 }
 
 fcl_status fcl_forward_resolve(fcl_context *ctx, const fcl_forward_job *job, fcl_resolved **out)
