@@ -80,6 +80,21 @@ for step in $steps; do
           done
         done
       done ;;
+    issue27)
+      # issue 27's side-by-side: the default pieces on sm_90 (the wgmma
+      # forward and backward) against PyTorch's backends in the same call,
+      # fp16 and bf16 (ISSUE27_DTYPES), d 64 and 128, N 1k-16k, causal off
+      # and on, forward and backward; flashcl's device spans against CUDA
+      # events; bench/compare_fa2.py's tables (FP8: the fp8-products step)
+      for dt in ${ISSUE27_DTYPES:-fp16 bf16}; do
+        timeout 250 "$B/bench/flashcl-bench" --dtype "$dt" --head-dims 64,128 \
+          --seqlens 1024,4096,16384 --causal 0,1 --backward --no-naive --reps 5 --profile \
+          --out "$OUT/ours_$dt.csv" 2>&1 | grep -v '^\[' > "$OUT/ours_$dt.txt"
+        timeout 250 python3 bench/sdpa_backends.py --dtypes "$dt" --head-dims 64,128 \
+          --csv "$OUT/sdpa_$dt.csv" > "$OUT/sdpa_$dt.txt" 2>&1
+        python3 bench/compare_fa2.py "$OUT/ours_$dt.csv" "$OUT/sdpa_$dt.csv" "$OUT/issue27-$dt" \
+          2>&1 | tail -30
+      done ;;
     power)
       # sustained power and clock (NOTES.md, runs 49 and 53): nvidia-smi
       # sampled every 100 ms beside 1000 calls of the forward at d 128, N
