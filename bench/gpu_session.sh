@@ -80,6 +80,22 @@ for step in $steps; do
           done
         done
       done ;;
+    issue25)
+      # issue 25's side-by-side: the mma.sync pieces (FLASHCL_WGMMA=0,
+      # FLASHCL_WGMMA_BACKWARD=0) against PyTorch's backends (FA2, cuDNN) in
+      # the same call, ISSUE25_DTYPES (fp16), d 64, 128 and 256, N 1k-16k,
+      # causal off and on, forward and backward; bench/compare_fa2.py's
+      # tables with % of the mma.sync ceiling
+      for dt in ${ISSUE25_DTYPES:-fp16}; do
+        FLASHCL_WGMMA=0 FLASHCL_WGMMA_BACKWARD=0 timeout 300 "$B/bench/flashcl-bench" \
+          --dtype "$dt" --head-dims 64,128,256 --seqlens 1024,4096,16384 --causal 0,1 \
+          --backward --no-naive --reps 5 --profile --out "$OUT/ours_$dt.csv" 2>&1 \
+          | grep -v '^\[' > "$OUT/ours_$dt.txt"
+        timeout 250 python3 bench/sdpa_backends.py --dtypes "$dt" --head-dims 64,128,256 \
+          --csv "$OUT/sdpa_$dt.csv" > "$OUT/sdpa_$dt.txt" 2>&1
+        python3 bench/compare_fa2.py "$OUT/ours_$dt.csv" "$OUT/sdpa_$dt.csv" "$OUT/issue25-$dt" \
+          2>&1 | tail -40
+      done ;;
     issue27)
       # issue 27's side-by-side: the default pieces on sm_90 (the wgmma
       # forward and backward) against PyTorch's backends in the same call,
