@@ -190,11 +190,12 @@ void ref_forward_f64(const ref_problem *p, const double *q, const double *k, con
 }
 
 void ref_forward_p8_bounds(const ref_problem *p, const double *q, const double *k,
-                           const double *v, double eps_s, double eps_p, double *ob, double *lb)
+                           const double *v, const double *o, double eps_s, double eps_p,
+                           double *ob, double *lb)
 {
     const size_t Dv = ref_head_dim_v(p), Sq = p->seqlen_q, Sk = p->seqlen_k;
     const size_t group = p->heads_q / p->heads_kv;
-    double *s = malloc(Sk * sizeof *s), *o = malloc(Dv * sizeof *o);
+    double *s = malloc(Sk * sizeof *s);
     memset(ob, 0, p->batch * p->heads_q * Sq * Dv * sizeof *ob);
     memset(lb, 0, p->batch * p->heads_q * Sq * sizeof *lb);
     for (size_t b = 0; b < p->batch; ++b)
@@ -203,9 +204,10 @@ void ref_forward_p8_bounds(const ref_problem *p, const double *q, const double *
                 double mag;
                 const double m = row_scores(p, q, k, b, h, i, s, &mag);
                 const double sink = ref_sink(p, h);
+                const double ds = eps_s * fabs(p->scale) * mag + eps_p;
+                const double *oi = o + idx(p->heads_q, Sq, Dv, b, h, i);
+                double *obi = ob + idx(p->heads_q, Sq, Dv, b, h, i);
                 double l = sink == -INFINITY ? 0.0 : exp(sink - m);
-                for (size_t d = 0; d < Dv; ++d)
-                    o[d] = 0;
                 for (size_t j = 0; j < Sk; ++j) {
                     if (s[j] == -INFINITY)
                         continue;
@@ -213,29 +215,16 @@ void ref_forward_p8_bounds(const ref_problem *p, const double *q, const double *
                     l += e;
                     const double *vj = v + idx(p->heads_kv, Sk, Dv, b, h / group, j);
                     for (size_t d = 0; d < Dv; ++d)
-                        o[d] += e * vj[d];
-                }
-                if (!(l > 0))
-                    continue;
-                const double ds = eps_s * fabs(p->scale) * mag + eps_p;
-                double *obi = ob + idx(p->heads_q, Sq, Dv, b, h, i);
-                for (size_t d = 0; d < Dv; ++d)
-                    o[d] /= l;
-                for (size_t j = 0; j < Sk; ++j) {
-                    if (s[j] == -INFINITY)
-                        continue;
-                    const double e = exp(s[j] - m);
-                    const double *vj = v + idx(p->heads_kv, Sk, Dv, b, h / group, j);
-                    for (size_t d = 0; d < Dv; ++d)
                         obi[d] += ldexp(e, -4) * fabs(vj[d]) + ldexp(fabs(vj[d]), -18) +
-                                  ds * e * fabs(vj[d] - o[d]);
+                                  ds * e * fabs(vj[d] - oi[d]);
                 }
+                if (!(l > 0)) /* a row that sees no key: obi stayed 0 */
+                    continue;
                 for (size_t d = 0; d < Dv; ++d)
                     obi[d] /= l;
                 lb[(b * p->heads_q + h) * Sq + i] = ds;
             }
     free(s);
-    free(o);
 }
 
 void ref_forward_lowp(const ref_problem *p, const double *q, const double *k, const double *v,

@@ -61,7 +61,8 @@ void ref_forward_f64(const ref_problem *p, const double *q, const double *k, con
 
 /* The error bound of the forward with FP8 products (flashcl.h,
  * FLASHCL_FP8_PRODUCTS), from the float64 forward's P = exp(s - m), l =
- * sum P and O: per output element
+ * sum P and O (o: ref_forward_f64's output for the same inputs): per
+ * output element
  *   ob = (2^-4 sum_j P_j |v_jd| + 2^-18 sum_j |v_jd|) / l
  *        + ds * sum_j P_j |v_jd - O_d| / l,
  * P rounded to E4M3 (3 mantissa bits: half an ulp is 2^-4 of the value;
@@ -73,8 +74,8 @@ void ref_forward_f64(const ref_problem *p, const double *q, const double *k, con
  * rounding (a relative error of P is a score error in these units).
  * Plain attention (no dropout) only; rows that see no key get 0. */
 void ref_forward_p8_bounds(const ref_problem *p, const double *q, const double *k,
-                           const double *v, double eps_s, double eps_p, double *ob,
-                           double *lb);
+                           const double *v, const double *o, double eps_s, double eps_p,
+                           double *ob, double *lb);
 
 /* fp32 forward with a two-pass softmax over keys in reverse order; o is
  * rounded to the storage type, lse is fp32. */
