@@ -492,8 +492,8 @@ __kernel void fcl_forward_widen(__global const fcl_storage *K, long k_off, long 
 #if FCL_FP8_PRODUCTS
 /* FP8 products on the wgmma piece (tile_nv_wgmma_fp8.cl): the host's first
  * launch lays K and V out as the kernel's tiles in the workspace, each a
- * block of 128-byte rows in the 128-byte swizzle (chunk j of row r at
- * chunk j ^ (r % 8)), zeros past the sequence and past the head's
+ * block of 128-byte rows in the 128-byte swizzle (FCL_P8_AT: chunk j of
+ * row r at chunk j ^ (r % 8)), zeros past the sequence and past the head's
  * columns: Kt, BC rows a block of (batch, K/V head, key tile); Vt, V^T's
  * 128 rows (V's columns) of BC keys a block, in the same order, the keys
  * of each 16 permuted: V^T's column k = 16 h + 4 t + i holds key 16 h +
@@ -529,7 +529,7 @@ void fcl_forward_prepare8(__global const fcl_storage *K, long k_off, long k_sb, 
                 __global const uint2 *p = (__global const uint2 *)(src + (s0 + r) * k_ss + 16 * j);
                 x = (uint4)(p[0], p[1]);
             }
-            *(__global uint4 *)(dst + r * 128 + ((j ^ (r & 7)) << 4)) = x;
+            *(__global uint4 *)(dst + FCL_P8_AT(r, 16 * j)) = x;
         }
         return;
     }
@@ -558,7 +558,7 @@ void fcl_forward_prepare8(__global const fcl_storage *K, long k_off, long k_sb, 
             const int key = 16 * j + 8 * ((k & 3) >> 1) + 2 * (k >> 2) + (k & 1);
             w[k >> 2] |= (uint)vtile[key * FCL_PREP8_LD + d] << (8 * (k & 3));
         }
-        *(__global uint4 *)(dst + d * 128 + ((j ^ (d & 7)) << 4)) = (uint4)(w[0], w[1], w[2], w[3]);
+        *(__global uint4 *)(dst + FCL_P8_AT(d, 16 * j)) = (uint4)(w[0], w[1], w[2], w[3]);
     }
 }
 #endif
