@@ -142,10 +142,9 @@ typedef struct forward_call {
     cl_mem part_o, part_lse;
     cl_mem maps;                  /* the wgmma forward's tensor maps (FCL_BUILD_WG_TMA) */
     fcl_status scratch_status;
-    /* Q, K and V as the kernel reads them: the job's, or for K and V
-     * FP8's widened copies (enqueue_widen) or FP8 products' tiles
-     * (enqueue_prepare8) */
-    cl_mem q, k, v;
+    /* K and V as the kernel reads them: the job's, or FP8's widened
+     * copies (enqueue_widen) or FP8 products' tiles (enqueue_prepare8) */
+    cl_mem k, v;
     fcl_layout k_layout, v_layout;
 } forward_call;
 
@@ -202,7 +201,7 @@ static fcl_status set_forward_args(const fcl_resolved *r, cl_kernel kernel, cons
         FCL_TRY(fcl_scratch_get(c->ctx, FCL_SCRATCH_PART_LSE, rows * sizeof(float), &c->part_lse));
     }
     fcl_args a = {kernel, 0, CL_SUCCESS};
-    fcl_arg_mem(&a, c->q);
+    fcl_arg_mem(&a, j->q);
     fcl_arg_mem(&a, c->k);
     fcl_arg_mem(&a, c->v);
     fcl_arg_mem(&a, j->o);
@@ -385,8 +384,8 @@ fcl_status fcl_forward_enqueue(fcl_context *ctx, const fcl_forward_job *job, fcl
      * scratch needs no guard: no event is made unless the caller asks. */
     const bool track = !ctx->queue_in_order;
     const bool want_events = track || event != NULL;
-    forward_call call = {ctx,    job,    {1, 0}, NULL,         NULL,        NULL, FCL_OK,
-                         job->q, job->k, job->v, job->desc->k, job->desc->v};
+    forward_call call = {ctx,  job,     {1, 0},         NULL,           NULL, NULL, FCL_OK,
+                         job->k, job->v, job->desc->k, job->desc->v};
     cl_event ev_widen = NULL, ev_attn = NULL, ev_combine = NULL;
     fcl_status st = FCL_OK;
     fcl_wait attn_wait = *wait;

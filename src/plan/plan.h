@@ -60,7 +60,7 @@ fcl_build fcl_build_of(fcl_kernel_kind kind, size_t head_dim, fcl_dtype dtype, u
  * FCL_KV_WIDENED), so its program holds fcl_forward_widen. */
 bool fcl_forward_widens(const fcl_build *b);
 /* Whether b is the FP8 forward with FP8 products (FCL_BUILD_FP8_PRODUCTS),
- * whose Q, K and V^T the call first lays out as the kernel's tiles, so its
+ * whose K and V^T the call first lays out as the kernel's tiles, so its
  * program holds fcl_forward_prepare8 (cl/flash_fwd.cl). */
 bool fcl_forward_prepares8(const fcl_build *b);
 

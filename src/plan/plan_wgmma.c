@@ -193,9 +193,9 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
         fcl_appendf(pub->reason, sizeof pub->reason,
                     "FP8 products (FLASHCL_FP8_PRODUCTS=1): wgmma m64n128k32 of e4m3 for Q K^T "
                     "and P V (fp32 sums, P rounded to e4m3; FLASHCL_WGMMA=0 turns wgmma off); "
-                    "forward: %d warpgroup%s of 64 query rows, 128 keys per step; Q, K and V^T "
+                    "forward: %d warpgroup%s of 64 query rows, 128 keys per step; K and V^T "
                     "as bytes in the 128-byte swizzle, laid out by the call's first launch, "
-                    "a bulk copy a tile%s",
+                    "a bulk copy a tile, Q copied by the forward%s",
                     s.warpgroups, s.warpgroups > 1 ? "s" : "", emulated ? emulated_note : "");
     else
         fcl_appendf(pub->reason, sizeof pub->reason,
