@@ -198,7 +198,13 @@ FCL_API const char *fcl_dtype_name(fcl_dtype dtype);
  * else (whatever lies there is never read as the tensor nor written).  Two
  * footprints are compared exactly, except in one case: footprints that
  * interleave with different strides in more than about a million places
- * are taken to meet (FCL_ERROR_BUFFER_ALIASING). */
+ * are taken to meet (FCL_ERROR_BUFFER_ALIASING).
+ * The layout can choose the piece that runs a call: NVIDIA's tensor-core
+ * pieces read rows 16 bytes at a time and take a call only when the
+ * offset and every stride of Q, K and V (and dO in the backward) are
+ * multiples of 8 elements; otherwise the portable piece runs it, and its
+ * results agree with theirs to the storage type's rounding, not bitwise
+ * (fcl_plan_query's variant says which piece a descriptor gets). */
 typedef struct fcl_layout {
     size_t offset;
     size_t stride_batch;

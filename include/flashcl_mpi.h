@@ -295,9 +295,13 @@ FCL_API fcl_status fcl_mpi_attention_backward_host(fcl_mpi *m, const fcl_mpi_des
  * error, but the other ranks' outputs may be written.
  *
  * Results are bitwise those of the host form for the same inputs (the same
- * kernels, sums and order).  With one rank the calls are exactly
- * fcl_attention_forward/backward (flashcl.h) on these buffers, offsets,
- * wait list and event. */
+ * kernels, sums and order) when every offset is a multiple of 8 elements,
+ * as the host form's own device buffers are: the ring's calls read Q and
+ * dO in place, and an offset that is not can move them from the
+ * tensor-core pieces to the portable piece (flashcl.h, fcl_layout), whose
+ * results agree to the storage type's rounding only.  With one rank the
+ * calls are exactly fcl_attention_forward/backward (flashcl.h) on these
+ * buffers, offsets, wait list and event. */
 typedef struct fcl_mpi_tensor {
     cl_mem mem;                   /* NULL: not given */
     size_t offset;                /* in elements of the tensor's type */
