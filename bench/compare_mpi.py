@@ -3,14 +3,27 @@
 Usage: python3 bench/compare_mpi.py OUT_PREFIX RUN.csv [RUN.csv ...]
 Writes OUT_PREFIX.md: for each N and rank count the forward, backward and
 total times (the slowest rank's median), the speed-up over one rank at the
-same N (forward + backward), the parallel efficiency, and the largest share
-of a rank's time spent waiting on messages, for each form timed (host
-arrays, or the cl_mem calls: `--form` of flashcl-bench-mpi); OUT_PREFIX.png (speed-up against
-ranks, one line per N) when matplotlib is there.
+same N (forward + backward), the parallel efficiency, and each pass's time
+per ring step split into compute, exposed communication and the time outside
+the ring steps (the slowest rank's shares), for each form timed (host
+arrays, or the cl_mem calls: `--form` of flashcl-bench-mpi); OUT_PREFIX.png
+(speed-up against ranks, one line per N) when matplotlib is there.
 """
 import sys
 
 from results_csv import rows_of, write_table
+
+
+def split(r, kind, ranks):
+    """A pass's step time in ms and its shares: compute / wait / stage."""
+    step_ms = 1000 * float(r[f"{kind}_s"]) / ranks
+    if ranks == 1:
+        return f"{step_ms:.0f} | (plain call)"
+    wait = float(r[f"{kind}_wait_share"])
+    stage = float(r.get(f"{kind}_stage_share") or "nan")
+    if stage != stage:  # a file from before the stage column
+        return f"{step_ms:.0f} | - / {100 * wait:.1f}% / -"
+    return f"{step_ms:.0f} | {100 * (1 - wait - stage):.1f}% / {100 * wait:.1f}% / {100 * stage:.1f}%"
 
 
 def main():
@@ -24,8 +37,13 @@ def main():
             rows.setdefault(key, r)  # the first file wins
     out = [f"device {meta.get('device')}, driver {meta.get('driver')}, commit {meta.get('commit')}, "
            f"{meta.get('date')}; B 1, causal, one rank per device; medians, slowest rank", "",
-           "| form | N | ranks | fwd s | bwd s | fwd+bwd s | speed-up | efficiency | fwd wait | bwd wait |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "A step's time (the call's time over its ranks, which are its steps) splits into the "
+           "steps' compute, exposed communication (waiting on messages after the device finished "
+           "the step: `wait`) and the time outside the ring steps (checks, copies to and from the "
+           "host, the own shard's load, the final write: `stage`); one rank is the plain call.", "",
+           "| form | N | ranks | fwd s | bwd s | fwd+bwd s | speed-up | efficiency "
+           "| fwd step ms | fwd compute / wait / stage | bwd step ms | bwd compute / wait / stage |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     series = {}
     for (form, n, ranks) in sorted(rows):
         r = rows[(form, n, ranks)]
@@ -34,7 +52,7 @@ def main():
         speedup = (float(base["fwd_s"]) + float(base["bwd_s"])) / total if base else None
         out.append(f"| {form} | {n} | {ranks} | {float(r['fwd_s']):.3f} | {float(r['bwd_s']):.3f} | {total:.3f} | "
                    + (f"{speedup:.2f}x | {100 * speedup / ranks:.0f}% | " if speedup else "- | - | ")
-                   + f"{100 * float(r['fwd_wait_share']):.1f}% | {100 * float(r['bwd_wait_share']):.1f}% |")
+                   + f"{split(r, 'fwd', ranks)} | {split(r, 'bwd', ranks)} |")
         if speedup:
             series.setdefault((form, n), []).append((ranks, speedup))
     plt = write_table(prefix, out)

@@ -2,18 +2,21 @@
  * mpirun: forward and backward time of one long sequence, and the share of
  * time the ranks spent waiting on messages after their device had finished
  * a step (fcl_mpi_timing.wait_seconds: communication the compute did not
- * hide, load imbalance included).
+ * hide, load imbalance included) and outside the ring steps (fcl_mpi_timing's
+ * total less ring_seconds: the checks, the host form's copies and staging,
+ * the own shard's load and the final write); the rest is the steps' compute.
  *
  *   mpirun -np R flashcl-bench-mpi [--seqlens 131072,524288] [--heads 8]
  *       [--head-dim 128] [--dtype fp16] [--causal 1] [--sharding zigzag]
  *       [--reps 3] [--warmup first|each] [--form host|device|both] [--out FILE.csv]
+ *   mpirun -np R flashcl-bench-mpi --probe-comm BYTES   (the copies' bandwidths alone)
  *
  * B = 1.  Every rank draws its own shard's inputs (the numbers do not
  * matter to the time).  A call's time is the slowest rank's, after a
  * barrier, after one unmeasured call of each kind (before the first N only
  * by default: kernels and buffers do not depend on N beyond growing, and a
- * 4M-token warm-up costs minutes); the median over the repetitions is reported, with the wait share
- * of the median call (the largest over ranks).  One rank is the plain
+ * 4M-token warm-up costs minutes); the median over the repetitions is reported, with the wait
+ * and stage shares of the median call's slowest rank.  One rank is the plain
  * single-device call (fcl_attention_*_host), so R = 1 is the baseline of the
  * speed-up that bench/compare_mpi.py computes from the files of 1, 2, 4
  * ranks.  Times include the host copies of the host-pointer calls on every
@@ -84,8 +87,12 @@ static fcl_dtype parse_dtype(const char *s)
 }
 
 typedef struct sample {
-    double seconds;    /* the slowest rank's */
-    double wait_share; /* the largest over ranks of wait / total */
+    double seconds;     /* the slowest rank's */
+    double wait_share;  /* that rank's wait / total */
+    double stage_share; /* that rank's (total - ring) / total: checks, host copies and
+                           staging outside the ring steps, and the final agreement (which
+                           waits for the other ranks); NAN with one rank (the plain call,
+                           no ring) */
 } sample;
 
 /* The cl_mem form's tensors, in the backward's argument order: q k v o lse
@@ -140,10 +147,100 @@ static sample measure(fcl_mpi *m, int backward, const fcl_mpi_desc *d, void **a,
     fcl_mpi_timing t;
     CHECK(fcl_mpi_last_timing(m, &t));
     const double share = t.total_seconds > 0 ? t.wait_seconds / t.total_seconds : 0;
-    sample s;
-    MPI_Allreduce(&mine, &s.seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Allreduce(&share, &s.wait_share, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    const double stage =
+        t.total_seconds > 0 ? (t.total_seconds - t.ring_seconds) / t.total_seconds : 0;
+    /* the time and both shares of one rank, the slowest (shares taken as
+     * maxima over different ranks could add up to more than the whole) */
+    struct {
+        double value;
+        int rank;
+    } in = {mine, g_rank}, slowest;
+    MPI_Allreduce(&in, &slowest, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD);
+    double shares[2] = {share, stage};
+    MPI_Bcast(shares, 2, MPI_DOUBLE, slowest.rank, MPI_COMM_WORLD);
+    sample s = {slowest.value, shares[0], t.steps == 0 ? NAN : shares[1]};
     return s;
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    const double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* --probe-comm BYTES: the bandwidths a ring step's copies move at, without
+ * attention: device to host and host to device through mapped memory of
+ * CL_MEM_ALLOC_HOST_PTR buffers (the handle's staging kind), and the
+ * ring's exchange (every rank sends BYTES to the next and receives BYTES
+ * from the previous, in pieces of at most 1 GiB, between such memory).
+ * Medians of 5, slowest rank; GB/s counting BYTES once. */
+static void probe_comm(fcl_mpi *m, size_t bytes, int size)
+{
+    cl_context cx = fcl_context_cl_context(fcl_mpi_context(m));
+    cl_command_queue q = fcl_context_cl_queue(fcl_mpi_context(m));
+    cl_int err = CL_SUCCESS;
+    cl_mem dev = clCreateBuffer(cx, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    CHECK(err);
+    cl_mem pin[2];
+    void *host[2];
+    for (int i = 0; i < 2; ++i) {
+        pin[i] = clCreateBuffer(cx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, NULL, &err);
+        CHECK(err);
+        host[i] = clEnqueueMapBuffer(q, pin[i], CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0,
+                                     NULL, NULL, &err);
+        CHECK(err);
+        memset(host[i], 1 + i, bytes);
+    }
+    const unsigned char zero = 0;
+    CHECK(clEnqueueFillBuffer(q, dev, &zero, 1, 0, bytes, 0, NULL, NULL));
+    CHECK(clFinish(q));
+    enum { REPS = 5 };
+    const char *what[3] = {"device to host", "host to device", "MPI ring exchange"};
+    double gbs[3];
+    const int next = (g_rank + 1) % size, prev = (g_rank + size - 1) % size;
+    for (int k = 0; k < 3; ++k) {
+        double t[REPS];
+        for (int r = 0; r < REPS + 1; ++r) { /* the first unmeasured */
+            MPI_Barrier(MPI_COMM_WORLD);
+            const double t0 = MPI_Wtime();
+            if (k == 0)
+                CHECK(clEnqueueReadBuffer(q, dev, CL_TRUE, 0, bytes, host[0], 0, NULL, NULL));
+            else if (k == 1)
+                CHECK(clEnqueueWriteBuffer(q, dev, CL_TRUE, 0, bytes, host[0], 0, NULL, NULL));
+            else if (size > 1) {
+                MPI_Request req[64];
+                int n = 0;
+                for (size_t at = 0; at < bytes && n + 2 <= 64; at += (size_t)1 << 30) {
+                    const int len = (int)(bytes - at < ((size_t)1 << 30) ? bytes - at
+                                                                         : ((size_t)1 << 30));
+                    MPI_Irecv((char *)host[1] + at, len, MPI_BYTE, prev, 7, MPI_COMM_WORLD,
+                              &req[n++]);
+                    MPI_Isend((char *)host[0] + at, len, MPI_BYTE, next, 7, MPI_COMM_WORLD,
+                              &req[n++]);
+                }
+                MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
+            }
+            const double mine = MPI_Wtime() - t0;
+            double slowest = mine;
+            MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            if (r > 0)
+                t[r - 1] = slowest;
+        }
+        qsort(t, REPS, sizeof t[0], cmp_double);
+        gbs[k] = t[REPS / 2] > 0 ? (double)bytes / t[REPS / 2] * 1e-9 : 0;
+    }
+    if (g_rank == 0) {
+        printf("comm probe, %d ranks, %.0f MiB:", size, (double)bytes / (1 << 20));
+        for (int k = 0; k < 3; ++k)
+            printf(" %s %.1f GB/s%s", what[k], gbs[k], k < 2 ? "," : "\n");
+        fflush(stdout);
+    }
+    for (int i = 0; i < 2; ++i) {
+        CHECK(clEnqueueUnmapMemObject(q, pin[i], host[i], 0, NULL, NULL));
+        CHECK(clReleaseMemObject(pin[i]));
+    }
+    CHECK(clFinish(q));
+    CHECK(clReleaseMemObject(dev));
 }
 
 static int cmp_sample(const void *x, const void *y)
@@ -164,6 +261,7 @@ int main(int argc, char **argv)
     int causal = 1, reps = 3;
     int warmup_each = 0; /* 1: warm up before every N; 0: before the first (then -1) */
     const char *form = "host";
+    size_t probe_bytes = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (strcmp(k, "--seqlens") == 0) seqlens = v;
@@ -176,6 +274,7 @@ int main(int argc, char **argv)
         else if (strcmp(k, "--out") == 0) out_path = v;
         else if (strcmp(k, "--warmup") == 0) warmup_each = strcmp(v, "each") == 0;
         else if (strcmp(k, "--form") == 0) form = v;
+        else if (strcmp(k, "--probe-comm") == 0) probe_bytes = strtoull(v, NULL, 10);
     }
     if (reps < 1 || reps > 32)
         reps = 3;
@@ -183,6 +282,12 @@ int main(int argc, char **argv)
     CHECK(fcl_mpi_create(MPI_COMM_WORLD, NULL, NULL, &m));
     fcl_device_info info;
     CHECK(fcl_context_device_info(fcl_mpi_context(m), &info));
+    if (probe_bytes > 0) {
+        probe_comm(m, probe_bytes, size);
+        fcl_mpi_destroy(m);
+        MPI_Finalize();
+        return 0;
+    }
     char date[32];
     const time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
@@ -190,17 +295,19 @@ int main(int argc, char **argv)
     if (g_rank == 0) {
         printf("flashcl-bench-mpi: %d ranks, rank 0 on %s (%s, driver %s); commit %s, %s\n"
                "B 1, H %zu, d %zu, %s, %s, %s sharding; median of %d; time = slowest rank, "
-               "wait = largest share of a rank's time waiting on messages\n\n",
+               "wait = its share of time waiting on messages, stg = its share outside "
+               "the ring steps\n\n",
                size, info.name, info.platform_name, info.driver_version, FCL_GIT_COMMIT, date,
                heads, head_dim, fcl_dtype_name(dtype), causal ? "causal" : "full", sharding, reps);
-        printf("%5s %9s %11s %11s %11s %9s %9s %8s %8s %6s\n", "ranks", "N", "fwd s", "bwd s",
-               "fwd+bwd s", "fwd TF/s", "bwd TF/s", "fwd wait", "bwd wait", "form");
+        printf("%5s %9s %11s %11s %11s %9s %9s %8s %8s %8s %8s %6s\n", "ranks", "N", "fwd s",
+               "bwd s", "fwd+bwd s", "fwd TF/s", "bwd TF/s", "fwd wait", "bwd wait", "fwd stg",
+               "bwd stg", "form");
         fflush(stdout);
         out = out_path ? fopen(out_path, "w") : NULL;
         if (out)
             fprintf(out, "# device: %s\n# platform: %s\n# driver: %s\n# date: %s\n# commit: %s\n"
                          "# ranks: %d\nranks,N,H,d,dtype,causal,sharding,fwd_s,bwd_s,fwd_wait_share,"
-                         "bwd_wait_share,fwd_tflops,bwd_tflops,form\n",
+                         "bwd_wait_share,fwd_tflops,bwd_tflops,form,fwd_stage_share,bwd_stage_share\n",
                     info.name, info.platform_name, info.driver_version, date, FCL_GIT_COMMIT, size);
     }
     for (const char *p = seqlens; *p; warmup_each = warmup_each > 0 ? 1 : -1) {
@@ -215,13 +322,19 @@ int main(int argc, char **argv)
         fcl_mpi_shard sh;
         CHECK(fcl_mpi_shard_of(&d, g_rank, size, &sh));
         const size_t elems = sh.rows * heads * head_dim;
+        /* q k v o dout dq dk dv: the inputs random; O (and LSE), which the
+         * first forward writes before any backward reads them, and the
+         * gradients start as zeros (at 4M tokens drawing all eight costs a
+         * minute a rank) */
         void *a[8];
         for (int i = 0; i < 8; ++i) {
-            a[i] = random_array(elems, dtype, (uint64_t)g_rank * 16 + (uint64_t)i + 1);
+            const int input = i < 3 || i == 4;
+            a[i] = input ? random_array(elems, dtype, (uint64_t)g_rank * 16 + (uint64_t)i + 1)
+                         : calloc(elems, fcl_dtype_size(dtype));
             if (a[i] == NULL)
                 CHECK(FCL_ERROR_OUT_OF_HOST_MEMORY);
         }
-        float *lse = malloc(sh.rows * heads * sizeof(float));
+        float *lse = calloc(sh.rows * heads, sizeof(float));
         const int both = strcmp(form, "both") == 0, first = both || strcmp(form, "host") == 0;
         for (int f_i = first ? 0 : 1; f_i < (both || !first ? 2 : 1); ++f_i) {
             fcl_mpi_tensor t[T_COUNT];
@@ -246,16 +359,21 @@ int main(int argc, char **argv)
             const double flops = 4.0 * (double)n * (double)n * (double)heads * (double)head_dim *
                                  (causal ? 0.5 : 1.0);
             if (g_rank == 0) {
-                printf("%5d %9zu %11.4f %11.4f %11.4f %9.2f %9.2f %7.1f%% %7.1f%% %6s\n", size, n,
-                       f.seconds, b.seconds, f.seconds + b.seconds, flops / f.seconds * 1e-12,
-                       2.5 * flops / b.seconds * 1e-12, 100 * f.wait_share, 100 * b.wait_share,
-                       name);
+                printf("%5d %9zu %11.4f %11.4f %11.4f %9.2f %9.2f %7.1f%% %7.1f%% %7.1f%% %7.1f%% "
+                       "%6s\n",
+                       size, n, f.seconds, b.seconds, f.seconds + b.seconds,
+                       flops / f.seconds * 1e-12, 2.5 * flops / b.seconds * 1e-12,
+                       100 * f.wait_share, 100 * b.wait_share, 100 * f.stage_share,
+                       100 * b.stage_share, name);
                 fflush(stdout);
                 if (out)
-                    fprintf(out, "%d,%zu,%zu,%zu,%s,%d,%s,%.6f,%.6f,%.4f,%.4f,%.3f,%.3f,%s\n", size,
-                            n, heads, head_dim, fcl_dtype_name(dtype), causal, sharding, f.seconds,
-                            b.seconds, f.wait_share, b.wait_share, flops / f.seconds * 1e-12,
-                            2.5 * flops / b.seconds * 1e-12, name);
+                    fprintf(out, "%d,%zu,%zu,%zu,%s,%d,%s,%.6f,%.6f,%.4f,%.4f,%.3f,%.3f,%s,%.4f,%.4f\n",
+                            size, n, heads, head_dim, fcl_dtype_name(dtype), causal, sharding,
+                            f.seconds, b.seconds, f.wait_share, b.wait_share,
+                            flops / f.seconds * 1e-12, 2.5 * flops / b.seconds * 1e-12, name,
+                            f.stage_share, b.stage_share);
+                if (out)
+                    fflush(out); /* a run cut short by its time limit keeps its rows */
             }
             for (int i = 0; dev != NULL && i < T_COUNT; ++i)
                 CHECK(clReleaseMemObject(t[i].mem));

@@ -414,33 +414,56 @@ for step in $steps; do
     mpi)
       # ring attention (flashcl_mpi) on 1, 2 and 4 GPUs of one host (kind nvidia-h200-x4),
       # causal fp16 d 128, B 1, H 8: Open MPI's run-time carried in .carry/mpi (made here
-      # by bench/carry_mpi.sh, no packages there), one rank per GPU by local rank
+      # by bench/carry_mpi.sh, no packages there), one rank per GPU by local rank.
+      # MPI_SINGLE_COPY: Open MPI's shared-memory single copy (none, or cma: the
+      # receiver reads the sender's pages, one copy instead of two); MPI_WARMUP:
+      # flashcl-bench-mpi's --warmup (each: a warm-up call before every N, so
+      # the handle's buffers grown for a new N are not timed)
       C=$PWD/.carry/mpi
       if [ ! -x "$C/usr/bin/mpirun.openmpi" ]; then echo "no $C: run bash bench/carry_mpi.sh first"; continue; fi
       mpi_env=(env OPAL_PREFIX="$C/usr" PATH="$C/usr/bin:$PATH" NCCL_NVLS_ENABLE=0
         LD_LIBRARY_PATH="$C/usr/lib/x86_64-linux-gnu/openmpi/lib:$C/usr/lib/x86_64-linux-gnu:$C/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH"
         PMIX_MCA_mca_base_component_path="$C/usr/lib/x86_64-linux-gnu/pmix2/lib/pmix"
         OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
-        OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_btl_base_warn_component_unused=0)
+        OMPI_MCA_btl_vader_single_copy_mechanism="${MPI_SINGLE_COPY:-none}"
+        OMPI_MCA_btl_base_warn_component_unused=0 PMIX_MCA_pcompress_base_silence_warning=1)
       gpus=$(nvidia-smi -L | wc -l)
-      # first the tests, on 2 and 4 GPUs (tensor cores, real devices)
-      for np in 2 4; do
+      # each mpirun's time limit: 590 s, or what is left before MPI_DEADLINE (a
+      # date in seconds since the epoch: the end of the device call's limit)
+      mpi_left() {
+        local l=$(( ${MPI_DEADLINE:-$(( $(date +%s) + 590 ))} - $(date +%s) ))
+        echo $(( l > 590 ? 590 : l ))
+      }
+      # first the tests, on 2 and 4 GPUs (tensor cores, real devices; MPI_TESTS: the rank
+      # counts, "" for none)
+      for np in ${MPI_TESTS-2 4}; do
         [ "$np" -gt "$gpus" ] && continue
-        "${mpi_env[@]}" timeout "${MPI_TEST_TIMEOUT:-400}" mpirun.openmpi -np "$np" --bind-to none "$B/tests/test_mpi" \
+        t=$(mpi_left); [ "$t" -gt "${MPI_TEST_TIMEOUT:-400}" ] && t=${MPI_TEST_TIMEOUT:-400}
+        [ "$t" -lt 20 ] && { echo "test_mpi -np $np: no time left"; continue; }
+        "${mpi_env[@]}" timeout "$t" mpirun.openmpi -np "$np" --bind-to none "$B/tests/test_mpi" \
           > "$OUT/test_mpi_np$np.log" 2>&1
         echo "test_mpi -np $np: rc=$?"; grep -E "test_mpi:|FAIL" "$OUT/test_mpi_np$np.log" | head -20
+      done
+      # MPI_PROBE=BYTES: the copies' bandwidths alone (flashcl-bench-mpi --probe-comm)
+      for np in ${MPI_PROBE:+2 4}; do
+        [ "$np" -gt "$gpus" ] && continue
+        "${mpi_env[@]}" timeout 120 mpirun.openmpi -np "$np" --bind-to none "$B/bench/flashcl-bench-mpi" \
+          --probe-comm "$MPI_PROBE" 2>&1 | grep '^comm probe' | tee -a "$OUT/probe.txt"
       done
       files=""
       # (the 4M run measures once, after 128k has built the kernels)
       # MPI_RUNS: the runs as "ranks seqlens reps" separated by ';' (a shorter
       # list fits a loan with little device time left)
-      IFS=';' read -ra runs <<< "${MPI_RUNS:-1 131072,524288,1048576 3;2 131072,524288,1048576 3;4 131072,524288,1048576 3;4 131072,4194304 1}"
+      IFS=';' read -ra runs <<< "${MPI_RUNS-1 131072,524288,1048576 3;2 131072,524288,1048576 3;4 131072,524288,1048576 3;4 131072,4194304 1}"
       for run in "${runs[@]}"; do
         read -r np seqlens reps <<< "$run"
         [ "$np" -gt "$gpus" ] && continue
         f="$OUT/mpi_np${np}_$(echo "$seqlens" | tr , _).csv"
-        "${mpi_env[@]}" timeout 590 mpirun.openmpi -np "$np" --bind-to none \
-          "$B/bench/flashcl-bench-mpi" --seqlens "$seqlens" --reps "$reps" --form "${MPI_FORM:-both}" --out "$f" 2>&1 \
+        t=$(mpi_left)
+        [ "$t" -lt 20 ] && { echo "mpi run '$run': no time left"; continue; }
+        "${mpi_env[@]}" timeout "$t" mpirun.openmpi -np "$np" --bind-to none \
+          "$B/bench/flashcl-bench-mpi" --seqlens "$seqlens" --reps "$reps" --form "${MPI_FORM:-both}" \
+          --warmup "${MPI_WARMUP:-first}" --out "$f" 2>&1 \
           | tee -a "$OUT/mpi.txt"
         files="$files $f"
       done
