@@ -33,7 +33,11 @@ def main():
         m, rs = rows_of(p)
         meta = meta or m
         for r in rs:
-            key = (r.get("form") or "host", int(r["N"]), int(r["ranks"]))
+            form = r.get("form") or "host"
+            threads = int(r.get("copy_threads") or 0)
+            if threads > 0:  # the ranks' own copies (FLASHCL_MPI_COPY_THREADS)
+                form += f", {threads}-thread copies"
+            key = (form, int(r["N"]), int(r["ranks"]))
             rows.setdefault(key, r)  # the first file wins
     out = [f"device {meta.get('device')}, driver {meta.get('driver')}, commit {meta.get('commit')}, "
            f"{meta.get('date')}; B 1, causal, one rank per device; medians, slowest rank", "",
@@ -48,7 +52,7 @@ def main():
     for (form, n, ranks) in sorted(rows):
         r = rows[(form, n, ranks)]
         total = float(r["fwd_s"]) + float(r["bwd_s"])
-        base = rows.get((form, n, 1))
+        base = rows.get((form.split(",")[0], n, 1))  # one rank: the plain call, no copies
         speedup = (float(base["fwd_s"]) + float(base["bwd_s"])) / total if base else None
         out.append(f"| {form} | {n} | {ranks} | {float(r['fwd_s']):.3f} | {float(r['bwd_s']):.3f} | {total:.3f} | "
                    + (f"{speedup:.2f}x | {100 * speedup / ranks:.0f}% | " if speedup else "- | - | ")

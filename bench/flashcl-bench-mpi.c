@@ -294,10 +294,13 @@ int main(int argc, char **argv)
     FILE *out = NULL;
     if (g_rank == 0) {
         printf("flashcl-bench-mpi: %d ranks, rank 0 on %s (%s, driver %s); commit %s, %s\n"
+               "messages moved by %s; "
                "B 1, H %zu, d %zu, %s, %s, %s sharding; median of %d; time = slowest rank, "
                "wait = its share of time waiting on messages, stg = its share outside "
                "the ring steps\n\n",
                size, info.name, info.platform_name, info.driver_version, FCL_GIT_COMMIT, date,
+               fcl_mpi_copy_threads(m) > 0 ? "the ranks' own copies (FLASHCL_MPI_COPY_THREADS)"
+                                           : "MPI",
                heads, head_dim, fcl_dtype_name(dtype), causal ? "causal" : "full", sharding, reps);
         printf("%5s %9s %11s %11s %11s %9s %9s %8s %8s %8s %8s %6s\n", "ranks", "N", "fwd s",
                "bwd s", "fwd+bwd s", "fwd TF/s", "bwd TF/s", "fwd wait", "bwd wait", "fwd stg",
@@ -307,7 +310,8 @@ int main(int argc, char **argv)
         if (out)
             fprintf(out, "# device: %s\n# platform: %s\n# driver: %s\n# date: %s\n# commit: %s\n"
                          "# ranks: %d\nranks,N,H,d,dtype,causal,sharding,fwd_s,bwd_s,fwd_wait_share,"
-                         "bwd_wait_share,fwd_tflops,bwd_tflops,form,fwd_stage_share,bwd_stage_share\n",
+                         "bwd_wait_share,fwd_tflops,bwd_tflops,form,fwd_stage_share,bwd_stage_share,"
+                         "copy_threads\n",
                     info.name, info.platform_name, info.driver_version, date, FCL_GIT_COMMIT, size);
     }
     for (const char *p = seqlens; *p; warmup_each = warmup_each > 0 ? 1 : -1) {
@@ -367,11 +371,13 @@ int main(int argc, char **argv)
                        100 * b.stage_share, name);
                 fflush(stdout);
                 if (out)
-                    fprintf(out, "%d,%zu,%zu,%zu,%s,%d,%s,%.6f,%.6f,%.4f,%.4f,%.3f,%.3f,%s,%.4f,%.4f\n",
+                    fprintf(out,
+                            "%d,%zu,%zu,%zu,%s,%d,%s,%.6f,%.6f,%.4f,%.4f,%.3f,%.3f,%s,%.4f,%.4f,"
+                            "%d\n",
                             size, n, heads, head_dim, fcl_dtype_name(dtype), causal, sharding,
                             f.seconds, b.seconds, f.wait_share, b.wait_share,
                             flops / f.seconds * 1e-12, 2.5 * flops / b.seconds * 1e-12, name,
-                            f.stage_share, b.stage_share);
+                            f.stage_share, b.stage_share, fcl_mpi_copy_threads(m));
                 if (out)
                     fflush(out); /* a run cut short by its time limit keeps its rows */
             }

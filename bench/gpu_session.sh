@@ -416,7 +416,8 @@ for step in $steps; do
       # causal fp16 d 128, B 1, H 8: Open MPI's run-time carried in .carry/mpi (made here
       # by bench/carry_mpi.sh, no packages there), one rank per GPU by local rank.
       # MPI_SINGLE_COPY: Open MPI's shared-memory single copy (none, or cma: the
-      # receiver reads the sender's pages, one copy instead of two); MPI_WARMUP:
+      # receiver reads the sender's pages, one copy instead of two); MPI_COPY_THREADS:
+      # flashcl_mpi's own copies within the host by that many threads (empty: MPI's); MPI_WARMUP:
       # flashcl-bench-mpi's --warmup (each: a warm-up call before every N, so
       # the handle's buffers grown for a new N are not timed)
       C=$PWD/.carry/mpi
@@ -426,7 +427,8 @@ for step in $steps; do
         PMIX_MCA_mca_base_component_path="$C/usr/lib/x86_64-linux-gnu/pmix2/lib/pmix"
         OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
         OMPI_MCA_btl_vader_single_copy_mechanism="${MPI_SINGLE_COPY:-none}"
-        OMPI_MCA_btl_base_warn_component_unused=0 PMIX_MCA_pcompress_base_silence_warning=1)
+        OMPI_MCA_btl_base_warn_component_unused=0 PMIX_MCA_pcompress_base_silence_warning=1
+        FLASHCL_MPI_COPY_THREADS="${MPI_COPY_THREADS:-}")
       gpus=$(nvidia-smi -L | wc -l)
       # each mpirun's time limit: 590 s, or what is left before MPI_DEADLINE (a
       # date in seconds since the epoch: the end of the device call's limit)

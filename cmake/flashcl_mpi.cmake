@@ -16,18 +16,20 @@ fcl_embed_kernels("${FCL_DIST_KERNEL_C}" PREFIX fcl_dist_cl_
   "${PROJECT_SOURCE_DIR}/cl/dist.cl")
 add_library(flashcl_mpi_objects OBJECT
   src/dist/mpi_context.c src/dist/agree.c src/dist/shards.c src/dist/ring.c
-  src/dist/forward.c src/dist/backward.c src/dist/tensors.c "${FCL_DIST_KERNEL_C}")
+  src/dist/forward.c src/dist/backward.c src/dist/tensors.c src/dist/node_copy.c
+  "${FCL_DIST_KERNEL_C}")
 set_target_properties(flashcl_mpi_objects PROPERTIES POSITION_INDEPENDENT_CODE ON
                       C_VISIBILITY_PRESET hidden)
 target_include_directories(flashcl_mpi_objects PRIVATE include src/dist)
-target_link_libraries(flashcl_mpi_objects PUBLIC OpenCL::OpenCL MPI::MPI_C)
+find_package(Threads REQUIRED) # node_copy.c's copies within a host
+target_link_libraries(flashcl_mpi_objects PUBLIC OpenCL::OpenCL MPI::MPI_C Threads::Threads)
 target_compile_options(flashcl_mpi_objects PRIVATE ${FCL_WARNINGS})
 target_compile_definitions(flashcl_mpi_objects PRIVATE FCL_BUILDING_SHARED)
 
 add_library(flashcl_mpi SHARED $<TARGET_OBJECTS:flashcl_mpi_objects>)
 add_library(flashcl_mpi_static STATIC $<TARGET_OBJECTS:flashcl_mpi_objects>)
-target_link_libraries(flashcl_mpi PUBLIC flashcl MPI::MPI_C)
-target_link_libraries(flashcl_mpi_static PUBLIC flashcl_static MPI::MPI_C)
+target_link_libraries(flashcl_mpi PUBLIC flashcl MPI::MPI_C PRIVATE Threads::Threads)
+target_link_libraries(flashcl_mpi_static PUBLIC flashcl_static MPI::MPI_C Threads::Threads)
 foreach(t flashcl_mpi flashcl_mpi_static)
   target_include_directories(${t} PUBLIC
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
@@ -68,6 +70,12 @@ if(FLASHCL_BUILD_TESTS)
     # a hang (a rank waiting for a message that never comes) fails, never blocks CI
     set_tests_properties(test_mpi_np${np} PROPERTIES TIMEOUT 240 ENVIRONMENT "${FCL_MPI_TEST_ENV}")
   endforeach()
+  # the messages read by the ranks themselves (FLASHCL_MPI_COPY_THREADS), three ranks
+  add_test(NAME test_mpi_np3_copy
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 3 ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:test_mpi> --quick ${MPIEXEC_POSTFLAGS})
+  set_tests_properties(test_mpi_np3_copy PROPERTIES TIMEOUT 240
+                       ENVIRONMENT "${FCL_MPI_TEST_ENV};FLASHCL_MPI_COPY_THREADS=3")
 endif()
 
 # ---- the benchmark ---------------------------------------------------------

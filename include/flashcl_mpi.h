@@ -180,6 +180,19 @@ typedef struct fcl_mpi fcl_mpi;
  * rank's Q shard on the device and 15 times in host memory, the sums being
  * fp32) and a second command queue on the context's device for
  * copies, until fcl_mpi_destroy.
+ * The ring's messages go from each rank's mapped host buffers to the next
+ * rank's.  By default MPI moves them.  With FLASHCL_MPI_COPY_THREADS set to
+ * 1..64 in the environment of every rank (read here; other values count as
+ * unset), all ranks of `comm` on one Linux host, and each rank able to read
+ * its previous rank's memory (process_vm_readv: the same user, ptrace
+ * permitted; checked here on a word of each rank), the receiving rank reads
+ * each message from the sender's buffer itself, with that many threads,
+ * and MPI carries only a 16-byte notice and a 1-byte receipt per message
+ * (every wait is still inside an MPI call).  Where any rank lacks one of
+ * these, every rank keeps MPI's transport, with no error.
+ * fcl_mpi_copy_threads() says which; results are bitwise the same either
+ * way.  (On four H200s of one host Open MPI moved 3.2-4.0 GB/s between
+ * the ranks, NOTES.md run 54; the threaded copy is not yet measured there.)
  * MPI must be initialised.  Every rank returns the same status.
  * @return FCL_OK and *out; else *out is NULL: FCL_ERROR_NULL_ARGUMENT (out),
  *         FCL_ERROR_MPI (MPI not initialised, or an MPI call failed), an
@@ -196,6 +209,12 @@ FCL_API void fcl_mpi_destroy(fcl_mpi *m);
  *         the communicator, its rank among the ranks of its host (NULL / -1
  *         when m is NULL). */
 FCL_API fcl_context *fcl_mpi_context(const fcl_mpi *m);
+/*! fcl_mpi_copy_threads() :
+ * @return the threads with which this handle's ranks read each other's
+ *         messages (fcl_mpi_create, FLASHCL_MPI_COPY_THREADS), the same on
+ *         every rank; 0 when MPI moves them (also with one rank), -1 when m
+ *         is NULL. */
+FCL_API int fcl_mpi_copy_threads(const fcl_mpi *m);
 FCL_API int fcl_mpi_rank(const fcl_mpi *m);
 FCL_API int fcl_mpi_size(const fcl_mpi *m);
 FCL_API int fcl_mpi_local_rank(const fcl_mpi *m);

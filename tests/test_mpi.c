@@ -29,6 +29,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <unistd.h>
+#endif
 
 static int g_rank, g_size, g_checks, g_failures;
 
@@ -776,6 +779,24 @@ static void shard_geometry(void)
     EXPECT(fcl_mpi_shard_of(NULL, 0, 3, &s) == FCL_ERROR_NULL_ARGUMENT, "NULL desc");
 }
 
+/* Whether Linux lets this process read a sibling's memory (Yama's
+ * ptrace_scope 0, no Yama, or root). */
+static int may_read_siblings(void)
+{
+#if defined(__linux__)
+    FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+    int scope = 0;
+    if (f != NULL) {
+        if (fscanf(f, "%d", &scope) != 1)
+            scope = 1;
+        fclose(f);
+    }
+    return scope == 0 || (scope <= 2 && geteuid() == 0);
+#else
+    return 0;
+#endif
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -797,6 +818,21 @@ int main(int argc, char **argv)
     EXPECT(st == FCL_OK, "fcl_mpi_create: %s", fcl_status_string(st));
     if (st == FCL_OK) {
         EXPECT(fcl_mpi_rank(g_m) == g_rank && fcl_mpi_size(g_m) == g_size, "rank and size");
+        /* the copies within a host where asked for (ctest's test_mpi_np3_copy):
+         * the ranks share one host and one user; the kernel lets them read
+         * each other's memory unless Yama allows only descendants to
+         * non-root users */
+        const char *copy_env = getenv("FLASHCL_MPI_COPY_THREADS");
+        const int copies = fcl_mpi_copy_threads(g_m);
+        if (copy_env != NULL && g_size > 1 && may_read_siblings())
+            EXPECT(copies == atoi(copy_env), "copy threads: %d, asked %s", copies, copy_env);
+        else if (copy_env != NULL && g_size > 1)
+            EXPECT(copies == atoi(copy_env) || copies == 0, "copy threads: %d, asked %s", copies,
+                   copy_env);
+        else
+            EXPECT(copies == 0, "copy threads: %d, none asked or one rank", copies);
+        if (g_rank == 0)
+            printf("test_mpi: messages moved by %s\n", copies > 0 ? "the ranks' own copies" : "MPI");
         g_cl = fcl_context_cl_context(fcl_mpi_context(g_m));
         g_queue = fcl_context_cl_queue(fcl_mpi_context(g_m));
         shard_geometry();

@@ -38,13 +38,13 @@ other_device_tests() { # <label> <out: regex of names> <env...>
 # and print each refusal.  Out, for CI's time (CPU seconds cold, NOTES.md):
 # test_profiles (every emulated GPU profile's large tiles compiled by
 # llvmpipe: 356), test_nonfinite (about 200), test_python (about 150; the
-# same calls as the C tests, through the package), test_mpi_np2 and _np3
-# (the ring over 2 and 3 ranks; np1 runs).
+# same calls as the C tests, through the package), test_mpi_np2, _np3 and
+# _np3_copy (the ring over 2 and 3 ranks; np1 runs).
 rusticl=$(RUSTICL_ENABLE=llvmpipe clinfo -l 2>/dev/null |
           awk '/^Platform #[0-9]+: rusticl/ { sub(/#/, "", $2); sub(/:/, "", $2); print $2 ":0"; exit }')
 if [ -n "$rusticl" ]; then
   other_device_tests "rusticl (FLASHCL_DEVICE=$rusticl)" \
-    'test_profiles|test_nonfinite|test_python|test_mpi_np2|test_mpi_np3' \
+    'test_profiles|test_nonfinite|test_python|test_mpi_np2|test_mpi_np3|test_mpi_np3_copy' \
     RUSTICL_ENABLE=llvmpipe FLASHCL_DEVICE="$rusticl"
 fi
 # Intel's OpenCL CPU runtime (PyPI; tools/deps.sh installs it into
@@ -55,14 +55,14 @@ fi
 # vanish.  Its kernel builds are the slowest here and it keeps none on disk.
 # Out, by cost (CPU seconds cold, NOTES.md): test_plan (over 237),
 # test_forward, test_backward, test_variants, test_tensor_cores (177),
-# test_fp8 (119), test_profiles, test_nonfinite (172), test_mpi_np2 and
-# _np3 (36 and more).  flashcl_check covers the forward, backward and
+# test_fp8 (119), test_profiles, test_nonfinite (172), test_mpi_np2,
+# _np3 and _np3_copy (36 and more).  flashcl_check covers the forward, backward and
 # KV-cache calls and every piece there.  Without a network it cannot be
 # installed: the block is skipped, and the last line of this script says so.
 skipped=()
 if bash ../tools/deps.sh intel intel-ocl; then
   other_device_tests "Intel's OpenCL CPU runtime (FLASHCL_DEVICE=0:0)" \
-    'test_plan|test_forward|test_backward|test_variants|test_tensor_cores|test_fp8|test_profiles|test_nonfinite|test_mpi_np2|test_mpi_np3' \
+    'test_plan|test_forward|test_backward|test_variants|test_tensor_cores|test_fp8|test_profiles|test_nonfinite|test_mpi_np2|test_mpi_np3|test_mpi_np3_copy' \
     OCL_ICD_VENDORS="$PWD/intel-ocl/icd" FLASHCL_DEVICE=0:0 LD_PRELOAD="$PWD/intel-ocl/venv/lib/libtbb.so.12"
 else
   skipped+=("the device tests on Intel's OpenCL CPU runtime (not installed: see above)")

@@ -81,7 +81,21 @@ struct fcl_mpi {
     dist_buffer buffers[DIST_SLOTS];
     fcl_mpi_timing timing;
     double call_start;            /* dist_now() when the call began (dist_begin) */
+    int copy_threads;             /* > 0: messages read from the previous rank's memory by
+                                     this many threads (node_copy.c); 0: MPI moves them */
+    int prev_pid;                 /* the previous rank's process, where copy_threads > 0 */
 };
+
+/* ---- messages within one host (node_copy.c) ------------------------------ */
+
+/* Collective, once at fcl_mpi_create (host_ranks: the ranks on this host):
+ * copy_threads from FLASHCL_MPI_COPY_THREADS where every rank asks for it,
+ * all ranks are on one host and each reads its previous rank's memory;
+ * else 0.  FCL_ERROR_MPI only when an MPI call fails. */
+fcl_status dist_node_copy_setup(fcl_mpi *m, int host_ranks);
+/* bytes of the previous rank's memory at address src into dst, by
+ * m->copy_threads threads; FCL_ERROR_MPI when a read fails. */
+fcl_status dist_node_read(const fcl_mpi *m, void *dst, uint64_t src, size_t bytes);
 
 /* The kernels for storage type dt (built once per handle). */
 fcl_status dist_kernels_for(fcl_mpi *m, fcl_dtype dt, dist_kernels **out);
@@ -195,10 +209,24 @@ fcl_status dist_gather_lse(fcl_mpi *m, cl_mem lse, size_t lse_offset, size_t bh,
 
 /* Messages of one step: K/V (and gradient sums) to the next rank, from the
  * previous one. */
-enum { DIST_MAX_REQUESTS = 128 };
+enum { DIST_MAX_REQUESTS = 128, DIST_MAX_COPIES = 4 };
+typedef struct dist_copy {          /* a message read from the previous rank (copy_threads) */
+    MPI_Request notice_req;
+    uint64_t notice[2];             /* its address and bytes there */
+    void *dst;
+    size_t bytes;
+    int tag, done;
+} dist_copy;
 typedef struct dist_messages {
     MPI_Request req[DIST_MAX_REQUESTS];
     int count;
+    /* with copy_threads: the notices sent (kept until sent), the receipts
+     * they wait for, and the copies to make */
+    uint64_t sent[DIST_MAX_COPIES][2];
+    unsigned char receipt[DIST_MAX_COPIES];
+    int sends;
+    dist_copy copy[DIST_MAX_COPIES];
+    int copies;
     /* a send to the next rank that waits for a device read (dist_post_after) */
     cl_event send_ready;
     void *send_buf;

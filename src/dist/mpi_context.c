@@ -64,9 +64,10 @@ fcl_status fcl_mpi_create(MPI_Comm comm, fcl_context *ctx, const fcl_context_opt
     ok = ok && MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN) == MPI_SUCCESS;
     ok = ok && MPI_Comm_split_type(dup, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local) ==
                    MPI_SUCCESS;
-    int rank = 0, size = 1, local_rank = 0;
+    int rank = 0, size = 1, local_rank = 0, local_size = 0;
     ok = ok && MPI_Comm_rank(dup, &rank) == MPI_SUCCESS && MPI_Comm_size(dup, &size) == MPI_SUCCESS &&
-         MPI_Comm_rank(local, &local_rank) == MPI_SUCCESS;
+         MPI_Comm_rank(local, &local_rank) == MPI_SUCCESS &&
+         MPI_Comm_size(local, &local_size) == MPI_SUCCESS;
     if (local != MPI_COMM_NULL)
         MPI_Comm_free(&local);
     fcl_status st = !ok ? FCL_ERROR_MPI : m == NULL ? FCL_ERROR_OUT_OF_HOST_MEMORY : FCL_OK;
@@ -85,6 +86,10 @@ fcl_status fcl_mpi_create(MPI_Comm comm, fcl_context *ctx, const fcl_context_opt
      * cannot tell anyone). */
     if (ok)
         st = dist_first_error(dup, st);
+    if (st == FCL_OK) { /* every rank is here: the messages' transport within a host */
+        st = dist_node_copy_setup(m, local_size);
+        st = dist_first_error(dup, st);
+    }
     if (st != FCL_OK) {
         if (m != NULL) {
             if (m->owns_ctx)
@@ -128,6 +133,7 @@ void fcl_mpi_destroy(fcl_mpi *m)
 
 fcl_context *fcl_mpi_context(const fcl_mpi *m) { return m != NULL ? m->ctx : NULL; }
 int fcl_mpi_rank(const fcl_mpi *m) { return m != NULL ? m->rank : -1; }
+int fcl_mpi_copy_threads(const fcl_mpi *m) { return m != NULL ? m->copy_threads : -1; }
 int fcl_mpi_size(const fcl_mpi *m) { return m != NULL ? m->size : -1; }
 int fcl_mpi_local_rank(const fcl_mpi *m) { return m != NULL ? m->local_rank : -1; }
 

@@ -192,9 +192,66 @@ fcl_status dist_gather_lse(fcl_mpi *m, cl_mem lse, size_t lse_offset, size_t bh,
  * messages with one tag). */
 enum { PIECE_BYTES = 1 << 30 };
 
+/* A message's receipt travels under its tag plus this. */
+enum { TAG_RECEIPT = 16 };
+
+/* With copy_threads: a send is a notice of where the bytes are (the next
+ * rank reads them) and a wait for its receipt; a receive is a wait for the
+ * previous rank's notice, then the copy (dist_finish_step). */
+static fcl_status post_notice(fcl_mpi *m, dist_messages *msg, void *buf, size_t bytes, int peer,
+                              int tag, int send)
+{
+    if (send) {
+        if (msg->sends == DIST_MAX_COPIES || msg->count + 2 > DIST_MAX_REQUESTS)
+            return FCL_ERROR_INVALID_SHAPE;
+        uint64_t *n = msg->sent[msg->sends];
+        n[0] = (uint64_t)(uintptr_t)buf;
+        n[1] = (uint64_t)bytes;
+        if (MPI_Isend(n, 2, MPI_UINT64_T, peer, tag, m->comm, &msg->req[msg->count]) !=
+            MPI_SUCCESS)
+            return FCL_ERROR_MPI;
+        msg->count++;
+        if (MPI_Irecv(&msg->receipt[msg->sends], 1, MPI_BYTE, peer, tag + TAG_RECEIPT, m->comm,
+                      &msg->req[msg->count]) != MPI_SUCCESS)
+            return FCL_ERROR_MPI;
+        msg->count++;
+        msg->sends++;
+        return FCL_OK;
+    }
+    if (msg->copies == DIST_MAX_COPIES)
+        return FCL_ERROR_INVALID_SHAPE;
+    dist_copy *c = &msg->copy[msg->copies];
+    *c = (dist_copy){.dst = buf, .bytes = bytes, .tag = tag};
+    if (MPI_Irecv(c->notice, 2, MPI_UINT64_T, peer, tag, m->comm, &c->notice_req) != MPI_SUCCESS)
+        return FCL_ERROR_MPI;
+    msg->copies++;
+    return FCL_OK;
+}
+
+/* A notice is in: the bytes read from the previous rank, then its receipt
+ * sent (also after a failed read: the sender waits for it). */
+static fcl_status copy_in(fcl_mpi *m, dist_messages *msg, dist_copy *c)
+{
+    static const unsigned char receipt = 1;
+    fcl_status st = c->notice[1] == (uint64_t)c->bytes ? FCL_OK : FCL_ERROR_MPI;
+    if (st == FCL_OK && c->bytes > 0)
+        st = dist_node_read(m, c->dst, c->notice[0], c->bytes);
+    c->done = 1;
+    const int prev = (m->rank + m->size - 1) % m->size;
+    if (msg->count == DIST_MAX_REQUESTS)
+        return FCL_ERROR_INVALID_SHAPE;
+    if (MPI_Isend(&receipt, 1, MPI_BYTE, prev, c->tag + TAG_RECEIPT, m->comm,
+                  &msg->req[msg->count]) != MPI_SUCCESS)
+        return FCL_ERROR_MPI;
+    msg->count++;
+    return st;
+}
+
 static fcl_status post_pieces(fcl_mpi *m, dist_messages *msg, void *buf, size_t bytes, int peer,
                               int tag, int send)
 {
+    if (m->copy_threads > 0)
+        return post_notice(m, msg, buf, bytes, peer, tag, send);
     for (size_t at = 0; at < bytes || (bytes == 0 && at == 0); at += PIECE_BYTES) {
         const size_t n = bytes - at < PIECE_BYTES ? bytes - at : PIECE_BYTES;
         if (msg->count == DIST_MAX_REQUESTS)
@@ -313,8 +370,9 @@ fcl_status dist_finish_step(fcl_mpi *m, dist_messages *msg, int device_ok,
     if (st == FCL_OK && marker != NULL)
         st = clFlush(fcl_context_cl_queue(m->ctx));
     int device_done = marker == NULL, messages_done = msg->count == 0;
+    int copies_left = msg->copies;
     double device_end = dist_now();
-    while (!messages_done || msg->send_ready != NULL) {
+    while (!messages_done || msg->send_ready != NULL || copies_left > 0) {
         if (msg->send_ready != NULL) { /* blocks only when nothing else is left */
             const fcl_status posted = post_deferred(m, msg, device_done);
             if (posted != FCL_OK && st == FCL_OK)
@@ -324,8 +382,34 @@ fcl_status dist_finish_step(fcl_mpi *m, dist_messages *msg, int device_ok,
                 continue;
             }
         }
+        /* copies first: the previous rank's notice needs nothing of this
+         * rank, and the next rank's receipt waits for its copy */
+        int copied = 0;
+        for (int i = 0; i < msg->copies; ++i) {
+            dist_copy *c = &msg->copy[i];
+            int flag = 0;
+            if (c->done)
+                continue;
+            const int rc = device_done ? MPI_Wait(&c->notice_req, MPI_STATUS_IGNORE)
+                                       : MPI_Test(&c->notice_req, &flag, MPI_STATUS_IGNORE);
+            if (rc != MPI_SUCCESS) {
+                c->notice[1] = UINT64_MAX; /* read nothing; the receipt still goes */
+                flag = 1;
+            }
+            if (device_done || flag) {
+                const fcl_status in = copy_in(m, msg, c);
+                if (in != FCL_OK && st == FCL_OK)
+                    st = rc != MPI_SUCCESS ? FCL_ERROR_MPI : in;
+                copies_left--;
+                copied = 1;
+            }
+        }
+        if (copied) {
+            messages_done = 0; /* the receipts are new */
+            continue;
+        }
         if (!messages_done) {
-            if (device_done) { /* nothing else to watch: block in MPI */
+            if (device_done && copies_left == 0) { /* nothing else to watch: block in MPI */
                 if (MPI_Waitall(msg->count, msg->req, MPI_STATUSES_IGNORE) != MPI_SUCCESS &&
                     st == FCL_OK)
                     st = FCL_ERROR_MPI;
@@ -361,6 +445,8 @@ fcl_status dist_finish_step(fcl_mpi *m, dist_messages *msg, int device_ok,
     if (msg->count > 0 && messages_end > device_end && device_done)
         m->timing.wait_seconds += messages_end - device_end;
     msg->count = 0;
+    msg->sends = 0;
+    msg->copies = 0;
     if (st == FCL_OK && device_ok)
         st = start_uploads(m, uploads, n);
     if (marker != NULL) {
