@@ -57,7 +57,8 @@
  * merge of flashcl's split-KV forward), in fp32, steps in ring order.  The
  * backward calls flashcl's backward once per step with the rank's own, global
  * O and LSE (so P is exact); dQ is summed on the rank; dK/dV are summed in
- * fp32 as they travel with their K/V and come home to their owner.
+ * fp32 as they travel with their K/V, and the rank that adds the last part
+ * rounds the sum to the storage type and sends it home to its owner.
  *
  * Accuracy.  Each step's partial O (and partial gradients) comes out of
  * flashcl's calls rounded to the storage type (unit roundoff u: 2^-24 fp32,

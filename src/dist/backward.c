@@ -3,7 +3,11 @@
  * and the K/V shard in hand.  dQ parts are summed here in fp32; the dK/dV
  * parts of a shard are summed in fp32 as they follow it round the ring, one
  * step behind (a shard's sum leaves a rank while that rank computes its
- * next step), and the finished sum comes home after the last step. */
+ * next step).  The finished sum is rounded to the storage type by the rank
+ * that finished it and comes home after the last step in that type, laid
+ * out as the owner's dK and dV: half the bytes of the fp32 sum on the one
+ * hop nothing hides, and no upload at home (the same kernel rounds the same
+ * sum, so the bits are those of rounding at home). */
 #include "dist_internal.h"
 
 #include <string.h>
@@ -12,7 +16,8 @@ enum { TAG_DKV = 2 };
 
 typedef struct backward_buffers {
     cl_mem q, o, dout, lse, call_lse, dq_part, dk_part, dv_part, dq_acc, dkv_step[2], dkv_in;
-    cl_mem dq_out, dkv_out, acc_in_mem, acc_out_mem, staging;
+    cl_mem dkv_final;             /* the last step's sum in the storage type, as sent home */
+    cl_mem dq_out, acc_in_mem, acc_out_mem, staging;
     void *acc_in, *acc_out, *host_out;
     size_t dkv_elems;             /* of one of dK, dV as a row array: max_rows rows */
     cl_event acc_ready;           /* acc_in's upload into dkv_in */
@@ -37,10 +42,9 @@ static fcl_status backward_buffers_get(fcl_mpi *m, const dist_shape *s, void *bu
         DIST_TRY(dist_buffer_get(m, SLOT_DOUT, q_bytes, &b->dout));
         DIST_TRY(dist_buffer_get(m, SLOT_LSE, lse_bytes, &b->lse));
         DIST_TRY(dist_buffer_get(m, SLOT_OUT_A, q_bytes, &b->dq_out));
-        DIST_TRY(dist_buffer_get(m, SLOT_OUT_B, 2 * s->kv_elems * s->elem, &b->dkv_out));
-        DIST_TRY(dist_staging_get(m, SLOT_HOST_OUT, q_bytes + 2 * s->kv_elems * s->elem,
-                                  &b->staging, &b->host_out));
+        DIST_TRY(dist_staging_get(m, SLOT_HOST_OUT, q_bytes, &b->staging, &b->host_out));
     }
+    DIST_TRY(dist_buffer_get(m, SLOT_OUT_C, 2 * kv_most * s->elem, &b->dkv_final));
     DIST_TRY(dist_buffer_get(m, SLOT_CALL_LSE, lse_bytes, &b->call_lse));
     DIST_TRY(dist_buffer_get(m, SLOT_PART_O, q_bytes, &b->dq_part));
     DIST_TRY(dist_buffer_get(m, SLOT_DK_PART, kv_most * s->elem, &b->dk_part));
@@ -96,15 +100,41 @@ static fcl_status backward_step(fcl_mpi *m, const dist_shape *s, backward_buffer
     return FCL_OK;
 }
 
+/* Bytes of a finished dK/dV sum of `rows` rows as it travels home. */
+static size_t final_bytes(const dist_shape *s, size_t rows)
+{
+    return 2 * dist_kv_elems(s, rows) * s->elem;
+}
+
+/* After the last step: the finished sum of the shard in hand rounded to
+ * the storage type into dkv_final, dK then dV, each laid out as its
+ * owner's tensor (contiguous in the descriptor's layout, owner's rows). */
+static fcl_status backward_finish_sum(fcl_mpi *m, const dist_shape *s, backward_buffers *b,
+                                      cl_mem sum, size_t owner_rows)
+{
+    const fcl_mpi_desc *d = s->d;
+    dist_kernels *kd = NULL;
+    DIST_TRY(dist_kernels_for(m, d->dtype, &kd));
+    fcl_layout kl = fcl_layout_contiguous(d->layout, d->heads_kv, owner_rows, d->head_dim);
+    DIST_TRY(dist_store(m, kd, s, d->heads_kv, sum, 0, s->max_rows, b->dkv_final, &kl,
+                        owner_rows));
+    kl.offset = dist_kv_elems(s, owner_rows);
+    return dist_store(m, kd, s, d->heads_kv, sum, b->dkv_elems, s->max_rows, b->dkv_final, &kl,
+                      owner_rows);
+}
+
 /* After step t: the sum that came with the shard (none at step 0) joins
- * this step's, and the total is read into the staging memory it leaves
- * from, on the copy queue while the next step computes (the message goes
- * when the read is done: dist_post_after). */
+ * this step's, and the total (after the last step: rounded, as it goes
+ * home) is read into the staging memory it leaves from, on the copy queue
+ * while the next step computes (the message goes when the read is done:
+ * dist_post_after). */
 static fcl_status backward_pass_on(fcl_mpi *m, const dist_shape *s, backward_buffers *b, int t)
 {
     const fcl_mpi_desc *d = s->d;
     cl_command_queue queue = fcl_context_cl_queue(m->ctx);
-    const size_t bytes = 2 * b->dkv_elems * sizeof(float);
+    const int last = t == s->ranks - 1;
+    const size_t owner_rows = dist_rows_of(s, dist_source(s, t));
+    const size_t bytes = last ? final_bytes(s, owner_rows) : 2 * b->dkv_elems * sizeof(float);
     if (t > 0) {
         dist_kernels *k32 = NULL;
         DIST_TRY(dist_kernels_for(m, FCL_DTYPE_FP32, &k32));
@@ -118,76 +148,75 @@ static fcl_status backward_pass_on(fcl_mpi *m, const dist_shape *s, backward_buf
         DIST_TRY(dist_accumulate(m, k32, &twice, d->heads_kv, b->dkv_step[t % 2], 0, s->max_rows, 0,
                                  b->dkv_in, &all, s->max_rows, 0));
     }
+    if (last)
+        DIST_TRY(backward_finish_sum(m, s, b, b->dkv_step[t % 2], owner_rows));
+    cl_mem from = last ? b->dkv_final : b->dkv_step[t % 2];
     cl_event summed = NULL;
     DIST_TRY(clEnqueueMarkerWithWaitList(queue, 0, NULL, &summed));
     fcl_status st = clFlush(queue);
     if (st == FCL_OK) /* acc_in's upload is over before its next message arrives */
         st = clFinish(m->copy_queue);
     if (st == FCL_OK)
-        st = clEnqueueReadBuffer(m->copy_queue, b->dkv_step[t % 2], CL_FALSE, 0, bytes, b->acc_out,
-                                 1, &summed, &b->acc_out_ready);
+        st = clEnqueueReadBuffer(m->copy_queue, from, CL_FALSE, 0, bytes, b->acc_out, 1, &summed,
+                                 &b->acc_out_ready);
     if (st == FCL_OK)
         st = clFlush(m->copy_queue);
     clReleaseEvent(summed);
     return st;
 }
 
-/* dQ's sum and this rank's own dK/dV sum (home from the ring in acc_in,
- * uploaded to dkv_in first) rounded to the storage type into out[IO_DQ],
- * out[IO_DK], out[IO_DV]. */
-static fcl_status backward_write(fcl_mpi *m, const dist_shape *s, void *buffers,
-                                 const fcl_mpi_tensor *out)
+/* dQ's sum rounded to the storage type into out[IO_DQ]. */
+static fcl_status backward_write_dq(fcl_mpi *m, const dist_shape *s, backward_buffers *b,
+                                    const fcl_mpi_tensor *out)
 {
-    backward_buffers *b = buffers;
     const fcl_mpi_desc *d = s->d;
     dist_kernels *kd = NULL;
     DIST_TRY(dist_kernels_for(m, d->dtype, &kd));
     fcl_layout ql = fcl_layout_contiguous(d->layout, d->heads_q, s->rows, d->head_dim);
-    fcl_layout kl = fcl_layout_contiguous(d->layout, d->heads_kv, s->rows, d->head_dim);
     ql.offset = out[IO_DQ].offset;
-    DIST_TRY(dist_store(m, kd, s, d->heads_q, b->dq_acc, 0, s->rows, out[IO_DQ].mem, &ql, s->rows));
-    kl.offset = out[IO_DK].offset;
-    DIST_TRY(dist_store(m, kd, s, d->heads_kv, b->dkv_in, 0, s->max_rows, out[IO_DK].mem, &kl,
-                        s->rows));
-    kl.offset = out[IO_DV].offset;
-    return dist_store(m, kd, s, d->heads_kv, b->dkv_in, b->dkv_elems, s->max_rows, out[IO_DV].mem,
-                      &kl, s->rows);
+    return dist_store(m, kd, s, d->heads_q, b->dq_acc, 0, s->rows, out[IO_DQ].mem, &ql, s->rows);
 }
 
-/* After the ring: this rank's own dK/dV sum, home in acc_in, to the device
- * (waited for: the next call's messages land in acc_in). */
-static fcl_status backward_sum_home(fcl_mpi *m, backward_buffers *b)
+/* The cl_mem form's outputs: dQ, and this rank's own dK and dV, home in
+ * acc_in in their final form (written and waited for: the next call's
+ * messages land in acc_in). */
+static fcl_status backward_write(fcl_mpi *m, const dist_shape *s, void *buffers,
+                                 const fcl_mpi_tensor *out)
 {
-    return clEnqueueWriteBuffer(fcl_context_cl_queue(m->ctx), b->dkv_in, CL_TRUE, 0,
-                                2 * b->dkv_elems * sizeof(float), b->acc_in, 0, NULL, NULL);
+    backward_buffers *b = buffers;
+    DIST_TRY(backward_write_dq(m, s, b, out));
+    cl_command_queue queue = fcl_context_cl_queue(m->ctx);
+    const size_t kv_bytes = s->kv_elems * s->elem;
+    DIST_TRY(clEnqueueWriteBuffer(queue, out[IO_DK].mem, CL_TRUE, out[IO_DK].offset * s->elem,
+                                  kv_bytes, b->acc_in, 0, NULL, NULL));
+    return clEnqueueWriteBuffer(queue, out[IO_DV].mem, CL_TRUE, out[IO_DV].offset * s->elem,
+                                kv_bytes, (char *)b->acc_in + kv_bytes, 0, NULL, NULL);
 }
 
-/* The host form's end of the ring: the gradients into the handle's buffers
- * (dK then dV in dkv_out), read into its staging memory. */
+/* The host form's dQ: into the handle's buffer, read into its staging
+ * memory (dK and dV are home in acc_in already). */
 static fcl_status backward_read(fcl_mpi *m, const dist_shape *s, backward_buffers *b)
 {
     fcl_mpi_tensor out[DIST_TENSORS];
     memset(out, 0, sizeof out);
     out[IO_DQ].mem = b->dq_out;
-    out[IO_DK].mem = out[IO_DV].mem = b->dkv_out;
-    out[IO_DV].offset = s->kv_elems;
-    DIST_TRY(backward_write(m, s, b, out));
-    cl_command_queue queue = fcl_context_cl_queue(m->ctx);
-    const size_t q_bytes = s->q_elems * s->elem;
-    DIST_TRY(clEnqueueReadBuffer(queue, b->dq_out, CL_FALSE, 0, q_bytes, b->host_out, 0, NULL, NULL));
-    return clEnqueueReadBuffer(queue, b->dkv_out, CL_TRUE, 0, 2 * s->kv_elems * s->elem,
-                               (char *)b->host_out + q_bytes, 0, NULL, NULL);
+    DIST_TRY(backward_write_dq(m, s, b, out));
+    return clEnqueueReadBuffer(fcl_context_cl_queue(m->ctx), b->dq_out, CL_TRUE, 0,
+                               s->q_elems * s->elem, b->host_out, 0, NULL, NULL);
 }
 
-/* The last step's sum to the next rank (once read back, when it was) and
- * the previous rank's into acc_in. */
-static fcl_status post_sum(fcl_mpi *m, backward_buffers *b, dist_messages *msg, size_t bytes)
+/* A step's sum to the next rank (once read back, when it was) and the
+ * previous rank's into acc_in; the sizes differ on the last hop home
+ * (the shard sent is another rank's). */
+static fcl_status post_sum(fcl_mpi *m, backward_buffers *b, dist_messages *msg,
+                           size_t send_bytes, size_t recv_bytes)
 {
     if (b->acc_out_ready == NULL) /* nothing read (a failure here): send what is there */
-        return dist_post(m, msg, b->acc_out, b->acc_in, bytes, bytes, TAG_DKV);
+        return dist_post(m, msg, b->acc_out, b->acc_in, send_bytes, recv_bytes, TAG_DKV);
     const cl_event ready = b->acc_out_ready;
     b->acc_out_ready = NULL;
-    return dist_post_after(m, msg, ready, b->acc_out, b->acc_in, bytes, bytes, TAG_DKV);
+    return dist_post_after(m, msg, ready, b->acc_out, b->acc_in, send_bytes, recv_bytes,
+                           TAG_DKV);
 }
 
 /* The host form's inputs to the handle's buffers (b->in says where). */
@@ -219,8 +248,8 @@ static fcl_status clear_dq(fcl_mpi *m, const dist_shape *s, backward_buffers *b)
 }
 
 /* The ring itself, after this rank's own K/V shard was loaded (st: how
- * that went and what came before); ends with this rank's own dK/dV sum
- * home in acc_in. */
+ * that went and what came before); ends with this rank's own dK and dV
+ * home in acc_in, in the storage type and the layout of its tensors. */
 static fcl_status backward_ring(fcl_mpi *m, const dist_shape *s, backward_buffers *b,
                                 fcl_status st)
 {
@@ -231,7 +260,7 @@ static fcl_status backward_ring(fcl_mpi *m, const dist_shape *s, backward_buffer
         dist_messages msg = {.count = 0};
         fcl_status sent = dist_kv_post(m, s, &b->kv, t, &msg);
         if (t > 0 && sent == FCL_OK) /* the previous step's sum on, this one's in */
-            sent = post_sum(m, b, &msg, acc_bytes);
+            sent = post_sum(m, b, &msg, acc_bytes, acc_bytes);
         if (st == FCL_OK)
             st = dist_after_upload(m, &b->kv.ready); /* this step's shard is in */
         if (st == FCL_OK)
@@ -251,16 +280,17 @@ static fcl_status backward_ring(fcl_mpi *m, const dist_shape *s, backward_buffer
     if (b->acc_ready != NULL)
         clReleaseEvent(b->acc_ready);
     b->acc_ready = NULL;
-    /* The last sums go home: shard rank + 1's to the next rank, ours from the previous. */
+    /* The last sums go home, rounded: shard rank + 1's to the next rank,
+     * ours from the previous. */
     dist_messages msg = {.count = 0};
-    const fcl_status sent = post_sum(m, b, &msg, acc_bytes);
+    const size_t sent_rows = dist_rows_of(s, dist_source(s, m->size - 1));
+    const fcl_status sent =
+        post_sum(m, b, &msg, final_bytes(s, sent_rows), final_bytes(s, s->rows));
     const fcl_status waited = dist_finish_step(m, &msg, 0, NULL, 0);
     st = st != FCL_OK ? st : sent != FCL_OK ? sent : waited;
     if (b->acc_out_ready != NULL) /* left by a failure */
         clReleaseEvent(b->acc_out_ready);
     b->acc_out_ready = NULL;
-    if (st == FCL_OK)
-        st = backward_sum_home(m, b);
     m->timing.ring_seconds = dist_now() - ring_start;
     m->timing.steps = m->size;
     return st;
@@ -298,10 +328,10 @@ fcl_status fcl_mpi_attention_backward_host(fcl_mpi *m, const fcl_mpi_desc *desc,
         st = backward_read(m, &s, &b);
     st = dist_first_error(m->comm, st);
     if (st == FCL_OK) {
-        const size_t q_bytes = s.q_elems * s.elem, kv_bytes = s.kv_elems * s.elem;
-        memcpy(dq, b.host_out, q_bytes);
-        memcpy(dk, (char *)b.host_out + q_bytes, kv_bytes);
-        memcpy(dv, (char *)b.host_out + q_bytes + kv_bytes, kv_bytes);
+        const size_t kv_bytes = s.kv_elems * s.elem;
+        memcpy(dq, b.host_out, s.q_elems * s.elem);
+        memcpy(dk, b.acc_in, kv_bytes);
+        memcpy(dv, (char *)b.acc_in + kv_bytes, kv_bytes);
     }
     return dist_done(m, st);
 }
