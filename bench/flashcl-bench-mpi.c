@@ -170,10 +170,13 @@ static int cmp_double(const void *x, const void *y)
 
 /* --probe-comm BYTES: the bandwidths a ring step's copies move at, without
  * attention: device to host and host to device through mapped memory of
- * CL_MEM_ALLOC_HOST_PTR buffers (the handle's staging kind), and the
- * ring's exchange (every rank sends BYTES to the next and receives BYTES
- * from the previous, in pieces of at most 1 GiB, between such memory).
- * Medians of 5, slowest rank; GB/s counting BYTES once. */
+ * CL_MEM_ALLOC_HOST_PTR buffers (the handle's staging kind), the ring's
+ * exchange (every rank sends BYTES to the next and receives BYTES from the
+ * previous, in pieces of at most 1 GiB, between such memory), and, for
+ * issue 28's alternative to the ring, MPI_Allgather of BYTES from every
+ * rank (each rank receives (ranks - 1) x BYTES; its rate counts those, so
+ * it compares with the ring's, which moves the same bytes in ranks - 1
+ * steps, each hidden behind a step's compute).  Medians of 5, slowest rank. */
 static void probe_comm(fcl_mpi *m, size_t bytes, int size)
 {
     cl_context cx = fcl_context_cl_context(fcl_mpi_context(m));
@@ -195,10 +198,16 @@ static void probe_comm(fcl_mpi *m, size_t bytes, int size)
     CHECK(clEnqueueFillBuffer(q, dev, &zero, 1, 0, bytes, 0, NULL, NULL));
     CHECK(clFinish(q));
     enum { REPS = 5 };
-    const char *what[3] = {"device to host", "host to device", "MPI ring exchange"};
-    double gbs[3];
+    const char *what[4] = {"device to host", "host to device", "MPI ring exchange",
+                           "MPI all-gather (bytes received)"};
+    double gbs[4] = {0, 0, 0, 0};
+    /* the all-gather's buffer: every rank's BYTES (plain memory, as MPI's) */
+    const int gather = size > 1 && bytes <= (size_t)INT32_MAX;
+    char *all = gather ? malloc(bytes * (size_t)size) : NULL;
+    if (all != NULL)
+        memset(all, 3, bytes * (size_t)size);
     const int next = (g_rank + 1) % size, prev = (g_rank + size - 1) % size;
-    for (int k = 0; k < 3; ++k) {
+    for (int k = 0; k < (all != NULL ? 4 : 3); ++k) {
         double t[REPS];
         for (int r = 0; r < REPS + 1; ++r) { /* the first unmeasured */
             MPI_Barrier(MPI_COMM_WORLD);
@@ -219,7 +228,9 @@ static void probe_comm(fcl_mpi *m, size_t bytes, int size)
                               &req[n++]);
                 }
                 MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
-            }
+            } else if (k == 3)
+                MPI_Allgather(host[0], (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE,
+                              MPI_COMM_WORLD);
             const double mine = MPI_Wtime() - t0;
             double slowest = mine;
             MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -227,12 +238,14 @@ static void probe_comm(fcl_mpi *m, size_t bytes, int size)
                 t[r - 1] = slowest;
         }
         qsort(t, REPS, sizeof t[0], cmp_double);
-        gbs[k] = t[REPS / 2] > 0 ? (double)bytes / t[REPS / 2] * 1e-9 : 0;
+        const double moved = k == 3 ? (double)bytes * (size - 1) : (double)bytes;
+        gbs[k] = t[REPS / 2] > 0 ? moved / t[REPS / 2] * 1e-9 : 0;
     }
+    free(all);
     if (g_rank == 0) {
         printf("comm probe, %d ranks, %.0f MiB:", size, (double)bytes / (1 << 20));
-        for (int k = 0; k < 3; ++k)
-            printf(" %s %.1f GB/s%s", what[k], gbs[k], k < 2 ? "," : "\n");
+        for (int k = 0; k < 4; ++k)
+            printf(" %s %.1f GB/s%s", what[k], gbs[k], k < 3 ? "," : "\n");
         fflush(stdout);
     }
     for (int i = 0; i < 2; ++i) {
