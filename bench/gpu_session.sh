@@ -457,17 +457,22 @@ for step in $steps; do
       # MPI_RUNS: the runs as "ranks seqlens reps" separated by ';' (a shorter
       # list fits a loan with little device time left)
       IFS=';' read -ra runs <<< "${MPI_RUNS-1 131072,524288,1048576 3;2 131072,524288,1048576 3;4 131072,524288,1048576 3;4 131072,4194304 1}"
+      # MPI_COPY_AB="0 8": each run of more than one rank once per value of
+      # FLASHCL_MPI_COPY_THREADS (0: MPI's transport), side by side
       for run in "${runs[@]}"; do
         read -r np seqlens reps <<< "$run"
         [ "$np" -gt "$gpus" ] && continue
-        f="$OUT/mpi_np${np}_$(echo "$seqlens" | tr , _).csv"
-        t=$(mpi_left)
-        [ "$t" -lt 20 ] && { echo "mpi run '$run': no time left"; continue; }
-        "${mpi_env[@]}" timeout "$t" mpirun.openmpi -np "$np" --bind-to none \
-          "$B/bench/flashcl-bench-mpi" --seqlens "$seqlens" --reps "$reps" --form "${MPI_FORM:-both}" \
-          --warmup "${MPI_WARMUP:-first}" --out "$f" 2>&1 \
-          | tee -a "$OUT/mpi.txt"
-        files="$files $f"
+        for ct in ${MPI_COPY_AB:-${MPI_COPY_THREADS:-0}}; do
+          [ "$np" -eq 1 ] && [ "$ct" != "${MPI_COPY_AB%% *}" ] && continue # one rank: no messages
+          f="$OUT/mpi_np${np}_$(echo "$seqlens" | tr , _)${MPI_COPY_AB:+_c$ct}.csv"
+          t=$(mpi_left)
+          [ "$t" -lt 20 ] && { echo "mpi run '$run' (copies $ct): no time left"; continue; }
+          "${mpi_env[@]}" FLASHCL_MPI_COPY_THREADS="${ct#0}" timeout "$t" mpirun.openmpi -np "$np" \
+            --bind-to none "$B/bench/flashcl-bench-mpi" --seqlens "$seqlens" --reps "$reps" \
+            --form "${MPI_FORM:-both}" --warmup "${MPI_WARMUP:-first}" --out "$f" 2>&1 \
+            | tee -a "$OUT/mpi.txt"
+          files="$files $f"
+        done
       done
       # shellcheck disable=SC2086  # the files are words
       python3 bench/compare_mpi.py "$OUT/mpi-scaling" $files ;;
