@@ -86,6 +86,11 @@ struct fcl_mpi {
     int prev_pid;                 /* the previous rank's process, where copy_threads > 0 */
 };
 
+/* The ring's neighbours: this rank sends to the next and receives from the
+ * previous. */
+static inline int dist_next(const fcl_mpi *m) { return (m->rank + 1) % m->size; }
+static inline int dist_prev(const fcl_mpi *m) { return (m->rank + m->size - 1) % m->size; }
+
 /* ---- messages within one host (node_copy.c) ------------------------------ */
 
 /* Collective, once at fcl_mpi_create (host_ranks: the ranks on this host):

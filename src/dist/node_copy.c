@@ -62,9 +62,9 @@ static void *read_slice(void *arg)
     return NULL;
 }
 
-fcl_status dist_node_read(const fcl_mpi *m, void *dst, uint64_t src, size_t bytes)
+/* bytes of process pid's memory at src into dst, by t threads. */
+static fcl_status read_from(pid_t pid, int t, void *dst, uint64_t src, size_t bytes)
 {
-    const int t = m->copy_threads;
     if (t < 1)
         return FCL_ERROR_MPI;
     slice s[MAX_THREADS];
@@ -75,7 +75,7 @@ fcl_status dist_node_read(const fcl_mpi *m, void *dst, uint64_t src, size_t byte
     int n = 0;
     for (size_t at = 0; at < bytes && n < t; at += per, ++n) {
         const size_t len = bytes - at < per ? bytes - at : per;
-        s[n] = (slice){m->prev_pid, (char *)dst + at, src + at, len, 0};
+        s[n] = (slice){pid, (char *)dst + at, src + at, len, 0};
     }
     for (int i = 1; i < n; ++i) /* slice 0 on this thread; a thread not started runs here too */
         started[i] = pthread_create(&th[i], NULL, read_slice, &s[i]) == 0;
@@ -93,26 +93,26 @@ fcl_status dist_node_read(const fcl_mpi *m, void *dst, uint64_t src, size_t byte
     return FCL_OK;
 }
 
+fcl_status dist_node_read(const fcl_mpi *m, void *dst, uint64_t src, size_t bytes)
+{
+    return read_from((pid_t)m->prev_pid, m->copy_threads, dst, src, bytes);
+}
+
 /* Whether this rank reads the previous rank's memory: a word the previous
  * rank holds, at the address it sent, comes back right. */
-static int probe_read(fcl_mpi *m, pid_t prev_pid)
+static int probe_read(const fcl_mpi *m, pid_t prev_pid)
 {
-    const int next = (m->rank + 1) % m->size, prev = (m->rank + m->size - 1) % m->size;
     static volatile uint64_t word; /* lives as long as the process */
     word = 0x666C617368636C00ull ^ (uint64_t)m->rank;
     uint64_t mine = (uint64_t)(uintptr_t)&word, theirs = 0;
-    if (MPI_Sendrecv(&mine, 1, MPI_UINT64_T, next, 0, &theirs, 1, MPI_UINT64_T, prev, 0, m->comm,
-                     MPI_STATUS_IGNORE) != MPI_SUCCESS)
+    if (MPI_Sendrecv(&mine, 1, MPI_UINT64_T, dist_next(m), 0, &theirs, 1, MPI_UINT64_T,
+                     dist_prev(m), 0, m->comm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
         return 0;
     uint64_t got = 0;
-    m->prev_pid = prev_pid;
-    const int saved = m->copy_threads;
-    m->copy_threads = 1;
-    const fcl_status st = dist_node_read(m, &got, theirs, sizeof got);
-    m->copy_threads = saved;
+    const fcl_status st = read_from(prev_pid, 1, &got, theirs, sizeof got);
     /* the previous rank's word changes no more before everyone has read */
     MPI_Barrier(m->comm);
-    return st == FCL_OK && got == (0x666C617368636C00ull ^ (uint64_t)prev);
+    return st == FCL_OK && got == (0x666C617368636C00ull ^ (uint64_t)dist_prev(m));
 }
 #else
 fcl_status dist_node_read(const fcl_mpi *m, void *dst, uint64_t src, size_t bytes)
@@ -134,15 +134,15 @@ fcl_status dist_node_copy_setup(fcl_mpi *m, int host_ranks)
         return FCL_OK;
 #if DIST_HAVE_NODE_COPY
     int mine = (int)getpid(), prev_pid = 0;
-    const int next = (m->rank + 1) % m->size, prev = (m->rank + m->size - 1) % m->size;
-    if (MPI_Sendrecv(&mine, 1, MPI_INT, next, 0, &prev_pid, 1, MPI_INT, prev, 0, m->comm,
-                     MPI_STATUS_IGNORE) != MPI_SUCCESS)
+    if (MPI_Sendrecv(&mine, 1, MPI_INT, dist_next(m), 0, &prev_pid, 1, MPI_INT, dist_prev(m), 0,
+                     m->comm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
         return FCL_ERROR_MPI;
     int ok = probe_read(m, (pid_t)prev_pid), every = 0;
     if (MPI_Allreduce(&ok, &every, 1, MPI_INT, MPI_MIN, m->comm) != MPI_SUCCESS)
         return FCL_ERROR_MPI;
     /* where any rank cannot read its neighbour (another host's rank, a
      * kernel that forbids it), all keep MPI's transport */
+    m->prev_pid = prev_pid;
     m->copy_threads = every ? all : 0;
 #endif
     return FCL_OK;

@@ -237,10 +237,9 @@ static fcl_status copy_in(fcl_mpi *m, dist_messages *msg, dist_copy *c)
     if (st == FCL_OK && c->bytes > 0)
         st = dist_node_read(m, c->dst, c->notice[0], c->bytes);
     c->done = 1;
-    const int prev = (m->rank + m->size - 1) % m->size;
     if (msg->count == DIST_MAX_REQUESTS)
         return FCL_ERROR_INVALID_SHAPE;
-    if (MPI_Isend(&receipt, 1, MPI_BYTE, prev, c->tag + TAG_RECEIPT, m->comm,
+    if (MPI_Isend(&receipt, 1, MPI_BYTE, dist_prev(m), c->tag + TAG_RECEIPT, m->comm,
                   &msg->req[msg->count]) != MPI_SUCCESS)
         return FCL_ERROR_MPI;
     msg->count++;
@@ -272,9 +271,8 @@ static fcl_status post_pieces(fcl_mpi *m, dist_messages *msg, void *buf, size_t 
 fcl_status dist_post(fcl_mpi *m, dist_messages *msg, void *send, void *recv, size_t send_bytes,
                      size_t recv_bytes, int tag)
 {
-    const int next = (m->rank + 1) % m->size, prev = (m->rank + m->size - 1) % m->size;
-    DIST_TRY(post_pieces(m, msg, recv, recv_bytes, prev, tag, 0));
-    return post_pieces(m, msg, send, send_bytes, next, tag, 1);
+    DIST_TRY(post_pieces(m, msg, recv, recv_bytes, dist_prev(m), tag, 0));
+    return post_pieces(m, msg, send, send_bytes, dist_next(m), tag, 1);
 }
 
 static fcl_status start_uploads(fcl_mpi *m, const dist_upload *up, int n)
@@ -331,12 +329,11 @@ fcl_status dist_end_device(fcl_mpi *m, fcl_status st, const dist_shape *s, dist_
 fcl_status dist_post_after(fcl_mpi *m, dist_messages *msg, cl_event ready, void *send,
                            void *recv, size_t send_bytes, size_t recv_bytes, int tag)
 {
-    const int prev = (m->rank + m->size - 1) % m->size;
     msg->send_ready = ready;
     msg->send_buf = send;
     msg->send_bytes = send_bytes;
     msg->send_tag = tag;
-    return post_pieces(m, msg, recv, recv_bytes, prev, tag, 0);
+    return post_pieces(m, msg, recv, recv_bytes, dist_prev(m), tag, 0);
 }
 
 /* The deferred send, once its read is done (wait: block for it). */
@@ -352,7 +349,7 @@ static fcl_status post_deferred(fcl_mpi *m, dist_messages *msg, int wait)
     msg->send_ready = NULL;
     /* sent even after a failed read: the next rank waits for it */
     const fcl_status sent = post_pieces(m, msg, msg->send_buf, msg->send_bytes,
-                                        (m->rank + 1) % m->size, msg->send_tag, 1);
+                                        dist_next(m), msg->send_tag, 1);
     return err != CL_SUCCESS ? err : status < 0 ? status : sent;
 }
 
