@@ -182,18 +182,21 @@ typedef struct fcl_mpi fcl_mpi;
  * fp32) and a second command queue on the context's device for
  * copies, until fcl_mpi_destroy.
  * The ring's messages go from each rank's mapped host buffers to the next
- * rank's.  By default MPI moves them.  With FLASHCL_MPI_COPY_THREADS set to
- * 1..64 in the environment of every rank (read here; other values count as
- * unset), all ranks of `comm` on one Linux host, and each rank able to read
- * its previous rank's memory (process_vm_readv: the same user, ptrace
+ * rank's.  Where all ranks of `comm` are on one Linux host and each can
+ * read its previous rank's memory (process_vm_readv: the same user, ptrace
  * permitted; checked here on a word of each rank), the receiving rank reads
- * each message from the sender's buffer itself, with that many threads,
- * and MPI carries only a 16-byte notice and a 1-byte receipt per message
- * (every wait is still inside an MPI call).  Where any rank lacks one of
- * these, every rank keeps MPI's transport, with no error.
- * fcl_mpi_copy_threads() says which; results are bitwise the same either
- * way.  (On four H200s of one host Open MPI moved 3.2-4.0 GB/s between
- * the ranks, NOTES.md run 54; the threaded copy is not yet measured there.)
+ * each message from the sender's buffer itself, split over T threads, and
+ * MPI carries only a 16-byte notice and a 1-byte receipt per message
+ * (every wait is still inside an MPI call).  T is read here from
+ * FLASHCL_MPI_COPY_THREADS in each rank's environment: 0 asks for MPI's
+ * transport, 1..64 for that many threads; unset, empty or any other value
+ * counts as 8.  The handle takes the smallest T any rank asks for, so one
+ * rank's 0 keeps every rank on MPI's transport; so does any rank that
+ * cannot read its neighbour, or ranks on more than one host, with no
+ * error.  fcl_mpi_copy_threads() says which; results are bitwise the same
+ * either way.  (On four H200s of one host Open MPI moved 3.2-4.9 GB/s
+ * between the ranks and the ring waited on it for up to 62% of a step;
+ * with 8 threads the waits were 0-6%: NOTES.md, runs 54 and 55.)
  * MPI must be initialised.  Every rank returns the same status.
  * @return FCL_OK and *out; else *out is NULL: FCL_ERROR_NULL_ARGUMENT (out),
  *         FCL_ERROR_MPI (MPI not initialised, or an MPI call failed), an

@@ -93,8 +93,13 @@ static inline int dist_prev(const fcl_mpi *m) { return (m->rank + m->size - 1) %
 
 /* ---- messages within one host (node_copy.c) ------------------------------ */
 
+/* The copy threads when FLASHCL_MPI_COPY_THREADS does not say (the count
+ * measured on four H200s, NOTES.md run 55). */
+enum { DIST_COPY_THREADS = 8 };
+
 /* Collective, once at fcl_mpi_create (host_ranks: the ranks on this host):
- * copy_threads from FLASHCL_MPI_COPY_THREADS where every rank asks for it,
+ * copy_threads from FLASHCL_MPI_COPY_THREADS (default DIST_COPY_THREADS;
+ * the fewest any rank asks for) where every rank asks for some,
  * all ranks are on one host and each reads its previous rank's memory;
  * else 0.  FCL_ERROR_MPI only when an MPI call fails. */
 fcl_status dist_node_copy_setup(fcl_mpi *m, int host_ranks);

@@ -3,9 +3,10 @@
  * itself (Linux cross-memory attach, process_vm_readv), split over several
  * threads.  MPI still carries a 16-byte notice (where and how much) and a
  * 1-byte receipt (the sender may reuse its memory), so every wait stays
- * an MPI wait.  Opt-in (FLASHCL_MPI_COPY_THREADS, flashcl_mpi.h): Open
- * MPI moves 3.2-4.0 GB/s between the ranks of the 4-GPU machine, one
- * thread's copy (NOTES.md, run 54). */
+ * an MPI wait.  The default where it can be used (FLASHCL_MPI_COPY_THREADS,
+ * flashcl_mpi.h): Open MPI moved 3.2-4.0 GB/s between the ranks of the
+ * 4-GPU machine, one thread's copy (NOTES.md, run 54), and these copies by
+ * 8 threads hid nearly every exchange there (run 55). */
 #define _GNU_SOURCE /* process_vm_readv */
 #include "dist_internal.h"
 
@@ -24,15 +25,16 @@
 
 enum { MAX_THREADS = 64 };
 
-/* FLASHCL_MPI_COPY_THREADS as a thread count: 1..64, else 0 (MPI's). */
+/* The threads a rank asks for: FLASHCL_MPI_COPY_THREADS = 0 (MPI's
+ * transport) .. 64; unset, empty or anything else, DIST_COPY_THREADS. */
 static int threads_asked(void)
 {
     const char *env = getenv("FLASHCL_MPI_COPY_THREADS");
     if (env == NULL || env[0] == '\0')
-        return 0;
+        return DIST_COPY_THREADS;
     char *end = NULL;
     const long n = strtol(env, &end, 10);
-    return *end == '\0' && n >= 1 && n <= MAX_THREADS ? (int)n : 0;
+    return *end == '\0' && n >= 0 && n <= MAX_THREADS ? (int)n : DIST_COPY_THREADS;
 }
 
 #if DIST_HAVE_NODE_COPY
