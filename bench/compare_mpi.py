@@ -2,8 +2,9 @@
 
 Usage: python3 bench/compare_mpi.py OUT_PREFIX RUN.csv [RUN.csv ...]
 Writes OUT_PREFIX.md: for each N and rank count the forward, backward and
-total times (the slowest rank's median), the speed-up over one rank at the
-same N (forward + backward), the parallel efficiency, and each pass's time
+total times (the slowest rank's median), the speed-ups over one rank at the
+same N (forward, backward, forward + backward), the parallel efficiency (of
+the total), and each pass's time
 per ring step split into compute, exposed communication and the time outside
 the ring steps (the slowest rank's shares), for each form timed (host
 arrays, or the cl_mem calls: `--form` of flashcl-bench-mpi); OUT_PREFIX.png
@@ -45,7 +46,7 @@ def main():
            "steps' compute, exposed communication (waiting on messages after the device finished "
            "the step: `wait`) and the time outside the ring steps (checks, copies to and from the "
            "host, the own shard's load, the final write: `stage`); one rank is the plain call.", "",
-           "| form | N | ranks | fwd s | bwd s | fwd+bwd s | speed-up | efficiency "
+           "| form | N | ranks | fwd s | bwd s | fwd+bwd s | speed-up fwd / bwd / total | efficiency "
            "| fwd step ms | fwd compute / wait / stage | bwd step ms | bwd compute / wait / stage |",
            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     series = {}
@@ -54,8 +55,10 @@ def main():
         total = float(r["fwd_s"]) + float(r["bwd_s"])
         base = rows.get((form.split(",")[0], n, 1))  # one rank: the plain call, no copies
         speedup = (float(base["fwd_s"]) + float(base["bwd_s"])) / total if base else None
+        passes = (f"{float(base['fwd_s']) / float(r['fwd_s']):.2f} / "
+                  f"{float(base['bwd_s']) / float(r['bwd_s']):.2f} / " if base else "")
         out.append(f"| {form} | {n} | {ranks} | {float(r['fwd_s']):.3f} | {float(r['bwd_s']):.3f} | {total:.3f} | "
-                   + (f"{speedup:.2f}x | {100 * speedup / ranks:.0f}% | " if speedup else "- | - | ")
+                   + (f"{passes}{speedup:.2f}x | {100 * speedup / ranks:.0f}% | " if speedup else "- | - | ")
                    + f"{split(r, 'fwd', ranks)} | {split(r, 'bwd', ranks)} |")
         if speedup:
             series.setdefault((form, n), []).append((ranks, speedup))

@@ -162,6 +162,20 @@ static sample measure(fcl_mpi *m, int backward, const fcl_mpi_desc *d, void **a,
     return s;
 }
 
+/* Rank 0's progress on stderr, seconds since the start: a run cut short by
+ * its time limit (4M tokens: minutes a call) still says how far it got. */
+static double g_start;
+static void stamp(const char *what, size_t n, double seconds)
+{
+    if (g_rank != 0)
+        return;
+    fprintf(stderr, "flashcl-bench-mpi: %8.1f s  N %zu: %s", MPI_Wtime() - g_start, n, what);
+    if (seconds >= 0)
+        fprintf(stderr, " (%.3f s)", seconds);
+    fputc('\n', stderr);
+    fflush(stderr);
+}
+
 static int cmp_double(const void *x, const void *y)
 {
     const double a = *(const double *)x, b = *(const double *)y;
@@ -268,6 +282,7 @@ int main(int argc, char **argv)
     int size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    g_start = MPI_Wtime();
     const char *seqlens = "131072,524288", *out_path = NULL, *sharding = "zigzag";
     size_t heads = 8, head_dim = 128;
     fcl_dtype dtype = FCL_DTYPE_FP16;
@@ -352,23 +367,30 @@ int main(int argc, char **argv)
                 CHECK(FCL_ERROR_OUT_OF_HOST_MEMORY);
         }
         float *lse = calloc(sh.rows * heads, sizeof(float));
+        stamp("inputs drawn", n, -1);
         const int both = strcmp(form, "both") == 0, first = both || strcmp(form, "host") == 0;
         for (int f_i = first ? 0 : 1; f_i < (both || !first ? 2 : 1); ++f_i) {
             fcl_mpi_tensor t[T_COUNT];
             if (f_i == 1)
                 device_copies(m, a, lse, elems * fcl_dtype_size(dtype),
                                sh.rows * heads * sizeof(float), t);
+            if (f_i == 1)
+                stamp("tensors on the device", n, -1);
             const fcl_mpi_tensor *dev = f_i == 1 ? t : NULL;
             const char *name = f_i == 1 ? "device" : "host";
             sample fw[32], bw[32];
             if (warmup_each >= 0) /* warm-up: kernels built, buffers grown */
-                measure(m, 0, &d, a, lse, dev);
-            for (int r = 0; r < reps; ++r)
+                stamp("forward warm-up", n, measure(m, 0, &d, a, lse, dev).seconds);
+            for (int r = 0; r < reps; ++r) {
                 fw[r] = measure(m, 0, &d, a, lse, dev);
+                stamp("forward", n, fw[r].seconds);
+            }
             if (warmup_each >= 0)
-                measure(m, 1, &d, a, lse, dev);
-            for (int r = 0; r < reps; ++r)
+                stamp("backward warm-up", n, measure(m, 1, &d, a, lse, dev).seconds);
+            for (int r = 0; r < reps; ++r) {
                 bw[r] = measure(m, 1, &d, a, lse, dev);
+                stamp("backward", n, bw[r].seconds);
+            }
             qsort(fw, (size_t)reps, sizeof fw[0], cmp_sample);
             qsort(bw, (size_t)reps, sizeof bw[0], cmp_sample);
             const sample f = fw[reps / 2], b = bw[reps / 2];

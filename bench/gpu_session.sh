@@ -417,7 +417,8 @@ for step in $steps; do
       # by bench/carry_mpi.sh, no packages there), one rank per GPU by local rank.
       # MPI_SINGLE_COPY: Open MPI's shared-memory single copy (none, or cma: the
       # receiver reads the sender's pages, one copy instead of two); MPI_COPY_THREADS:
-      # flashcl_mpi's own copies within the host by that many threads (empty: MPI's); MPI_WARMUP:
+      # FLASHCL_MPI_COPY_THREADS, flashcl_mpi's own copies within the host by that many
+      # threads (0: MPI's transport; empty: the library's default, 8); MPI_WARMUP:
       # flashcl-bench-mpi's --warmup (each: a warm-up call before every N, so
       # the handle's buffers grown for a new N are not timed)
       C=$PWD/.carry/mpi
@@ -452,6 +453,21 @@ for step in $steps; do
         "${mpi_env[@]}" timeout 120 mpirun.openmpi -np "$np" --bind-to none "$B/bench/flashcl-bench-mpi" \
           --probe-comm "$MPI_PROBE" 2>&1 | grep '^comm probe' | tee -a "$OUT/probe.txt"
       done
+      # MPI_SAMPLE=SECONDS: every that many seconds, each GPU's load, memory,
+      # power and clock and each rank's state (running, sleeping and where) into
+      # $OUT/sample.txt, so that a run cut short by its limit says whether
+      # the devices or the hosts were busy
+      sampler=""
+      if [ -n "${MPI_SAMPLE:-}" ]; then
+        ( while :; do
+            date +%T
+            nvidia-smi --query-gpu=index,utilization.gpu,memory.used,power.draw,clocks.sm \
+              --format=csv,noheader
+            ps -o pid,stat,pcpu,nlwp,wchan:24,comm -C flashcl-bench-mpi,test_mpi 2>/dev/null
+            sleep "$MPI_SAMPLE"
+          done ) > "$OUT/sample.txt" 2>&1 &
+        sampler=$!
+      fi
       files=""
       # (the 4M run measures once, after 128k has built the kernels)
       # MPI_RUNS: the runs as "ranks seqlens reps" separated by ';' (a shorter
@@ -462,18 +478,19 @@ for step in $steps; do
       for run in "${runs[@]}"; do
         read -r np seqlens reps <<< "$run"
         [ "$np" -gt "$gpus" ] && continue
-        for ct in ${MPI_COPY_AB:-${MPI_COPY_THREADS:-0}}; do
+        for ct in ${MPI_COPY_AB:-${MPI_COPY_THREADS:-8}}; do
           [ "$np" -eq 1 ] && [ "$ct" != "${MPI_COPY_AB%% *}" ] && continue # one rank: no messages
           f="$OUT/mpi_np${np}_$(echo "$seqlens" | tr , _)${MPI_COPY_AB:+_c$ct}.csv"
           t=$(mpi_left)
           [ "$t" -lt 20 ] && { echo "mpi run '$run' (copies $ct): no time left"; continue; }
-          "${mpi_env[@]}" FLASHCL_MPI_COPY_THREADS="${ct#0}" timeout "$t" mpirun.openmpi -np "$np" \
+          "${mpi_env[@]}" FLASHCL_MPI_COPY_THREADS="$ct" timeout "$t" mpirun.openmpi -np "$np" \
             --bind-to none "$B/bench/flashcl-bench-mpi" --seqlens "$seqlens" --reps "$reps" \
             --form "${MPI_FORM:-both}" --warmup "${MPI_WARMUP:-first}" --out "$f" 2>&1 \
             | tee -a "$OUT/mpi.txt"
           files="$files $f"
         done
       done
+      [ -n "$sampler" ] && kill "$sampler"
       # shellcheck disable=SC2086  # the files are words
       python3 bench/compare_mpi.py "$OUT/mpi-scaling" $files ;;
     startup)
