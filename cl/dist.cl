@@ -22,15 +22,17 @@ inline long fcl_dist_elem(long off, long sb, long sh, long ss, int heads, long b
 __kernel void fcl_dist_widen(__global const fcl_storage *part, long p_off, long p_sb, long p_sh,
                              long p_ss, __global const float *part_lse, int n, int row0, int heads,
                              int rows, int head_dim, __global float *dst, long dst_base,
-                             __global float *dst_lse, long dst_lse_base)
+                             __global float *dst_lse, long dst_lse_base, long total)
 {
     const int c = (int)get_global_id(0);
-    const long r = (long)get_global_id(1), bh = r / n, s = r % n;
-    const long at = fcl_dist_elem(p_off, p_sb, p_sh, p_ss, heads, bh, s) + c;
-    dst[dst_base + (bh * rows + row0 + s) * head_dim + c] = fcl_load(part, at);
-    if (c == 0) {
-        const float lse = part_lse[r];
-        dst_lse[dst_lse_base + bh * rows + row0 + s] = lse == INFINITY ? -INFINITY : lse;
+    for (long r = (long)get_global_id(1); r < total; r += (long)get_global_size(1)) {
+        const long bh = r / n, s = r % n;
+        const long at = fcl_dist_elem(p_off, p_sb, p_sh, p_ss, heads, bh, s) + c;
+        dst[dst_base + (bh * rows + row0 + s) * head_dim + c] = fcl_load(part, at);
+        if (c == 0) {
+            const float lse = part_lse[r];
+            dst_lse[dst_lse_base + bh * rows + row0 + s] = lse == INFINITY ? -INFINITY : lse;
+        }
     }
 }
 
@@ -39,23 +41,28 @@ __kernel void fcl_dist_widen(__global const fcl_storage *part, long p_off, long 
  * host launches them.  assign = 1 stores instead of adding. */
 __kernel void fcl_dist_accumulate(__global float *acc, long acc_base, int rows, int row0,
                                   int heads, int head_dim, __global const fcl_storage *part,
-                                  long p_off, long p_sb, long p_sh, long p_ss, int n, int assign)
+                                  long p_off, long p_sb, long p_sh, long p_ss, int n, int assign,
+                                  long total)
 {
     const int c = (int)get_global_id(0);
-    const long r = (long)get_global_id(1), bh = r / n, s = r % n;
-    const float x = fcl_load(part, fcl_dist_elem(p_off, p_sb, p_sh, p_ss, heads, bh, s) + c);
-    __global float *a = acc + acc_base + (bh * rows + row0 + s) * head_dim + c;
-    *a = assign ? x : *a + x;
+    for (long r = (long)get_global_id(1); r < total; r += (long)get_global_size(1)) {
+        const long bh = r / n, s = r % n;
+        const float x = fcl_load(part, fcl_dist_elem(p_off, p_sb, p_sh, p_ss, heads, bh, s) + c);
+        __global float *a = acc + acc_base + (bh * rows + row0 + s) * head_dim + c;
+        *a = assign ? x : *a + x;
+    }
 }
 
 /* A strided storage tensor of n rows per head = rows 0 .. n - 1 of an fp32
  * rows array, rounded to the storage type (the one rounding of a sum). */
 __kernel void fcl_dist_store(__global const float *acc, long acc_base, int rows, int heads,
                              int head_dim, __global fcl_storage *out, long o_off, long o_sb,
-                             long o_sh, long o_ss, int n)
+                             long o_sh, long o_ss, int n, long total)
 {
     const int c = (int)get_global_id(0);
-    const long r = (long)get_global_id(1), bh = r / n, s = r % n;
-    fcl_store(out, fcl_dist_elem(o_off, o_sb, o_sh, o_ss, heads, bh, s) + c,
-              acc[acc_base + (bh * rows + s) * head_dim + c]);
+    for (long r = (long)get_global_id(1); r < total; r += (long)get_global_size(1)) {
+        const long bh = r / n, s = r % n;
+        fcl_store(out, fcl_dist_elem(o_off, o_sb, o_sh, o_ss, heads, bh, s) + c,
+                  acc[acc_base + (bh * rows + s) * head_dim + c]);
+    }
 }

@@ -47,6 +47,8 @@ add_library(flashcl::flashcl_mpi_static ALIAS flashcl_mpi_static)
 if(FLASHCL_BUILD_TESTS)
   add_executable(test_mpi tests/test_mpi.c)
   target_link_libraries(test_mpi PRIVATE flashcl_mpi_static fcl_test_support)
+  # its test hook (dist_debug_set_bounds) is declared in src/dist/dist_internal.h
+  target_include_directories(test_mpi PRIVATE ${PROJECT_SOURCE_DIR}/src)
   target_compile_options(test_mpi PRIVATE ${FCL_WARNINGS})
   set_target_properties(test_mpi PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/tests")
   # Open MPI's settings as environment variables (other MPIs ignore them):

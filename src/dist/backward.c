@@ -72,10 +72,9 @@ static fcl_status backward_step(fcl_mpi *m, const dist_shape *s, backward_buffer
     DIST_TRY(dist_step_calls(d, s->ranks, s->rank, source, calls, &n));
     dist_kernels *kd = NULL;
     DIST_TRY(dist_kernels_for(m, d->dtype, &kd));
-    cl_command_queue queue = fcl_context_cl_queue(m->ctx);
     const float zero = 0.0f;
-    DIST_TRY(clEnqueueFillBuffer(queue, b->dkv_step[t % 2], &zero, sizeof zero, 0,
-                                 2 * b->dkv_elems * sizeof(float), 0, NULL, NULL));
+    DIST_TRY(dist_fill(m, b->dkv_step[t % 2], &zero, sizeof zero, 0,
+                       2 * b->dkv_elems * sizeof(float)));
     for (size_t i = 0; i < n; ++i) {
         const dist_call *c = &calls[i];
         fcl_attention_desc cd;
@@ -243,8 +242,7 @@ static fcl_status upload_inputs(fcl_mpi *m, const dist_shape *s, backward_buffer
 static fcl_status clear_dq(fcl_mpi *m, const dist_shape *s, backward_buffers *b)
 {
     const float zero = 0.0f;
-    return clEnqueueFillBuffer(fcl_context_cl_queue(m->ctx), b->dq_acc, &zero, sizeof zero, 0,
-                               s->q_elems * sizeof(float), 0, NULL, NULL);
+    return dist_fill(m, b->dq_acc, &zero, sizeof zero, 0, s->q_elems * sizeof(float));
 }
 
 /* The ring itself, after this rank's own K/V shard was loaded (st: how

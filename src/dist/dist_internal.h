@@ -84,7 +84,22 @@ struct fcl_mpi {
     int copy_threads;             /* > 0: messages read from the previous rank's memory by
                                      this many threads (node_copy.c); 0: MPI moves them */
     int prev_pid;                 /* the previous rank's process, where copy_threads > 0 */
+    size_t launch_rows;           /* the most rows one launch of dist.cl covers (its
+                                     work-items loop over the rest) */
+    size_t fill_bytes;            /* the most bytes one fill command writes */
 };
+
+/* Bounds on one command, whatever the shard's size (fcl_mpi_create sets
+ * them): a 4M-token backward on four H200s never returned (NOTES.md, run
+ * 55), and it was the first to fill 8 GiB in one command (NVIDIA's OpenCL
+ * has been reported to hang on fills of 2^31 bytes and more) and to launch
+ * 2^31 work-items.  65536 rows of head_dim work-items still fill any GPU. */
+enum { DIST_LAUNCH_ROWS = 1 << 16 };
+#define DIST_FILL_BYTES ((size_t)1 << 30)
+
+/* Test hook: smaller bounds (0 keeps one), so that the loops they cause
+ * run at the tests' sizes. */
+void dist_debug_set_bounds(fcl_mpi *m, size_t launch_rows, size_t fill_bytes);
 
 /* The ring's neighbours: this rank sends to the next and receives from the
  * previous. */
@@ -195,7 +210,8 @@ void dist_call_desc(const dist_shape *s, const dist_call *c, size_t kv_rows,
                     fcl_attention_desc *out);
 
 /* Launches (on the context's queue), of `heads` heads (heads_q or
- * heads_kv) and sh's batch and head_dim.  Row arrays: see cl/dist.cl. */
+ * heads_kv) and sh's batch and head_dim, over at most m->launch_rows rows
+ * a launch.  Row arrays: see cl/dist.cl. */
 fcl_status dist_widen(fcl_mpi *m, const dist_kernels *k, const dist_shape *sh, size_t heads,
                       const fcl_layout *pl, cl_mem part_o, cl_mem part_lse, size_t n, size_t row0,
                       size_t rows, cl_mem dst, size_t dst_base, cl_mem dst_lse, size_t dst_lse_base);
@@ -205,6 +221,10 @@ fcl_status dist_accumulate(fcl_mpi *m, const dist_kernels *k, const dist_shape *
 fcl_status dist_store(fcl_mpi *m, const dist_kernels *k, const dist_shape *sh, size_t heads,
                       cl_mem acc, size_t acc_base, size_t rows, cl_mem out, const fcl_layout *ol,
                       size_t n);
+/* clEnqueueFillBuffer of `bytes` from byte `offset` on the context's queue,
+ * in pieces of at most m->fill_bytes. */
+fcl_status dist_fill(fcl_mpi *m, cl_mem mem, const void *pattern, size_t pattern_bytes,
+                     size_t offset, size_t bytes);
 /* combine.cl's merge of `num_parts` row arrays of this rank's queries
  * (part p at p * batch * heads_q * rows rows) into out (strided storage)
  * and, with write_lse, lse ((batch, heads_q, rows) from float lse_offset,

@@ -55,7 +55,6 @@ static fcl_status forward_step(fcl_mpi *m, const dist_shape *s, forward_buffers 
     DIST_TRY(dist_kernels_for(m, d->dtype, &kd));
     const size_t rows = d->batch * d->heads_q * s->rows;
     const size_t slot = t == 0 ? 0 : 1;
-    cl_command_queue queue = fcl_context_cl_queue(m->ctx);
     size_t covered = 0;
     for (size_t i = 0; i < n; ++i)
         covered += calls[i].nq;
@@ -63,11 +62,10 @@ static fcl_status forward_step(fcl_mpi *m, const dist_shape *s, forward_buffers 
         /* rows no call of this step reaches weigh nothing (LSE -inf) and
          * hold zeros, since the merge multiplies them by that weight 0 */
         const float empty = -INFINITY, zero = 0.0f;
-        DIST_TRY(clEnqueueFillBuffer(queue, b->acc_lse[b->cur], &empty, sizeof empty,
-                                     rows * sizeof(float), rows * sizeof(float), 0, NULL, NULL));
-        DIST_TRY(clEnqueueFillBuffer(queue, b->acc, &zero, sizeof zero,
-                                     s->q_elems * sizeof(float), s->q_elems * sizeof(float), 0,
-                                     NULL, NULL));
+        DIST_TRY(dist_fill(m, b->acc_lse[b->cur], &empty, sizeof empty, rows * sizeof(float),
+                           rows * sizeof(float)));
+        DIST_TRY(dist_fill(m, b->acc, &zero, sizeof zero, s->q_elems * sizeof(float),
+                           s->q_elems * sizeof(float)));
     }
     for (size_t i = 0; i < n; ++i) {
         fcl_attention_desc cd;

@@ -57,6 +57,10 @@ fcl_status fcl_mpi_create(MPI_Comm comm, fcl_context *ctx, const fcl_context_opt
     if (MPI_Initialized(&initialised) != MPI_SUCCESS || !initialised)
         return FCL_ERROR_MPI;
     fcl_mpi *m = calloc(1, sizeof *m);
+    if (m != NULL) {
+        m->launch_rows = DIST_LAUNCH_ROWS;
+        m->fill_bytes = DIST_FILL_BYTES;
+    }
     MPI_Comm dup = MPI_COMM_NULL, local = MPI_COMM_NULL;
     /* The collective steps run on every rank whatever happened before, so
      * that a failure on one rank never leaves another waiting. */

@@ -106,6 +106,38 @@ static fcl_status launch(fcl_mpi *m, cl_kernel k, const arg *args, cl_uint n, si
 
 #define ARG(x) {sizeof(x), &(x)}
 
+/* dist.cl's launch over `total` rows: head_dim x at most m->launch_rows
+ * work-items, each looping over every launch_rows-th row. */
+static fcl_status launch_rows(fcl_mpi *m, cl_kernel k, const arg *args, cl_uint n,
+                              size_t head_dim, size_t total)
+{
+    return launch(m, k, args, n, head_dim, total < m->launch_rows ? total : m->launch_rows, NULL);
+}
+
+fcl_status dist_fill(fcl_mpi *m, cl_mem mem, const void *pattern, size_t pattern_bytes,
+                     size_t offset, size_t bytes)
+{
+    /* pieces of whole patterns, at most m->fill_bytes (at least one pattern) */
+    size_t piece = m->fill_bytes / pattern_bytes * pattern_bytes;
+    if (piece == 0)
+        piece = pattern_bytes;
+    for (size_t at = 0; at < bytes; at += piece)
+        DIST_TRY(clEnqueueFillBuffer(fcl_context_cl_queue(m->ctx), mem, pattern, pattern_bytes,
+                                     offset + at, bytes - at < piece ? bytes - at : piece, 0, NULL,
+                                     NULL));
+    return FCL_OK;
+}
+
+void dist_debug_set_bounds(fcl_mpi *m, size_t launch_rows, size_t fill_bytes)
+{
+    if (m == NULL)
+        return;
+    if (launch_rows > 0)
+        m->launch_rows = launch_rows;
+    if (fill_bytes > 0)
+        m->fill_bytes = fill_bytes;
+}
+
 fcl_status dist_widen(fcl_mpi *m, const dist_kernels *k, const dist_shape *sh, size_t heads,
                       const fcl_layout *pl, cl_mem part_o, cl_mem part_lse, size_t n, size_t row0,
                       size_t rows, cl_mem dst, size_t dst_base, cl_mem dst_lse, size_t dst_lse_base)
@@ -114,11 +146,12 @@ fcl_status dist_widen(fcl_mpi *m, const dist_kernels *k, const dist_shape *sh, s
                   shd = (cl_long)pl->stride_head, ss = (cl_long)pl->stride_seq;
     const cl_int n_ = (cl_int)n, row0_ = (cl_int)row0, heads_ = (cl_int)heads, rows_ = (cl_int)rows,
                  hd = (cl_int)sh->d->head_dim;
-    const cl_long base = (cl_long)dst_base, lbase = (cl_long)dst_lse_base;
+    const cl_long base = (cl_long)dst_base, lbase = (cl_long)dst_lse_base,
+                  total = (cl_long)(sh->d->batch * heads * n);
     const arg a[] = {ARG(part_o), ARG(off), ARG(sb), ARG(shd), ARG(ss), ARG(part_lse), ARG(n_),
                      ARG(row0_), ARG(heads_), ARG(rows_), ARG(hd), ARG(dst), ARG(base),
-                     ARG(dst_lse), ARG(lbase)};
-    return launch(m, k->widen, a, 15, sh->d->head_dim, sh->d->batch * heads * n, NULL);
+                     ARG(dst_lse), ARG(lbase), ARG(total)};
+    return launch_rows(m, k->widen, a, 16, sh->d->head_dim, (size_t)total);
 }
 
 fcl_status dist_accumulate(fcl_mpi *m, const dist_kernels *k, const dist_shape *sh, size_t heads,
@@ -130,9 +163,11 @@ fcl_status dist_accumulate(fcl_mpi *m, const dist_kernels *k, const dist_shape *
                   ss = (cl_long)pl->stride_seq;
     const cl_int rows_ = (cl_int)rows, row0_ = (cl_int)row0, heads_ = (cl_int)heads,
                  hd = (cl_int)sh->d->head_dim, n_ = (cl_int)n, assign_ = assign;
-    const arg a[] = {ARG(acc), ARG(base), ARG(rows_), ARG(row0_), ARG(heads_), ARG(hd),
-                     ARG(part), ARG(off), ARG(sb), ARG(shd), ARG(ss), ARG(n_), ARG(assign_)};
-    return launch(m, k->accumulate, a, 13, sh->d->head_dim, sh->d->batch * heads * n, NULL);
+    const cl_long total = (cl_long)(sh->d->batch * heads * n);
+    const arg a[] = {ARG(acc),  ARG(base), ARG(rows_), ARG(row0_), ARG(heads_),
+                     ARG(hd),   ARG(part), ARG(off),   ARG(sb),    ARG(shd),
+                     ARG(ss),   ARG(n_),   ARG(assign_), ARG(total)};
+    return launch_rows(m, k->accumulate, a, 14, sh->d->head_dim, (size_t)total);
 }
 
 fcl_status dist_store(fcl_mpi *m, const dist_kernels *k, const dist_shape *sh, size_t heads,
@@ -144,9 +179,10 @@ fcl_status dist_store(fcl_mpi *m, const dist_kernels *k, const dist_shape *sh, s
                   ss = (cl_long)ol->stride_seq;
     const cl_int rows_ = (cl_int)rows, heads_ = (cl_int)heads, hd = (cl_int)sh->d->head_dim,
                  n_ = (cl_int)n;
+    const cl_long total = (cl_long)(sh->d->batch * heads * n);
     const arg a[] = {ARG(acc), ARG(base), ARG(rows_), ARG(heads_), ARG(hd), ARG(out),
-                     ARG(off), ARG(sb), ARG(shd), ARG(ss), ARG(n_)};
-    return launch(m, k->store, a, 11, sh->d->head_dim, sh->d->batch * heads * n, NULL);
+                     ARG(off), ARG(sb), ARG(shd), ARG(ss), ARG(n_), ARG(total)};
+    return launch_rows(m, k->store, a, 12, sh->d->head_dim, (size_t)total);
 }
 
 enum { COMBINE_COLS = DIST_COMBINE_COLS, COMBINE_WG = DIST_COMBINE_COLS * DIST_COMBINE_SLICES };
