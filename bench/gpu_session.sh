@@ -411,6 +411,26 @@ for step in $steps; do
           | tee -a "$OUT/decode_rotary.txt"
         python3 bench/compare_rotary.py "$OUT/decode_rotary_$tag.csv" "$OUT/decode-rotary-$tag"
       done ;;
+    ring-calls)
+      # the plain call at the sizes of the ring's calls (issue 28: a ring step's
+      # backward ran at 69-99% of a quarter of the plain call, NOTES.md run 55):
+      # causal fp16 d 128, H 8, B 1, forward and backward, RING_SEQLENS (64k,
+      # 128k, 256k) on one GPU, then RING_ALL_N (128k) on every GPU at once, one
+      # process each, to tell a rate lost to the GPUs running together (power,
+      # clocks) from one lost to shorter calls
+      for n in ${RING_SEQLENS:-65536 131072 262144}; do
+        timeout 150 "$B/bench/flashcl-bench" --dtype fp16 --head-dims 128 --seqlens "$n" \
+          --tokens "$n" --hidden 1024 --causal 0,1 --backward --no-naive --reps 3 2>&1 \
+          | grep -v '^\[' | tee -a "$OUT/ring_calls_one.txt"
+      done
+      n=${RING_ALL_N:-131072}
+      for dev in $("$B/tools/flashcl-info" --no-probe 2>/dev/null | awk '/^Device/ && !/pthread|cpu|CPU/ {print $2}'); do
+        FLASHCL_DEVICE=$dev timeout 150 "$B/bench/flashcl-bench" --dtype fp16 --head-dims 128 \
+          --seqlens "$n" --tokens "$n" --hidden 1024 --causal 0,1 --backward --no-naive --reps 3 \
+          > "$OUT/ring_calls_all_${dev/:/_}.txt" 2>&1 &
+      done
+      wait
+      for f in "$OUT"/ring_calls_all_*.txt; do echo "== $f"; grep -v '^\[' "$f"; done ;;
     mpi)
       # ring attention (flashcl_mpi) on 1, 2 and 4 GPUs of one host (kind nvidia-h200-x4),
       # causal fp16 d 128, B 1, H 8: Open MPI's run-time carried in .carry/mpi (made here
