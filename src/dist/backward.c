@@ -99,6 +99,9 @@ static fcl_status backward_step(fcl_mpi *m, const dist_shape *s, backward_buffer
     return FCL_OK;
 }
 
+/* The rows of the shard in hand at step t (its owner's rows). */
+static size_t rows_in_hand(const dist_shape *s, int t) { return dist_rows_of(s, dist_source(s, t)); }
+
 /* Bytes of a finished dK/dV sum of `rows` rows as it travels home. */
 static size_t final_bytes(const dist_shape *s, size_t rows)
 {
@@ -132,7 +135,7 @@ static fcl_status backward_pass_on(fcl_mpi *m, const dist_shape *s, backward_buf
     const fcl_mpi_desc *d = s->d;
     cl_command_queue queue = fcl_context_cl_queue(m->ctx);
     const int last = t == s->ranks - 1;
-    const size_t owner_rows = dist_rows_of(s, dist_source(s, t));
+    const size_t owner_rows = rows_in_hand(s, t);
     const size_t bytes = last ? final_bytes(s, owner_rows) : 2 * b->dkv_elems * sizeof(float);
     if (t > 0) {
         dist_kernels *k32 = NULL;
@@ -281,9 +284,8 @@ static fcl_status backward_ring(fcl_mpi *m, const dist_shape *s, backward_buffer
     /* The last sums go home, rounded: shard rank + 1's to the next rank,
      * ours from the previous. */
     dist_messages msg = {.count = 0};
-    const size_t sent_rows = dist_rows_of(s, dist_source(s, m->size - 1));
-    const fcl_status sent =
-        post_sum(m, b, &msg, final_bytes(s, sent_rows), final_bytes(s, s->rows));
+    const fcl_status sent = post_sum(m, b, &msg, final_bytes(s, rows_in_hand(s, m->size - 1)),
+                                     final_bytes(s, s->rows));
     const fcl_status waited = dist_finish_step(m, &msg, 0, NULL, 0);
     st = st != FCL_OK ? st : sent != FCL_OK ? sent : waited;
     if (b->acc_out_ready != NULL) /* left by a failure */

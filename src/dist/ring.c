@@ -389,6 +389,15 @@ static fcl_status post_deferred(fcl_mpi *m, dist_messages *msg, int wait)
     return err != CL_SUCCESS ? err : status < 0 ? status : sent;
 }
 
+/* The copies of msg not yet made. */
+static int copies_pending(const dist_messages *msg)
+{
+    int n = 0;
+    for (int i = 0; i < msg->copies; ++i)
+        n += !msg->copy[i].done;
+    return n;
+}
+
 /* Polls the messages (MPI progresses them only inside its calls) and the
  * device's marker until both are done, starting the uploads as soon as the
  * messages are in; the time between the device's end and the messages' is
@@ -403,9 +412,8 @@ fcl_status dist_finish_step(fcl_mpi *m, dist_messages *msg, int device_ok,
     if (st == FCL_OK && marker != NULL)
         st = clFlush(fcl_context_cl_queue(m->ctx));
     int device_done = marker == NULL, messages_done = msg->count == 0;
-    int copies_left = msg->copies;
     double device_end = dist_now();
-    while (!messages_done || msg->send_ready != NULL || copies_left > 0) {
+    while (!messages_done || msg->send_ready != NULL || copies_pending(msg) > 0) {
         if (msg->send_ready != NULL) { /* blocks only when nothing else is left */
             const fcl_status posted = post_deferred(m, msg, device_done);
             if (posted != FCL_OK && st == FCL_OK)
@@ -433,7 +441,6 @@ fcl_status dist_finish_step(fcl_mpi *m, dist_messages *msg, int device_ok,
                 const fcl_status in = copy_in(m, msg, c);
                 if (in != FCL_OK && st == FCL_OK)
                     st = rc != MPI_SUCCESS ? FCL_ERROR_MPI : in;
-                copies_left--;
                 copied = 1;
             }
         }
@@ -442,7 +449,7 @@ fcl_status dist_finish_step(fcl_mpi *m, dist_messages *msg, int device_ok,
             continue;
         }
         if (!messages_done) {
-            if (device_done && copies_left == 0) { /* nothing else to watch: block in MPI */
+            if (device_done && copies_pending(msg) == 0) { /* nothing else to watch: block in MPI */
                 if (MPI_Waitall(msg->count, msg->req, MPI_STATUSES_IGNORE) != MPI_SUCCESS &&
                     st == FCL_OK)
                     st = FCL_ERROR_MPI;
