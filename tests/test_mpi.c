@@ -525,7 +525,7 @@ static void run_case(const mcase *c, int repeat)
         st = fcl_mpi_attention_forward_host(g_m, &d, q, k, v, o2, lse2);
         if (st == FCL_OK)
             st = fcl_mpi_attention_backward_host(g_m, &d, q, k, v, o, lse, dout, dq2, dk2, dv2);
-        dist_debug_set_bounds(g_m, DIST_LAUNCH_ROWS, DIST_FILL_BYTES);
+        dist_debug_set_bounds(g_m, DIST_LAUNCH_ROWS, DIST_COMMAND_BYTES);
         EXPECT(st == FCL_OK && memcmp(o, o2, lq * es) == 0 &&
                    memcmp(lse, lse2, lrows * sizeof(float)) == 0 && memcmp(dq, dq2, lq * es) == 0 &&
                    memcmp(dk, dk2, lk * es) == 0 && memcmp(dv, dv2, lk * es) == 0,

@@ -159,8 +159,8 @@ static fcl_status backward_pass_on(fcl_mpi *m, const dist_shape *s, backward_buf
     if (st == FCL_OK) /* acc_in's upload is over before its next message arrives */
         st = clFinish(m->copy_queue);
     if (st == FCL_OK)
-        st = clEnqueueReadBuffer(m->copy_queue, from, CL_FALSE, 0, bytes, b->acc_out, 1, &summed,
-                                 &b->acc_out_ready);
+        st = dist_read(m, m->copy_queue, from, CL_FALSE, 0, bytes, b->acc_out, 1, &summed,
+                           &b->acc_out_ready);
     if (st == FCL_OK)
         st = clFlush(m->copy_queue);
     clReleaseEvent(summed);
@@ -189,10 +189,10 @@ static fcl_status backward_write(fcl_mpi *m, const dist_shape *s, void *buffers,
     DIST_TRY(backward_write_dq(m, s, b, out));
     cl_command_queue queue = fcl_context_cl_queue(m->ctx);
     const size_t kv_bytes = s->kv_elems * s->elem;
-    DIST_TRY(clEnqueueWriteBuffer(queue, out[IO_DK].mem, CL_TRUE, out[IO_DK].offset * s->elem,
-                                  kv_bytes, b->acc_in, 0, NULL, NULL));
-    return clEnqueueWriteBuffer(queue, out[IO_DV].mem, CL_TRUE, out[IO_DV].offset * s->elem,
-                                kv_bytes, (char *)b->acc_in + kv_bytes, 0, NULL, NULL);
+    DIST_TRY(dist_write(m, queue, out[IO_DK].mem, CL_TRUE, out[IO_DK].offset * s->elem,
+                           kv_bytes, b->acc_in, 0, NULL, NULL));
+    return dist_write(m, queue, out[IO_DV].mem, CL_TRUE, out[IO_DV].offset * s->elem,
+                         kv_bytes, (char *)b->acc_in + kv_bytes, 0, NULL, NULL);
 }
 
 /* The host form's dQ: into the handle's buffer, read into its staging
@@ -203,8 +203,8 @@ static fcl_status backward_read(fcl_mpi *m, const dist_shape *s, backward_buffer
     memset(out, 0, sizeof out);
     out[IO_DQ].mem = b->dq_out;
     DIST_TRY(backward_write_dq(m, s, b, out));
-    return clEnqueueReadBuffer(fcl_context_cl_queue(m->ctx), b->dq_out, CL_TRUE, 0,
-                               s->q_elems * s->elem, b->host_out, 0, NULL, NULL);
+    return dist_read(m, fcl_context_cl_queue(m->ctx), b->dq_out, CL_TRUE, 0,
+                         s->q_elems * s->elem, b->host_out, 0, NULL, NULL);
 }
 
 /* A step's sum to the next rank (once read back, when it was) and the
@@ -231,12 +231,13 @@ static fcl_status upload_inputs(fcl_mpi *m, const dist_shape *s, backward_buffer
     b->in[IO_O].mem = b->o;
     b->in[IO_DOUT].mem = b->dout;
     b->in[IO_LSE].mem = b->lse;
-    DIST_TRY(clEnqueueWriteBuffer(queue, b->q, CL_FALSE, 0, q_bytes, q, 0, NULL, NULL));
-    DIST_TRY(clEnqueueWriteBuffer(queue, b->o, CL_FALSE, 0, q_bytes, o, 0, NULL, NULL));
-    DIST_TRY(clEnqueueWriteBuffer(queue, b->dout, CL_FALSE, 0, q_bytes, dout, 0, NULL, NULL));
-    DIST_TRY(clEnqueueWriteBuffer(queue, b->lse, CL_FALSE, 0,
-                                  s->d->batch * s->d->heads_q * s->rows * sizeof(float), lse, 0,
-                                  NULL, NULL));
+    DIST_TRY(dist_write(m, queue, b->q, CL_FALSE, 0, q_bytes, q, 0, NULL, NULL));
+    DIST_TRY(dist_write(m, queue, b->o, CL_FALSE, 0, q_bytes, o, 0, NULL, NULL));
+    DIST_TRY(dist_write(m, queue, b->dout, CL_FALSE, 0, q_bytes, dout, 0, NULL,
+                           NULL));
+    DIST_TRY(dist_write(m, queue, b->lse, CL_FALSE, 0,
+                           s->d->batch * s->d->heads_q * s->rows * sizeof(float), lse, 0,
+                           NULL, NULL));
     /* the host arrays are the caller's: done with them before returning */
     return clFinish(queue);
 }

@@ -86,20 +86,21 @@ struct fcl_mpi {
     int prev_pid;                 /* the previous rank's process, where copy_threads > 0 */
     size_t launch_rows;           /* the most rows one launch of dist.cl covers (its
                                      work-items loop over the rest) */
-    size_t fill_bytes;            /* the most bytes one fill command writes */
+    size_t command_bytes;         /* the most bytes one fill or transfer moves */
 };
 
 /* Bounds on one command, whatever the shard's size (fcl_mpi_create sets
  * them): a 4M-token backward on four H200s never returned (NOTES.md, run
- * 55), and it was the first to fill 8 GiB in one command (NVIDIA's OpenCL
- * has been reported to hang on fills of 2^31 bytes and more) and to launch
- * 2^31 work-items.  65536 rows of head_dim work-items still fill any GPU. */
+ * 55), and it was the first to fill and to move 8 GiB in one command
+ * (NVIDIA's OpenCL has been reported to hang on fills of 2^31 bytes and
+ * more) and to launch 2^31 work-items.  65536 rows of head_dim work-items
+ * still fill any GPU, and 1 GiB pieces cost a few microseconds each. */
 enum { DIST_LAUNCH_ROWS = 1 << 16 };
-#define DIST_FILL_BYTES ((size_t)1 << 30)
+#define DIST_COMMAND_BYTES ((size_t)1 << 30)
 
 /* Test hook: smaller bounds (0 keeps one), so that the loops they cause
  * run at the tests' sizes. */
-void dist_debug_set_bounds(fcl_mpi *m, size_t launch_rows, size_t fill_bytes);
+void dist_debug_set_bounds(fcl_mpi *m, size_t launch_rows, size_t command_bytes);
 
 /* The ring's neighbours: this rank sends to the next and receives from the
  * previous. */
@@ -222,9 +223,20 @@ fcl_status dist_store(fcl_mpi *m, const dist_kernels *k, const dist_shape *sh, s
                       cl_mem acc, size_t acc_base, size_t rows, cl_mem out, const fcl_layout *ol,
                       size_t n);
 /* clEnqueueFillBuffer of `bytes` from byte `offset` on the context's queue,
- * in pieces of at most m->fill_bytes. */
+ * in pieces of at most m->command_bytes. */
 fcl_status dist_fill(fcl_mpi *m, cl_mem mem, const void *pattern, size_t pattern_bytes,
                      size_t offset, size_t bytes);
+/* clEnqueueWriteBuffer from src, or clEnqueueReadBuffer into dst, of
+ * `bytes` at byte `offset` of mem on `queue`, in pieces of at most
+ * m->command_bytes, each after the wait list.  *event (when not NULL), and
+ * a blocking call's return, come after every piece (a marker, on either
+ * kind of queue). */
+fcl_status dist_write(fcl_mpi *m, cl_command_queue queue, cl_mem mem, cl_bool blocking,
+                      size_t offset, size_t bytes, const void *src, cl_uint num_wait,
+                      const cl_event *wait_list, cl_event *event);
+fcl_status dist_read(fcl_mpi *m, cl_command_queue queue, cl_mem mem, cl_bool blocking,
+                     size_t offset, size_t bytes, void *dst, cl_uint num_wait,
+                     const cl_event *wait_list, cl_event *event);
 /* combine.cl's merge of `num_parts` row arrays of this rank's queries
  * (part p at p * batch * heads_q * rows rows) into out (strided storage)
  * and, with write_lse, lse ((batch, heads_q, rows) from float lse_offset,

@@ -59,7 +59,7 @@ fcl_status fcl_mpi_create(MPI_Comm comm, fcl_context *ctx, const fcl_context_opt
     fcl_mpi *m = calloc(1, sizeof *m);
     if (m != NULL) {
         m->launch_rows = DIST_LAUNCH_ROWS;
-        m->fill_bytes = DIST_FILL_BYTES;
+        m->command_bytes = DIST_COMMAND_BYTES;
     }
     MPI_Comm dup = MPI_COMM_NULL, local = MPI_COMM_NULL;
     /* The collective steps run on every rank whatever happened before, so

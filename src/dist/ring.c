@@ -117,8 +117,8 @@ static fcl_status launch_rows(fcl_mpi *m, cl_kernel k, const arg *args, cl_uint 
 fcl_status dist_fill(fcl_mpi *m, cl_mem mem, const void *pattern, size_t pattern_bytes,
                      size_t offset, size_t bytes)
 {
-    /* pieces of whole patterns, at most m->fill_bytes (at least one pattern) */
-    size_t piece = m->fill_bytes / pattern_bytes * pattern_bytes;
+    /* pieces of whole patterns, at most m->command_bytes (at least one pattern) */
+    size_t piece = m->command_bytes / pattern_bytes * pattern_bytes;
     if (piece == 0)
         piece = pattern_bytes;
     for (size_t at = 0; at < bytes; at += piece)
@@ -128,14 +128,65 @@ fcl_status dist_fill(fcl_mpi *m, cl_mem mem, const void *pattern, size_t pattern
     return FCL_OK;
 }
 
-void dist_debug_set_bounds(fcl_mpi *m, size_t launch_rows, size_t fill_bytes)
+/* One command of a transfer: a write from src, or a read into dst. */
+static cl_int transfer_one(cl_command_queue queue, cl_mem mem, cl_bool blocking, size_t offset,
+                           size_t bytes, const void *src, void *dst, cl_uint num_wait,
+                           const cl_event *wait_list, cl_event *event)
+{
+    return src != NULL ? clEnqueueWriteBuffer(queue, mem, blocking, offset, bytes, src, num_wait,
+                                              wait_list, event)
+                       : clEnqueueReadBuffer(queue, mem, blocking, offset, bytes, dst, num_wait,
+                                             wait_list, event);
+}
+
+static fcl_status transfer(fcl_mpi *m, cl_command_queue queue, cl_mem mem, cl_bool blocking,
+                           size_t offset, size_t bytes, const void *src, void *dst,
+                           cl_uint num_wait, const cl_event *wait_list, cl_event *event)
+{
+    const size_t most = m->command_bytes;
+    if (bytes <= most) /* one command, as it is */
+        return transfer_one(queue, mem, blocking, offset, bytes, src, dst, num_wait, wait_list,
+                            event);
+    for (size_t at = 0; at < bytes; at += most) {
+        const size_t n = bytes - at < most ? bytes - at : most;
+        DIST_TRY(transfer_one(queue, mem, CL_FALSE, offset + at, n,
+                              src != NULL ? (const char *)src + at : NULL,
+                              dst != NULL ? (char *)dst + at : NULL, num_wait, wait_list, NULL));
+    }
+    if (event == NULL && !blocking)
+        return FCL_OK;
+    cl_event all = NULL; /* after every command before it, on either kind of queue */
+    DIST_TRY(clEnqueueMarkerWithWaitList(queue, 0, NULL, &all));
+    fcl_status st = blocking ? clWaitForEvents(1, &all) : FCL_OK;
+    if (event != NULL && st == FCL_OK)
+        *event = all;
+    else
+        clReleaseEvent(all);
+    return st;
+}
+
+fcl_status dist_write(fcl_mpi *m, cl_command_queue queue, cl_mem mem, cl_bool blocking,
+                      size_t offset, size_t bytes, const void *src, cl_uint num_wait,
+                      const cl_event *wait_list, cl_event *event)
+{
+    return transfer(m, queue, mem, blocking, offset, bytes, src, NULL, num_wait, wait_list, event);
+}
+
+fcl_status dist_read(fcl_mpi *m, cl_command_queue queue, cl_mem mem, cl_bool blocking,
+                     size_t offset, size_t bytes, void *dst, cl_uint num_wait,
+                     const cl_event *wait_list, cl_event *event)
+{
+    return transfer(m, queue, mem, blocking, offset, bytes, NULL, dst, num_wait, wait_list, event);
+}
+
+void dist_debug_set_bounds(fcl_mpi *m, size_t launch_rows, size_t command_bytes)
 {
     if (m == NULL)
         return;
     if (launch_rows > 0)
         m->launch_rows = launch_rows;
-    if (fill_bytes > 0)
-        m->fill_bytes = fill_bytes;
+    if (command_bytes > 0)
+        m->command_bytes = command_bytes;
 }
 
 fcl_status dist_widen(fcl_mpi *m, const dist_kernels *k, const dist_shape *sh, size_t heads,
@@ -314,8 +365,8 @@ fcl_status dist_post(fcl_mpi *m, dist_messages *msg, void *send, void *recv, siz
 static fcl_status start_uploads(fcl_mpi *m, const dist_upload *up, int n)
 {
     for (int i = 0; i < n; ++i)
-        DIST_TRY(clEnqueueWriteBuffer(m->copy_queue, up[i].dst, CL_FALSE, 0, up[i].bytes, up[i].src,
-                                      0, NULL, up[i].done));
+        DIST_TRY(dist_write(m, m->copy_queue, up[i].dst, CL_FALSE, 0, up[i].bytes,
+                               up[i].src, 0, NULL, up[i].done));
     return n > 0 ? clFlush(m->copy_queue) : FCL_OK;
 }
 
@@ -535,8 +586,8 @@ fcl_status dist_kv_load(fcl_mpi *m, const dist_shape *s, dist_kv_ring *kv, const
     const size_t half = s->kv_elems * s->elem;
     memcpy(kv->host[0], k, half);
     memcpy((char *)kv->host[0] + half, v, half);
-    return clEnqueueWriteBuffer(fcl_context_cl_queue(m->ctx), kv->dev[0], CL_FALSE, 0, 2 * half,
-                                kv->host[0], 0, NULL, NULL);
+    return dist_write(m, fcl_context_cl_queue(m->ctx), kv->dev[0], CL_FALSE, 0, 2 * half,
+                         kv->host[0], 0, NULL, NULL);
 }
 
 fcl_status dist_kv_load_device(fcl_mpi *m, const dist_shape *s, dist_kv_ring *kv,
@@ -553,8 +604,8 @@ fcl_status dist_kv_load_device(fcl_mpi *m, const dist_shape *s, dist_kv_ring *kv
     /* read on the copy queue, while step 0 computes on the context's */
     fcl_status st = clFlush(queue);
     if (st == FCL_OK)
-        st = clEnqueueReadBuffer(m->copy_queue, kv->dev[0], CL_FALSE, 0, 2 * half, kv->host[0], 1,
-                                 &copied, &kv->host_ready);
+        st = dist_read(m, m->copy_queue, kv->dev[0], CL_FALSE, 0, 2 * half, kv->host[0], 1,
+                           &copied, &kv->host_ready);
     if (st == FCL_OK)
         st = clFlush(m->copy_queue);
     clReleaseEvent(copied);
