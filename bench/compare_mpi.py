@@ -24,7 +24,12 @@ def split(r, kind, ranks):
     stage = float(r.get(f"{kind}_stage_share") or "nan")
     if stage != stage:  # a file from before the stage column
         return f"{step_ms:.0f} | - / {100 * wait:.1f}% / -"
-    return f"{step_ms:.0f} | {100 * (1 - wait - stage):.1f}% / {100 * wait:.1f}% / {100 * stage:.1f}%"
+    text = f"{step_ms:.0f} | {100 * (1 - wait - stage):.1f}% / {100 * wait:.1f}% / {100 * stage:.1f}%"
+    device = float(r.get(f"{kind}_device_share") or "nan")
+    if device == device:  # the device's own timeline of the compute share
+        gap = float(r[f"{kind}_gap_share"])
+        text += f" (device {100 * device:.1f}% / gaps {100 * gap:.1f}%)"
+    return text
 
 
 def main():
@@ -45,7 +50,11 @@ def main():
            "A step's time (the call's time over its ranks, which are its steps) splits into the "
            "steps' compute, exposed communication (waiting on messages after the device finished "
            "the step: `wait`) and the time outside the ring steps (checks, copies to and from the "
-           "host, the own shard's load, the final write: `stage`); one rank is the plain call.", "",
+           "host, the own shard's load, the final write: `stage`); where the run recorded the "
+           "device's own timeline, the compute share is split again into the steps' device work "
+           "(from a step's K/V shard on the device to its last kernel's end) and the device's "
+           "time between steps (waiting for the next shard's upload, the sums' adds); one rank "
+           "is the plain call.", "",
            "| form | N | ranks | fwd s | bwd s | fwd+bwd s | speed-up fwd / bwd / total | efficiency "
            "| fwd step ms | fwd compute / wait / stage | bwd step ms | bwd compute / wait / stage |",
            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]

@@ -352,16 +352,30 @@ FCL_API fcl_status fcl_mpi_attention_backward(fcl_mpi *m, const fcl_mpi_desc *de
                                               cl_uint num_wait, const cl_event *wait_list,
                                               cl_event *event);
 
-/* Where the last call's time went on this rank, for benchmarks (wall clock,
- * host timers).  wait_seconds: time the rank sat idle waiting for messages
- * after its device had finished the step's attention (communication not
- * hidden behind compute, including waiting for slower ranks). */
+/* Where the last call's time went on this rank, for benchmarks.  The first
+ * four fields are wall clock, host timers.  wait_seconds: time the rank sat
+ * idle waiting for messages after its device had finished the step's
+ * attention (communication not hidden behind compute, including waiting
+ * for slower ranks).  The device fields come from the device's own clock,
+ * through the profiling of the context's queue (fcl_context_options'
+ * enable_profiling, or a caller's context whose queue has
+ * CL_QUEUE_PROFILING_ENABLE); without it, and with one rank, they are 0.
+ * A step's device work runs from the moment its K/V shard is on the device
+ * (uploaded, the device idle until then) to the end of its last kernel (so
+ * it includes any time the host takes to enqueue the step: a first call's
+ * kernel builds);
+ * what the device does between two steps (the backward adds the dK/dV sum
+ * that came with the shard) or waits for there (the shard's upload, the
+ * host) is the gap. */
 typedef struct fcl_mpi_timing {
     double total_seconds;         /* the whole call, checks and copies included */
     double ring_seconds;          /* the ring steps */
     double wait_seconds;          /* of ring_seconds: waiting on messages */
     int steps;                    /* ring steps: the number of ranks (0 with one rank,
                                      whose call is the plain one) */
+    double device_seconds;        /* the steps' device work, summed */
+    double device_gap_seconds;    /* the device's time between one step's end and the
+                                     next one's inputs being in, summed */
 } fcl_mpi_timing;
 
 /*! fcl_mpi_last_timing() :

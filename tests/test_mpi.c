@@ -539,6 +539,74 @@ static void run_case(const mcase *c, int repeat)
     problem_free(&pb);
 }
 
+/* ---- the device's timeline (fcl_mpi_timing's device fields) ---------------- */
+
+/* The last call's device fields on handle h: zeros without profiling or
+ * with one rank; else the steps' device work is there, and it and the gaps
+ * between steps lie within the ring's wall-clock time (the device's clock
+ * and the host's may differ a little: 5% and a millisecond allowed). */
+static void check_device_timing(fcl_mpi *h, int profiling, const char *what)
+{
+    fcl_mpi_timing t;
+    EXPECT(fcl_mpi_last_timing(h, &t) == FCL_OK, "%s: last timing", what);
+    if (!profiling || g_size == 1) {
+        EXPECT(t.device_seconds == 0 && t.device_gap_seconds == 0,
+               "%s: device fields %g and %g without a timeline", what, t.device_seconds,
+               t.device_gap_seconds);
+        return;
+    }
+    const double bound = 1.05 * t.ring_seconds + 1e-3;
+    EXPECT(t.device_seconds > 0 && t.device_gap_seconds >= 0 &&
+               t.device_seconds + t.device_gap_seconds <= bound,
+           "%s: device work %g s and gaps %g s against a ring of %g s", what, t.device_seconds,
+           t.device_gap_seconds, t.ring_seconds);
+}
+
+/* A forward and a backward on a handle whose context records profiling,
+ * and one on g_m, which does not. */
+static void timeline_checks(void)
+{
+    fcl_mpi_desc d;
+    fcl_mpi_desc_init(&d, 1, 2, 2, 64, 32, FCL_DTYPE_FP32, FCL_LAYOUT_BSHD);
+    d.causal = 1;
+    d.sharding = FCL_MPI_SHARD_ZIGZAG;
+    fcl_mpi_shard sh;
+    EXPECT(fcl_mpi_shard_of(&d, g_rank, g_size, &sh) == FCL_OK, "timeline: shard");
+    const size_t n = sh.rows * 2 * 32;
+    float *a[8];
+    rng r = {77u + (uint64_t)g_rank};
+    for (int i = 0; i < 8; ++i) {
+        a[i] = malloc(n * sizeof(float));
+        for (size_t e = 0; e < n; ++e)
+            a[i][e] = (float)rng_normal(&r);
+    }
+    float *lse = malloc(sh.rows * 2 * sizeof(float));
+    fcl_context_options po;
+    fcl_context_options_init(&po);
+    po.enable_profiling = 1;
+    fcl_mpi *prof = NULL;
+    fcl_status st = fcl_mpi_create(MPI_COMM_WORLD, NULL, &po, &prof);
+    EXPECT(st == FCL_OK, "timeline: a handle with profiling: %s", fcl_status_string(st));
+    fcl_mpi *handles[2] = {prof, g_m};
+    for (int h = 0; h < 2 && st == FCL_OK; ++h) {
+        const char *what = h == 0 ? "timeline, profiling" : "timeline, no profiling";
+        st = fcl_mpi_attention_forward_host(handles[h], &d, a[0], a[1], a[2], a[3], lse);
+        EXPECT(st == FCL_OK, "%s: forward: %s", what, fcl_status_string(st));
+        if (st == FCL_OK)
+            check_device_timing(handles[h], h == 0, what);
+        if (st == FCL_OK)
+            st = fcl_mpi_attention_backward_host(handles[h], &d, a[0], a[1], a[2], a[3], lse,
+                                                 a[4], a[5], a[6], a[7]);
+        EXPECT(st == FCL_OK, "%s: backward: %s", what, fcl_status_string(st));
+        if (st == FCL_OK)
+            check_device_timing(handles[h], h == 0, what);
+    }
+    fcl_mpi_destroy(prof);
+    for (int i = 0; i < 8; ++i)
+        free(a[i]);
+    free(lse);
+}
+
 /* ---- the collective errors ------------------------------------------------ */
 
 static int untouched(const void *p, size_t n)
@@ -891,6 +959,8 @@ int main(int argc, char **argv)
                    fcl_mpi_local_rank(other) == fcl_mpi_local_rank(own) &&
                    fcl_mpi_local_rank(own) >= 0 && fcl_mpi_local_rank(own) < g_size,
                "fcl_mpi_create on a given context: %s", fcl_status_string(st));
+        if (!quick)
+            timeline_checks();
         if (st == FCL_OK && !quick) {
             g_m = other;
             run_case(&cases[4], 0);

@@ -257,6 +257,7 @@ static fcl_status backward_ring(fcl_mpi *m, const dist_shape *s, backward_buffer
 {
     const double ring_start = dist_now();
     const size_t acc_bytes = 2 * b->dkv_elems * sizeof(float);
+    dist_stamps stamps = {NULL, NULL, 0};
     /* A rank that failed keeps passing messages (see the forward). */
     for (int t = 0; t < m->size; ++t) {
         dist_messages msg = {.count = 0};
@@ -266,7 +267,11 @@ static fcl_status backward_ring(fcl_mpi *m, const dist_shape *s, backward_buffer
         if (st == FCL_OK)
             st = dist_after_upload(m, &b->kv.ready); /* this step's shard is in */
         if (st == FCL_OK)
+            st = dist_stamp_in(m, &stamps);
+        if (st == FCL_OK)
             st = backward_step(m, s, b, t);
+        if (st == FCL_OK)
+            st = dist_stamp_end(m, &stamps);
         /* while the device computes: the next shard, and the sum that came
          * with this one, to the device */
         dist_upload up[DIST_MAX_UPLOADS];
@@ -275,6 +280,7 @@ static fcl_status backward_ring(fcl_mpi *m, const dist_shape *s, backward_buffer
             up[n++] = (dist_upload){b->dkv_in, b->acc_in, acc_bytes, &b->acc_ready};
         const fcl_status waited = dist_finish_step(m, &msg, st == FCL_OK, up, n);
         st = st != FCL_OK ? st : sent != FCL_OK ? sent : waited;
+        dist_stamps_add(m, &stamps);
         if (st == FCL_OK)
             st = backward_pass_on(m, s, b, t);
     }

@@ -84,6 +84,8 @@ struct fcl_mpi {
     int copy_threads;             /* > 0: messages read from the previous rank's memory by
                                      this many threads (node_copy.c); 0: MPI moves them */
     int prev_pid;                 /* the previous rank's process, where copy_threads > 0 */
+    int profiling;                /* the context's queue records profiling (the
+                                     timing's device fields) */
     size_t launch_rows;           /* the most rows one launch of dist.cl covers (its
                                      work-items loop over the rest) */
     size_t command_bytes;         /* the most bytes one fill or transfer moves */
@@ -222,6 +224,19 @@ fcl_status dist_accumulate(fcl_mpi *m, const dist_kernels *k, const dist_shape *
 fcl_status dist_store(fcl_mpi *m, const dist_kernels *k, const dist_shape *sh, size_t heads,
                       cl_mem acc, size_t acc_base, size_t rows, cl_mem out, const fcl_layout *ol,
                       size_t n);
+/* The device's timeline of the ring's steps (fcl_mpi_timing's device
+ * fields), where m->profiling: dist_stamp_in when a step's inputs are in
+ * (after dist_after_upload), dist_stamp_end after its work, and
+ * dist_stamps_add once its device work is over (dist_finish_step waited
+ * for it).  Without profiling all three do nothing. */
+typedef struct dist_stamps {
+    cl_event in, end;
+    cl_ulong prev_end;            /* the previous step's end, device ns (0: none yet) */
+} dist_stamps;
+fcl_status dist_stamp_in(fcl_mpi *m, dist_stamps *st);
+fcl_status dist_stamp_end(fcl_mpi *m, dist_stamps *st);
+void dist_stamps_add(fcl_mpi *m, dist_stamps *st);
+
 /* clEnqueueFillBuffer of `bytes` from byte `offset` on the context's queue,
  * in pieces of at most m->command_bytes. */
 fcl_status dist_fill(fcl_mpi *m, cl_mem mem, const void *pattern, size_t pattern_bytes,

@@ -85,6 +85,11 @@ fcl_status fcl_mpi_create(MPI_Comm comm, fcl_context *ctx, const fcl_context_opt
             st = create_context(local_rank, opts, &m->ctx);
             m->owns_ctx = st == FCL_OK;
         }
+        cl_command_queue_properties props = 0;
+        if (st == FCL_OK &&
+            clGetCommandQueueInfo(fcl_context_cl_queue(m->ctx), CL_QUEUE_PROPERTIES, sizeof props,
+                                  &props, NULL) == CL_SUCCESS)
+            m->profiling = (props & CL_QUEUE_PROFILING_ENABLE) != 0;
     }
     /* Everyone learns the lowest rank's failure (a broken communicator
      * cannot tell anyone). */

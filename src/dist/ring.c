@@ -179,6 +179,38 @@ fcl_status dist_read(fcl_mpi *m, cl_command_queue queue, cl_mem mem, cl_bool blo
     return transfer(m, queue, mem, blocking, offset, bytes, NULL, dst, num_wait, wait_list, event);
 }
 
+static fcl_status stamp(fcl_mpi *m, cl_event *ev)
+{
+    if (!m->profiling)
+        return FCL_OK;
+    return clEnqueueMarkerWithWaitList(fcl_context_cl_queue(m->ctx), 0, NULL, ev);
+}
+
+fcl_status dist_stamp_in(fcl_mpi *m, dist_stamps *st) { return stamp(m, &st->in); }
+fcl_status dist_stamp_end(fcl_mpi *m, dist_stamps *st) { return stamp(m, &st->end); }
+
+void dist_stamps_add(fcl_mpi *m, dist_stamps *st)
+{
+    cl_ulong in = 0, end = 0;
+    if (st->in != NULL && st->end != NULL && clWaitForEvents(1, &st->end) == CL_SUCCESS &&
+        clGetEventProfilingInfo(st->in, CL_PROFILING_COMMAND_END, sizeof in, &in, NULL) ==
+            CL_SUCCESS &&
+        clGetEventProfilingInfo(st->end, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL) ==
+            CL_SUCCESS &&
+        end >= in) {
+        m->timing.device_seconds += 1e-9 * (double)(end - in);
+        if (st->prev_end != 0 && in >= st->prev_end)
+            m->timing.device_gap_seconds += 1e-9 * (double)(in - st->prev_end);
+        st->prev_end = end;
+    }
+    cl_event *evs[] = {&st->in, &st->end};
+    for (int i = 0; i < 2; ++i) {
+        if (*evs[i] != NULL)
+            clReleaseEvent(*evs[i]);
+        *evs[i] = NULL;
+    }
+}
+
 void dist_debug_set_bounds(fcl_mpi *m, size_t launch_rows, size_t command_bytes)
 {
     if (m == NULL)
