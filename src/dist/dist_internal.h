@@ -62,6 +62,7 @@ typedef enum dist_slot {
     SLOT_DKV_STEP1,
     SLOT_DKV_IN, SLOT_OUT_A, SLOT_OUT_B, SLOT_OUT_C, SLOT_CALL_LSE,
     SLOT_HOST_KV0, SLOT_HOST_KV1, SLOT_HOST_ACC_IN, SLOT_HOST_ACC_OUT, SLOT_HOST_OUT,
+    SLOT_STAMP,                   /* a word the timeline's stamps fill (dist_stamp_in) */
     DIST_SLOTS
 } dist_slot;
 
@@ -228,7 +229,9 @@ fcl_status dist_store(fcl_mpi *m, const dist_kernels *k, const dist_shape *sh, s
  * fields), where m->profiling: dist_stamp_in when a step's inputs are in
  * (after dist_after_upload), dist_stamp_end after its work, and
  * dist_stamps_add once its device work is over (dist_finish_step waited
- * for it).  Without profiling all three do nothing. */
+ * for it).  A stamp is a 4-byte fill, not a marker: NVIDIA's OpenCL has
+ * been seen to give markers and barriers zero timestamps.  Without
+ * profiling all three do nothing; timestamps of zero add nothing. */
 typedef struct dist_stamps {
     cl_event in, end;
     cl_ulong prev_end;            /* the previous step's end, device ns (0: none yet) */

@@ -183,7 +183,11 @@ static fcl_status stamp(fcl_mpi *m, cl_event *ev)
 {
     if (!m->profiling)
         return FCL_OK;
-    return clEnqueueMarkerWithWaitList(fcl_context_cl_queue(m->ctx), 0, NULL, ev);
+    cl_mem word = NULL;
+    DIST_TRY(dist_buffer_get(m, SLOT_STAMP, sizeof(cl_uint), &word));
+    const cl_uint zero = 0;
+    return clEnqueueFillBuffer(fcl_context_cl_queue(m->ctx), word, &zero, sizeof zero, 0,
+                               sizeof zero, 0, NULL, ev);
 }
 
 fcl_status dist_stamp_in(fcl_mpi *m, dist_stamps *st) { return stamp(m, &st->in); }
@@ -197,7 +201,7 @@ void dist_stamps_add(fcl_mpi *m, dist_stamps *st)
             CL_SUCCESS &&
         clGetEventProfilingInfo(st->end, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL) ==
             CL_SUCCESS &&
-        end >= in) {
+        in > 0 && end >= in) {
         m->timing.device_seconds += 1e-9 * (double)(end - in);
         if (st->prev_end != 0 && in >= st->prev_end)
             m->timing.device_gap_seconds += 1e-9 * (double)(in - st->prev_end);
