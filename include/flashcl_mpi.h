@@ -359,14 +359,14 @@ FCL_API fcl_status fcl_mpi_attention_backward(fcl_mpi *m, const fcl_mpi_desc *de
  * for slower ranks).  The device fields come from the device's own clock,
  * through the profiling of the context's queue (fcl_context_options'
  * enable_profiling, or a caller's context whose queue has
- * CL_QUEUE_PROFILING_ENABLE); without it, and with one rank, they are 0.
- * A step's device work runs from the moment its K/V shard is on the device
- * (uploaded, the device idle until then) to the end of its last kernel (so
- * it includes any time the host takes to enqueue the step: a first call's
- * kernel builds);
- * what the device does between two steps (the backward adds the dK/dV sum
- * that came with the shard) or waits for there (the shard's upload, the
- * host) is the gap. */
+ * CL_QUEUE_PROFILING_ENABLE); without it, with one rank, and where the
+ * device reports no timestamps, they are 0.  A step's device work runs
+ * from the moment its K/V shard is on the device (uploaded, the device
+ * idle until then) to the end of its last kernel, so it includes any time
+ * the host takes to enqueue the step (a first call's kernel builds); what
+ * the device does between two steps (the backward adds the dK/dV sum that
+ * came with the shard) or waits for there (the shard's upload, the host)
+ * is the gap. */
 typedef struct fcl_mpi_timing {
     double total_seconds;         /* the whole call, checks and copies included */
     double ring_seconds;          /* the ring steps */
