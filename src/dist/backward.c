@@ -28,6 +28,9 @@ typedef struct backward_buffers {
     int on_device;                /* the cl_mem form: no uploads, no read-back */
 } backward_buffers;
 
+/* Bytes of a step's fp32 dK/dV sum (dK then dV, max_rows rows each). */
+static size_t sum_bytes(const backward_buffers *b) { return 2 * b->dkv_elems * sizeof(float); }
+
 static fcl_status backward_buffers_get(fcl_mpi *m, const dist_shape *s, void *buffers)
 {
     backward_buffers *b = buffers;
@@ -73,8 +76,7 @@ static fcl_status backward_step(fcl_mpi *m, const dist_shape *s, backward_buffer
     dist_kernels *kd = NULL;
     DIST_TRY(dist_kernels_for(m, d->dtype, &kd));
     const float zero = 0.0f;
-    DIST_TRY(dist_fill(m, b->dkv_step[t % 2], &zero, sizeof zero, 0,
-                       2 * b->dkv_elems * sizeof(float)));
+    DIST_TRY(dist_fill(m, b->dkv_step[t % 2], &zero, sizeof zero, 0, sum_bytes(b)));
     for (size_t i = 0; i < n; ++i) {
         const dist_call *c = &calls[i];
         fcl_attention_desc cd;
@@ -100,7 +102,10 @@ static fcl_status backward_step(fcl_mpi *m, const dist_shape *s, backward_buffer
 }
 
 /* The rows of the shard in hand at step t (its owner's rows). */
-static size_t rows_in_hand(const dist_shape *s, int t) { return dist_rows_of(s, dist_source(s, t)); }
+static size_t rows_in_hand(const dist_shape *s, int t)
+{
+    return dist_rows_of(s, dist_source(s, t));
+}
 
 /* Bytes of a finished dK/dV sum of `rows` rows as it travels home. */
 static size_t final_bytes(const dist_shape *s, size_t rows)
@@ -136,7 +141,7 @@ static fcl_status backward_pass_on(fcl_mpi *m, const dist_shape *s, backward_buf
     cl_command_queue queue = fcl_context_cl_queue(m->ctx);
     const int last = t == s->ranks - 1;
     const size_t owner_rows = rows_in_hand(s, t);
-    const size_t bytes = last ? final_bytes(s, owner_rows) : 2 * b->dkv_elems * sizeof(float);
+    const size_t bytes = last ? final_bytes(s, owner_rows) : sum_bytes(b);
     if (t > 0) {
         dist_kernels *k32 = NULL;
         DIST_TRY(dist_kernels_for(m, FCL_DTYPE_FP32, &k32));
@@ -160,7 +165,7 @@ static fcl_status backward_pass_on(fcl_mpi *m, const dist_shape *s, backward_buf
         st = clFinish(m->copy_queue);
     if (st == FCL_OK)
         st = dist_read(m, m->copy_queue, from, CL_FALSE, 0, bytes, b->acc_out, 1, &summed,
-                           &b->acc_out_ready);
+                       &b->acc_out_ready);
     if (st == FCL_OK)
         st = clFlush(m->copy_queue);
     clReleaseEvent(summed);
@@ -190,9 +195,9 @@ static fcl_status backward_write(fcl_mpi *m, const dist_shape *s, void *buffers,
     cl_command_queue queue = fcl_context_cl_queue(m->ctx);
     const size_t kv_bytes = s->kv_elems * s->elem;
     DIST_TRY(dist_write(m, queue, out[IO_DK].mem, CL_TRUE, out[IO_DK].offset * s->elem,
-                           kv_bytes, b->acc_in, 0, NULL, NULL));
-    return dist_write(m, queue, out[IO_DV].mem, CL_TRUE, out[IO_DV].offset * s->elem,
-                         kv_bytes, (char *)b->acc_in + kv_bytes, 0, NULL, NULL);
+                        kv_bytes, b->acc_in, 0, NULL, NULL));
+    return dist_write(m, queue, out[IO_DV].mem, CL_TRUE, out[IO_DV].offset * s->elem, kv_bytes,
+                      (char *)b->acc_in + kv_bytes, 0, NULL, NULL);
 }
 
 /* The host form's dQ: into the handle's buffer, read into its staging
@@ -203,8 +208,8 @@ static fcl_status backward_read(fcl_mpi *m, const dist_shape *s, backward_buffer
     memset(out, 0, sizeof out);
     out[IO_DQ].mem = b->dq_out;
     DIST_TRY(backward_write_dq(m, s, b, out));
-    return dist_read(m, fcl_context_cl_queue(m->ctx), b->dq_out, CL_TRUE, 0,
-                         s->q_elems * s->elem, b->host_out, 0, NULL, NULL);
+    return dist_read(m, fcl_context_cl_queue(m->ctx), b->dq_out, CL_TRUE, 0, s->q_elems * s->elem,
+                     b->host_out, 0, NULL, NULL);
 }
 
 /* A step's sum to the next rank (once read back, when it was) and the
@@ -233,11 +238,10 @@ static fcl_status upload_inputs(fcl_mpi *m, const dist_shape *s, backward_buffer
     b->in[IO_LSE].mem = b->lse;
     DIST_TRY(dist_write(m, queue, b->q, CL_FALSE, 0, q_bytes, q, 0, NULL, NULL));
     DIST_TRY(dist_write(m, queue, b->o, CL_FALSE, 0, q_bytes, o, 0, NULL, NULL));
-    DIST_TRY(dist_write(m, queue, b->dout, CL_FALSE, 0, q_bytes, dout, 0, NULL,
-                           NULL));
+    DIST_TRY(dist_write(m, queue, b->dout, CL_FALSE, 0, q_bytes, dout, 0, NULL, NULL));
     DIST_TRY(dist_write(m, queue, b->lse, CL_FALSE, 0,
-                           s->d->batch * s->d->heads_q * s->rows * sizeof(float), lse, 0,
-                           NULL, NULL));
+                        s->d->batch * s->d->heads_q * s->rows * sizeof(float), lse, 0, NULL,
+                        NULL));
     /* the host arrays are the caller's: done with them before returning */
     return clFinish(queue);
 }
@@ -256,7 +260,7 @@ static fcl_status backward_ring(fcl_mpi *m, const dist_shape *s, backward_buffer
                                 fcl_status st)
 {
     const double ring_start = dist_now();
-    const size_t acc_bytes = 2 * b->dkv_elems * sizeof(float);
+    const size_t acc_bytes = sum_bytes(b);
     dist_stamps stamps = {NULL, NULL, 0};
     /* A rank that failed keeps passing messages (see the forward). */
     for (int t = 0; t < m->size; ++t) {

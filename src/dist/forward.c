@@ -151,8 +151,8 @@ static fcl_status forward_read(fcl_mpi *m, const dist_shape *s, forward_buffers 
     const size_t q_bytes = s->q_elems * s->elem;
     DIST_TRY(dist_read(m, queue, b->out, CL_FALSE, 0, q_bytes, b->host_out, 0, NULL, NULL));
     return dist_read(m, queue, b->out_lse, CL_TRUE, 0,
-                         s->d->batch * s->d->heads_q * s->rows * sizeof(float),
-                         (char *)b->host_out + q_bytes, 0, NULL, NULL);
+                     s->d->batch * s->d->heads_q * s->rows * sizeof(float),
+                     (char *)b->host_out + q_bytes, 0, NULL, NULL);
 }
 
 fcl_status fcl_mpi_attention_forward_host(fcl_mpi *m, const fcl_mpi_desc *desc, const void *q,
@@ -175,8 +175,8 @@ fcl_status fcl_mpi_attention_forward_host(fcl_mpi *m, const fcl_mpi_desc *desc, 
         return dist_done(m, fcl_attention_forward_host(m->ctx, &plain, q, k, v, o, lse));
     }
 
-    st = dist_write(m, fcl_context_cl_queue(m->ctx), b.q, CL_TRUE, 0, s.q_elems * s.elem,
-                       q, 0, NULL, NULL);
+    st = dist_write(m, fcl_context_cl_queue(m->ctx), b.q, CL_TRUE, 0, s.q_elems * s.elem, q, 0,
+                    NULL, NULL);
     if (st == FCL_OK)
         st = dist_kv_load(m, &s, &b.kv, k, v);
     const fcl_mpi_tensor dq = {b.q, 0};

@@ -401,8 +401,8 @@ fcl_status dist_post(fcl_mpi *m, dist_messages *msg, void *send, void *recv, siz
 static fcl_status start_uploads(fcl_mpi *m, const dist_upload *up, int n)
 {
     for (int i = 0; i < n; ++i)
-        DIST_TRY(dist_write(m, m->copy_queue, up[i].dst, CL_FALSE, 0, up[i].bytes,
-                               up[i].src, 0, NULL, up[i].done));
+        DIST_TRY(dist_write(m, m->copy_queue, up[i].dst, CL_FALSE, 0, up[i].bytes, up[i].src, 0,
+                            NULL, up[i].done));
     return n > 0 ? clFlush(m->copy_queue) : FCL_OK;
 }
 
@@ -623,7 +623,7 @@ fcl_status dist_kv_load(fcl_mpi *m, const dist_shape *s, dist_kv_ring *kv, const
     memcpy(kv->host[0], k, half);
     memcpy((char *)kv->host[0] + half, v, half);
     return dist_write(m, fcl_context_cl_queue(m->ctx), kv->dev[0], CL_FALSE, 0, 2 * half,
-                         kv->host[0], 0, NULL, NULL);
+                      kv->host[0], 0, NULL, NULL);
 }
 
 fcl_status dist_kv_load_device(fcl_mpi *m, const dist_shape *s, dist_kv_ring *kv,
@@ -641,7 +641,7 @@ fcl_status dist_kv_load_device(fcl_mpi *m, const dist_shape *s, dist_kv_ring *kv
     fcl_status st = clFlush(queue);
     if (st == FCL_OK)
         st = dist_read(m, m->copy_queue, kv->dev[0], CL_FALSE, 0, 2 * half, kv->host[0], 1,
-                           &copied, &kv->host_ready);
+                       &copied, &kv->host_ready);
     if (st == FCL_OK)
         st = clFlush(m->copy_queue);
     clReleaseEvent(copied);
