@@ -499,7 +499,8 @@ for step in $steps; do
         read -r np seqlens reps <<< "$run"
         [ "$np" -gt "$gpus" ] && continue
         for ct in ${MPI_COPY_AB:-${MPI_COPY_THREADS:-8}}; do
-          [ "$np" -eq 1 ] && [ "$ct" != "${MPI_COPY_AB%% *}" ] && continue # one rank: no messages
+          ab=${MPI_COPY_AB:-$ct}
+          [ "$np" -eq 1 ] && [ "$ct" != "${ab%% *}" ] && continue # one rank: no messages
           f="$OUT/mpi_np${np}_$(echo "$seqlens" | tr , _)${MPI_COPY_AB:+_c$ct}.csv"
           t=$(mpi_left)
           [ "$t" -lt 20 ] && { echo "mpi run '$run' (copies $ct): no time left"; continue; }
