@@ -29,6 +29,12 @@ def split(r, kind, ranks):
     if device == device:  # the device's own timeline of the compute share
         gap = float(r[f"{kind}_gap_share"])
         text += f" (device {100 * device:.1f}% / gaps {100 * gap:.1f}%)"
+    home = float(r.get(f"{kind}_home_share") or "nan")
+    if home == home:  # the backward's last hop, of its wait
+        text += f"; last hop {100 * home:.1f}%"
+    copy = float(r.get(f"{kind}_copy_gbs") or "nan")
+    if copy == copy:  # the rate of the ranks' own copies
+        text += f"; copies {copy:.1f} GB/s"
     return text
 
 
@@ -53,8 +59,10 @@ def main():
            "host, the own shard's load, the final write: `stage`); where the run recorded the "
            "device's own timeline, the compute share is split again into the steps' device work "
            "(from a step's K/V shard on the device to its last kernel's end) and the device's "
-           "time between steps (waiting for the next shard's upload, the sums' adds); one rank "
-           "is the plain call.", "",
+           "time between steps (waiting for the next shard's upload, the sums' adds); the "
+           "backward's `last hop` is the part of its wait spent sending the finished dK/dV sums "
+           "home after the last step, and `copies` the rate of the ranks' own copies (where they "
+           "moved the messages); one rank is the plain call.", "",
            "| form | N | ranks | fwd s | bwd s | fwd+bwd s | speed-up fwd / bwd / total | efficiency "
            "| fwd step ms | fwd compute / wait / stage | bwd step ms | bwd compute / wait / stage |",
            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]

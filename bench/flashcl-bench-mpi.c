@@ -96,6 +96,8 @@ typedef struct sample {
     double device_share; /* that rank's steps' device work / total (the device's clock,
                             fcl_mpi_timing); NAN with one rank */
     double gap_share;    /* its device's time between steps / total; NAN with one rank */
+    double home_share;   /* the backward's last hop / total (of the wait); NAN with one rank */
+    double copy_gbs;     /* the ranks' own copies: GB/s of its reads; NAN without them */
 } sample;
 
 /* The cl_mem form's tensors, in the backward's argument order: q k v o lse
@@ -159,13 +161,15 @@ static sample measure(fcl_mpi *m, int backward, const fcl_mpi_desc *d, void **a,
         int rank;
     } in = {mine, g_rank}, slowest;
     MPI_Allreduce(&in, &slowest, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD);
-    double shares[4] = {share, stage,
+    double shares[6] = {share, stage,
                         t.total_seconds > 0 ? t.device_seconds / t.total_seconds : 0,
-                        t.total_seconds > 0 ? t.device_gap_seconds / t.total_seconds : 0};
-    MPI_Bcast(shares, 4, MPI_DOUBLE, slowest.rank, MPI_COMM_WORLD);
+                        t.total_seconds > 0 ? t.device_gap_seconds / t.total_seconds : 0,
+                        t.total_seconds > 0 ? t.home_seconds / t.total_seconds : 0,
+                        t.copy_seconds > 0 ? (double)t.copy_bytes / t.copy_seconds * 1e-9 : NAN};
+    MPI_Bcast(shares, 6, MPI_DOUBLE, slowest.rank, MPI_COMM_WORLD);
     const int ring = t.steps > 0;
     sample s = {slowest.value, shares[0], ring ? shares[1] : NAN, ring ? shares[2] : NAN,
-                ring ? shares[3] : NAN};
+                ring ? shares[3] : NAN, ring ? shares[4] : NAN, shares[5]};
     return s;
 }
 
@@ -338,14 +342,16 @@ int main(int argc, char **argv)
                "B 1, H %zu, d %zu, %s, %s, %s sharding; median of %d; time = slowest rank, "
                "wait = its share of time waiting on messages, stg = its share outside "
                "the ring steps, dev / gap = its device's work in the steps / between them "
-               "(the device's clock)\n\n",
+               "(the device's clock), home = the backward's last hop (of its wait), copy = "
+               "the rate of its own copies' reads, forward / backward\n\n",
                size, info.name, info.platform_name, info.driver_version, FCL_GIT_COMMIT, date,
                fcl_mpi_copy_threads(m) > 0 ? "the ranks' own copies (FLASHCL_MPI_COPY_THREADS)"
                                            : "MPI",
                heads, head_dim, fcl_dtype_name(dtype), causal ? "causal" : "full", sharding, reps);
-        printf("%5s %9s %11s %11s %11s %9s %9s %8s %8s %8s %8s %8s %8s %8s %8s %6s\n", "ranks",
-               "N", "fwd s", "bwd s", "fwd+bwd s", "fwd TF/s", "bwd TF/s", "fwd wait", "bwd wait",
-               "fwd stg", "bwd stg", "fwd dev", "fwd gap", "bwd dev", "bwd gap", "form");
+        printf("%5s %9s %11s %11s %11s %9s %9s %8s %8s %8s %8s %8s %8s %8s %8s %8s %11s %6s\n",
+               "ranks", "N", "fwd s", "bwd s", "fwd+bwd s", "fwd TF/s", "bwd TF/s", "fwd wait",
+               "bwd wait", "fwd stg", "bwd stg", "fwd dev", "fwd gap", "bwd dev", "bwd gap",
+               "bwd home", "copy GB/s", "form");
         fflush(stdout);
         out = out_path ? fopen(out_path, "w") : NULL;
         if (out)
@@ -353,7 +359,7 @@ int main(int argc, char **argv)
                          "# ranks: %d\nranks,N,H,d,dtype,causal,sharding,fwd_s,bwd_s,fwd_wait_share,"
                          "bwd_wait_share,fwd_tflops,bwd_tflops,form,fwd_stage_share,bwd_stage_share,"
                          "copy_threads,fwd_device_share,fwd_gap_share,bwd_device_share,"
-                         "bwd_gap_share\n",
+                         "bwd_gap_share,bwd_home_share,fwd_copy_gbs,bwd_copy_gbs\n",
                     info.name, info.platform_name, info.driver_version, date, FCL_GIT_COMMIT, size);
     }
     for (const char *p = seqlens; *p; warmup_each = warmup_each > 0 ? 1 : -1) {
@@ -413,22 +419,24 @@ int main(int argc, char **argv)
                                  (causal ? 0.5 : 1.0);
             if (g_rank == 0) {
                 printf("%5d %9zu %11.4f %11.4f %11.4f %9.2f %9.2f %7.1f%% %7.1f%% %7.1f%% %7.1f%% "
-                       "%7.1f%% %7.1f%% %7.1f%% %7.1f%% %6s\n",
+                       "%7.1f%% %7.1f%% %7.1f%% %7.1f%% %7.1f%% %5.1f/%5.1f %6s\n",
                        size, n, f.seconds, b.seconds, f.seconds + b.seconds,
                        flops / f.seconds * 1e-12, 2.5 * flops / b.seconds * 1e-12,
                        100 * f.wait_share, 100 * b.wait_share, 100 * f.stage_share,
                        100 * b.stage_share, 100 * f.device_share, 100 * f.gap_share,
-                       100 * b.device_share, 100 * b.gap_share, name);
+                       100 * b.device_share, 100 * b.gap_share, 100 * b.home_share, f.copy_gbs,
+                       b.copy_gbs, name);
                 fflush(stdout);
                 if (out)
                     fprintf(out,
                             "%d,%zu,%zu,%zu,%s,%d,%s,%.6f,%.6f,%.4f,%.4f,%.3f,%.3f,%s,%.4f,%.4f,"
-                            "%d,%.4f,%.4f,%.4f,%.4f\n",
+                            "%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.2f,%.2f\n",
                             size, n, heads, head_dim, fcl_dtype_name(dtype), causal, sharding,
                             f.seconds, b.seconds, f.wait_share, b.wait_share,
                             flops / f.seconds * 1e-12, 2.5 * flops / b.seconds * 1e-12, name,
                             f.stage_share, b.stage_share, fcl_mpi_copy_threads(m),
-                            f.device_share, f.gap_share, b.device_share, b.gap_share);
+                            f.device_share, f.gap_share, b.device_share, b.gap_share,
+                            b.home_share, f.copy_gbs, b.copy_gbs);
                 if (out)
                     fflush(out); /* a run cut short by its time limit keeps its rows */
             }

@@ -366,7 +366,13 @@ FCL_API fcl_status fcl_mpi_attention_backward(fcl_mpi *m, const fcl_mpi_desc *de
  * the host takes to enqueue the step (a first call's kernel builds); what
  * the device does between two steps (the backward adds the dK/dV sum that
  * came with the shard) or waits for there (the shard's upload, the host)
- * is the gap. */
+ * is the gap.  home_seconds is the backward's last hop, the part of
+ * wait_seconds spent after the ring's last step sending the finished dK/dV
+ * sum home and receiving this rank's own (nothing computes beside it).
+ * copy_seconds and copy_bytes count the ranks' own copies
+ * (fcl_mpi_copy_threads() > 0): the time this rank spent reading messages
+ * from the previous rank's memory and the bytes it read, every message of
+ * the call (K/V shards, dK/dV sums); both 0 with MPI's transport. */
 typedef struct fcl_mpi_timing {
     double total_seconds;         /* the whole call, checks and copies included */
     double ring_seconds;          /* the ring steps */
@@ -376,6 +382,10 @@ typedef struct fcl_mpi_timing {
     double device_seconds;        /* the steps' device work, summed */
     double device_gap_seconds;    /* the device's time between one step's end and the
                                      next one's inputs being in, summed */
+    double home_seconds;          /* of wait_seconds: the backward's last hop (0 in the
+                                     forward) */
+    double copy_seconds;          /* the ranks' own copies: time reading messages */
+    size_t copy_bytes;            /* ... and the bytes read */
 } fcl_mpi_timing;
 
 /*! fcl_mpi_last_timing() :

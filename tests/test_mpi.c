@@ -562,6 +562,41 @@ static void check_device_timing(fcl_mpi *h, int profiling, const char *what)
            t.device_gap_seconds, t.ring_seconds);
 }
 
+/* The last call's copy and last-hop fields on handle h for descriptor d:
+ * with the ranks' own copies this rank read every message of the call,
+ * exactly these bytes (the ring's rules, flashcl_mpi.h: each other rank's
+ * K/V shard; the backward also R - 1 fp32 dK/dV sums of the longest shard
+ * and its own dK/dV home in the storage type), and nothing without them;
+ * the backward's last hop is part of its wait, the forward has none. */
+static void check_copy_timing(fcl_mpi *h, const fcl_mpi_desc *d, int backward, const char *what)
+{
+    fcl_mpi_timing t;
+    EXPECT(fcl_mpi_last_timing(h, &t) == FCL_OK, "%s: last timing", what);
+    const size_t per_row = d->batch * d->heads_kv * d->head_dim, elem = fcl_dtype_size(d->dtype);
+    size_t expect = 0, longest = 0, own = 0;
+    for (int r = 0; r < g_size; ++r) {
+        fcl_mpi_shard sh;
+        EXPECT(fcl_mpi_shard_of(d, r, g_size, &sh) == FCL_OK, "%s: shard %d", what, r);
+        longest = sh.rows > longest ? sh.rows : longest;
+        if (r != g_rank)
+            expect += 2 * sh.rows * per_row * elem;
+        else
+            own = sh.rows;
+    }
+    if (backward && g_size > 1)
+        expect += (size_t)(g_size - 1) * 2 * longest * per_row * sizeof(float) +
+                  2 * own * per_row * elem;
+    if (fcl_mpi_copy_threads(h) == 0 || g_size == 1)
+        expect = 0;
+    EXPECT(t.copy_bytes == expect && (expect > 0 ? t.copy_seconds > 0 : t.copy_seconds == 0) &&
+               t.copy_seconds <= t.total_seconds,
+           "%s: own copies read %zu bytes in %g s (expected %zu bytes, call %g s)", what,
+           t.copy_bytes, t.copy_seconds, expect, t.total_seconds);
+    EXPECT(backward && g_size > 1 ? t.home_seconds > 0 && t.home_seconds <= t.wait_seconds
+                                  : t.home_seconds == 0,
+           "%s: last hop %g s, wait %g s", what, t.home_seconds, t.wait_seconds);
+}
+
 /* A forward and a backward on a handle whose context records profiling,
  * and one on g_m, which does not. */
 static void timeline_checks(void)
@@ -592,14 +627,18 @@ static void timeline_checks(void)
         const char *what = h == 0 ? "timeline, profiling" : "timeline, no profiling";
         st = fcl_mpi_attention_forward_host(handles[h], &d, a[0], a[1], a[2], a[3], lse);
         EXPECT(st == FCL_OK, "%s: forward: %s", what, fcl_status_string(st));
-        if (st == FCL_OK)
+        if (st == FCL_OK) {
             check_device_timing(handles[h], h == 0, what);
+            check_copy_timing(handles[h], &d, 0, what);
+        }
         if (st == FCL_OK)
             st = fcl_mpi_attention_backward_host(handles[h], &d, a[0], a[1], a[2], a[3], lse,
                                                  a[4], a[5], a[6], a[7]);
         EXPECT(st == FCL_OK, "%s: backward: %s", what, fcl_status_string(st));
-        if (st == FCL_OK)
+        if (st == FCL_OK) {
             check_device_timing(handles[h], h == 0, what);
+            check_copy_timing(handles[h], &d, 1, what);
+        }
     }
     fcl_mpi_destroy(prof);
     for (int i = 0; i < 8; ++i)

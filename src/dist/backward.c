@@ -295,9 +295,11 @@ static fcl_status backward_ring(fcl_mpi *m, const dist_shape *s, backward_buffer
     /* The last sums go home, rounded: shard rank + 1's to the next rank,
      * ours from the previous. */
     dist_messages msg = {.count = 0};
+    const double waited_before = m->timing.wait_seconds;
     const fcl_status sent = post_sum(m, b, &msg, final_bytes(s, rows_in_hand(s, m->size - 1)),
                                      final_bytes(s, s->rows));
     const fcl_status waited = dist_finish_step(m, &msg, 0, NULL, 0);
+    m->timing.home_seconds = m->timing.wait_seconds - waited_before;
     st = st != FCL_OK ? st : sent != FCL_OK ? sent : waited;
     if (b->acc_out_ready != NULL) /* left by a failure */
         clReleaseEvent(b->acc_out_ready);

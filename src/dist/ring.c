@@ -357,8 +357,13 @@ static fcl_status copy_in(fcl_mpi *m, dist_messages *msg, dist_copy *c)
 {
     static const unsigned char receipt = 1;
     fcl_status st = c->notice[1] == (uint64_t)c->bytes ? FCL_OK : FCL_ERROR_MPI;
-    if (st == FCL_OK && c->bytes > 0)
+    if (st == FCL_OK && c->bytes > 0) {
+        const double start = dist_now();
         st = dist_node_read(m, c->dst, c->notice[0], c->bytes);
+        m->timing.copy_seconds += dist_now() - start;
+        if (st == FCL_OK)
+            m->timing.copy_bytes += c->bytes;
+    }
     c->done = 1;
     if (msg->count == DIST_MAX_REQUESTS)
         return FCL_ERROR_INVALID_SHAPE;
