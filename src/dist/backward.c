@@ -134,7 +134,13 @@ static fcl_status backward_finish_sum(fcl_mpi *m, const dist_shape *s, backward_
  * this step's, and the total (after the last step: rounded, as it goes
  * home) is read into the staging memory it leaves from, on the copy queue
  * while the next step computes (the message goes when the read is done:
- * dist_post_after). */
+ * dist_post_after).  The host waits for the sum before it enqueues the
+ * read (a few milliseconds: the step's kernels are done, dist_finish_step
+ * waited for them) rather than giving the read the compute queue's event
+ * to wait for: with that event in its wait list, the sums on two H200s
+ * reached the next rank only after its step's kernels had ended, and the
+ * ring waited 10.3% of the backward at 512k tokens for them; waited here,
+ * none (NOTES.md, run 56). */
 static fcl_status backward_pass_on(fcl_mpi *m, const dist_shape *s, backward_buffers *b, int t)
 {
     const fcl_mpi_desc *d = s->d;
@@ -158,18 +164,12 @@ static fcl_status backward_pass_on(fcl_mpi *m, const dist_shape *s, backward_buf
     if (last)
         DIST_TRY(backward_finish_sum(m, s, b, b->dkv_step[t % 2], owner_rows));
     cl_mem from = last ? b->dkv_final : b->dkv_step[t % 2];
-    cl_event summed = NULL;
-    DIST_TRY(clEnqueueMarkerWithWaitList(queue, 0, NULL, &summed));
-    fcl_status st = clFlush(queue);
-    if (st == FCL_OK) /* acc_in's upload is over before its next message arrives */
-        st = clFinish(m->copy_queue);
-    if (st == FCL_OK)
-        st = dist_read(m, m->copy_queue, from, CL_FALSE, 0, bytes, b->acc_out, 1, &summed,
-                       &b->acc_out_ready);
-    if (st == FCL_OK)
-        st = clFlush(m->copy_queue);
-    clReleaseEvent(summed);
-    return st;
+    DIST_TRY(clFinish(queue));
+    /* acc_in's upload is over before its next message arrives */
+    DIST_TRY(clFinish(m->copy_queue));
+    DIST_TRY(dist_read(m, m->copy_queue, from, CL_FALSE, 0, bytes, b->acc_out, 0, NULL,
+                       &b->acc_out_ready));
+    return clFlush(m->copy_queue);
 }
 
 /* dQ's sum rounded to the storage type into out[IO_DQ]. */
