@@ -9,6 +9,7 @@
  *   mpirun -np R flashcl-bench-mpi [--seqlens 131072,524288] [--heads 8]
  *       [--head-dim 128] [--dtype fp16] [--causal 1] [--sharding zigzag]
  *       [--reps 3] [--warmup first|each] [--form host|device|both] [--out FILE.csv]
+ *       [--trace 1]
  *   mpirun -np R flashcl-bench-mpi --probe-comm BYTES   (the copies' bandwidths alone)
  *
  * B = 1.  Every rank draws its own shard's inputs (the numbers do not
@@ -23,8 +24,12 @@
  * rank count alike.  --form device times the cl_mem calls
  * (fcl_mpi_attention_forward/backward) on the same inputs kept in device
  * buffers, each call waited for through its event; "both" times each form
- * in turn at each N (one row each, column `form`). */
+ * in turn at each N (one row each, column `form`).  --trace 1 prints rank
+ * 0's host timeline of the last forward and the last backward at each N
+ * (what the host had just done, when: the library's dist_debug_trace), to
+ * place time the shares leave unexplained. */
 #include "build_info.h"
+#include "dist/dist_internal.h" /* dist_debug_trace */
 #include "flashcl_mpi.h"
 
 #include <math.h>
@@ -173,6 +178,23 @@ static sample measure(fcl_mpi *m, int backward, const fcl_mpi_desc *d, void **a,
     return s;
 }
 
+/* --trace: rank 0's host timeline of its last call, one line a mark, with
+ * the time since the mark before. */
+static void print_trace(const fcl_mpi *m, const char *pass, size_t n)
+{
+    if (g_rank != 0)
+        return;
+    const dist_mark *marks = NULL;
+    const int count = dist_debug_trace(m, &marks);
+    printf("trace %s N %zu, rank 0 (step -1: outside the ring; step = ranks: the last hop):\n",
+           pass, n);
+    for (int i = 0; i < count; ++i)
+        printf("trace   %9.3f ms  +%9.3f ms  step %2d  %s\n", 1e3 * marks[i].at,
+               1e3 * (marks[i].at - (i > 0 ? marks[i - 1].at : 0)), marks[i].step,
+               marks[i].what);
+    fflush(stdout);
+}
+
 /* Rank 0's progress on stderr, seconds since the start: a run cut short by
  * its time limit (4M tokens: minutes a call) still says how far it got. */
 static double g_start;
@@ -297,7 +319,7 @@ int main(int argc, char **argv)
     const char *seqlens = "131072,524288", *out_path = NULL, *sharding = "zigzag";
     size_t heads = 8, head_dim = 128;
     fcl_dtype dtype = FCL_DTYPE_FP16;
-    int causal = 1, reps = 3;
+    int causal = 1, reps = 3, trace = 0;
     int warmup_each = 0; /* 1: warm up before every N; 0: before the first (then -1) */
     const char *form = "host";
     size_t probe_bytes = 0;
@@ -314,6 +336,7 @@ int main(int argc, char **argv)
         else if (strcmp(k, "--warmup") == 0) warmup_each = strcmp(v, "each") == 0;
         else if (strcmp(k, "--form") == 0) form = v;
         else if (strcmp(k, "--probe-comm") == 0) probe_bytes = strtoull(v, NULL, 10);
+        else if (strcmp(k, "--trace") == 0) trace = atoi(v);
     }
     if (reps < 1 || reps > 32)
         reps = 3;
@@ -405,12 +428,16 @@ int main(int argc, char **argv)
                 fw[r] = measure(m, 0, &d, a, lse, dev);
                 stamp("forward", n, fw[r].seconds);
             }
+            if (trace)
+                print_trace(m, "forward", n);
             if (warmup_each >= 0)
                 stamp("backward warm-up", n, measure(m, 1, &d, a, lse, dev).seconds);
             for (int r = 0; r < reps; ++r) {
                 bw[r] = measure(m, 1, &d, a, lse, dev);
                 stamp("backward", n, bw[r].seconds);
             }
+            if (trace)
+                print_trace(m, "backward", n);
             qsort(fw, (size_t)reps, sizeof fw[0], cmp_sample);
             qsort(bw, (size_t)reps, sizeof bw[0], cmp_sample);
             const sample f = fw[reps / 2], b = bw[reps / 2];

@@ -440,7 +440,8 @@ for step in $steps; do
       # FLASHCL_MPI_COPY_THREADS, flashcl_mpi's own copies within the host by that many
       # threads (0: MPI's transport; empty: the library's default, 8); MPI_WARMUP:
       # flashcl-bench-mpi's --warmup (each: a warm-up call before every N, so
-      # the handle's buffers grown for a new N are not timed)
+      # the handle's buffers grown for a new N are not timed); MPI_TRACE=1: rank 0's
+      # host timeline of the last forward and backward at each N (--trace)
       C=$PWD/.carry/mpi
       if [ ! -x "$C/usr/bin/mpirun.openmpi" ]; then echo "no $C: run bash bench/carry_mpi.sh first"; continue; fi
       mpi_env=(env OPAL_PREFIX="$C/usr" PATH="$C/usr/bin:$PATH" NCCL_NVLS_ENABLE=0
@@ -506,7 +507,8 @@ for step in $steps; do
           [ "$t" -lt 20 ] && { echo "mpi run '$run' (copies $ct): no time left"; continue; }
           "${mpi_env[@]}" FLASHCL_MPI_COPY_THREADS="$ct" timeout "$t" mpirun.openmpi -np "$np" \
             --bind-to none "$B/bench/flashcl-bench-mpi" --seqlens "$seqlens" --reps "$reps" \
-            --form "${MPI_FORM:-both}" --warmup "${MPI_WARMUP:-first}" --out "$f" 2>&1 \
+            --form "${MPI_FORM:-both}" --warmup "${MPI_WARMUP:-first}" --out "$f" \
+            ${MPI_TRACE:+--trace 1} 2>&1 \
             | tee -a "$OUT/mpi.txt"
           files="$files $f"
         done

@@ -21,7 +21,7 @@
  * result, so they differ by at most twice the ring's.  With one rank the
  * calls are the plain ones: bitwise equal. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
-#include "dist/dist_internal.h" /* dist_debug_set_bounds */
+#include "dist/dist_internal.h" /* dist_debug_set_bounds, dist_debug_trace */
 #include "flashcl_mpi.h"
 #include "reference.h"
 #include "test_support.h"
@@ -597,6 +597,28 @@ static void check_copy_timing(fcl_mpi *h, const fcl_mpi_desc *d, int backward, c
            "%s: last hop %g s, wait %g s", what, t.home_seconds, t.wait_seconds);
 }
 
+/* The last call's host timeline (dist_debug_trace): in time order, within
+ * the call, ending with the call's end; with more than one rank every
+ * step has its "device done", and the backward's last hop ends "home". */
+static void check_trace(fcl_mpi *h, int backward, const char *what)
+{
+    const dist_mark *marks = NULL;
+    const int n = dist_debug_trace(h, &marks);
+    fcl_mpi_timing t;
+    EXPECT(fcl_mpi_last_timing(h, &t) == FCL_OK, "%s: last timing", what);
+    int ordered = n > 0, done = 0, home = 0;
+    for (int i = 0; i < n; ++i) {
+        ordered &= marks[i].at >= (i > 0 ? marks[i - 1].at : 0) && marks[i].at <= t.total_seconds;
+        done += strcmp(marks[i].what, "device done") == 0;
+        home += strcmp(marks[i].what, "home") == 0 && marks[i].step == g_size;
+    }
+    EXPECT(ordered && strcmp(marks[n - 1].what, "call done") == 0,
+           "%s: %d marks out of order or not ending the call", what, n);
+    if (g_size > 1)
+        EXPECT(done == g_size && home == backward, "%s: %d steps done, %d last hops in the trace",
+               what, done, home);
+}
+
 /* A forward and a backward on a handle whose context records profiling,
  * and one on g_m, which does not. */
 static void timeline_checks(void)
@@ -630,6 +652,7 @@ static void timeline_checks(void)
         if (st == FCL_OK) {
             check_device_timing(handles[h], h == 0, what);
             check_copy_timing(handles[h], &d, 0, what);
+            check_trace(handles[h], 0, what);
         }
         if (st == FCL_OK)
             st = fcl_mpi_attention_backward_host(handles[h], &d, a[0], a[1], a[2], a[3], lse,
@@ -638,6 +661,7 @@ static void timeline_checks(void)
         if (st == FCL_OK) {
             check_device_timing(handles[h], h == 0, what);
             check_copy_timing(handles[h], &d, 1, what);
+            check_trace(handles[h], 1, what);
         }
     }
     fcl_mpi_destroy(prof);

@@ -92,6 +92,8 @@ fcl_status dist_begin(fcl_mpi *m, const fcl_mpi_desc *desc, dist_op op, const di
 {
     memset(&m->timing, 0, sizeof m->timing);
     m->call_start = dist_now();
+    m->trace_count = 0;
+    m->trace_step = -1; /* outside the ring */
     const fcl_mpi_desc none = {0};
     const fcl_mpi_desc *d = desc != NULL ? desc : &none; /* a NULL desc is all zeros */
     fcl_status st = desc == NULL ? FCL_ERROR_NULL_ARGUMENT : dist_check_args(io, op);
@@ -101,11 +103,15 @@ fcl_status dist_begin(fcl_mpi *m, const fcl_mpi_desc *desc, dist_op op, const di
         st = dist_check_buffers(m, s, op, io);
     if (st == FCL_OK && m->size > 1)
         st = get(m, s, buffers);
-    return dist_agree(m, d, op, st);
+    st = dist_agree(m, d, op, st);
+    dist_mark_now(m, "checks agreed, buffers in hand");
+    return st;
 }
 
 fcl_status dist_done(fcl_mpi *m, fcl_status st)
 {
+    m->trace_step = -1;
+    dist_mark_now(m, "call done");
     m->timing.total_seconds = dist_now() - m->call_start;
     return st;
 }

@@ -165,8 +165,10 @@ static fcl_status backward_pass_on(fcl_mpi *m, const dist_shape *s, backward_buf
         DIST_TRY(backward_finish_sum(m, s, b, b->dkv_step[t % 2], owner_rows));
     cl_mem from = last ? b->dkv_final : b->dkv_step[t % 2];
     DIST_TRY(clFinish(queue));
+    dist_mark_now(m, "sum added");
     /* acc_in's upload is over before its next message arrives */
     DIST_TRY(clFinish(m->copy_queue));
+    dist_mark_now(m, "copy queue idle");
     DIST_TRY(dist_read(m, m->copy_queue, from, CL_FALSE, 0, bytes, b->acc_out, 0, NULL,
                        &b->acc_out_ready));
     return clFlush(m->copy_queue);
@@ -263,11 +265,14 @@ static fcl_status backward_ring(fcl_mpi *m, const dist_shape *s, backward_buffer
     const size_t acc_bytes = sum_bytes(b);
     dist_stamps stamps = {NULL, NULL, 0};
     /* A rank that failed keeps passing messages (see the forward). */
+    dist_mark_now(m, "ring start");
     for (int t = 0; t < m->size; ++t) {
+        m->trace_step = t;
         dist_messages msg = {.count = 0};
         fcl_status sent = dist_kv_post(m, s, &b->kv, t, &msg);
         if (t > 0 && sent == FCL_OK) /* the previous step's sum on, this one's in */
             sent = post_sum(m, b, &msg, acc_bytes, acc_bytes);
+        dist_mark_now(m, "messages posted");
         if (st == FCL_OK)
             st = dist_after_upload(m, &b->kv.ready); /* this step's shard is in */
         if (st == FCL_OK)
@@ -276,6 +281,7 @@ static fcl_status backward_ring(fcl_mpi *m, const dist_shape *s, backward_buffer
             st = backward_step(m, s, b, t);
         if (st == FCL_OK)
             st = dist_stamp_end(m, &stamps);
+        dist_mark_now(m, "step enqueued");
         /* while the device computes: the next shard, and the sum that came
          * with this one, to the device */
         dist_upload up[DIST_MAX_UPLOADS];
@@ -287,8 +293,11 @@ static fcl_status backward_ring(fcl_mpi *m, const dist_shape *s, backward_buffer
         dist_stamps_add(m, &stamps);
         if (st == FCL_OK)
             st = backward_pass_on(m, s, b, t);
+        dist_mark_now(m, "sum read enqueued");
     }
+    m->trace_step = m->size; /* the last hop */
     dist_kv_end(m, &b->kv);
+    dist_mark_now(m, "copy queue done");
     if (b->acc_ready != NULL)
         clReleaseEvent(b->acc_ready);
     b->acc_ready = NULL;
@@ -300,6 +309,7 @@ static fcl_status backward_ring(fcl_mpi *m, const dist_shape *s, backward_buffer
                                      final_bytes(s, s->rows));
     const fcl_status waited = dist_finish_step(m, &msg, 0, NULL, 0);
     m->timing.home_seconds = m->timing.wait_seconds - waited_before;
+    dist_mark_now(m, "home");
     st = st != FCL_OK ? st : sent != FCL_OK ? sent : waited;
     if (b->acc_out_ready != NULL) /* left by a failure */
         clReleaseEvent(b->acc_out_ready);

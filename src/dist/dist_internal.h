@@ -72,6 +72,17 @@ typedef struct dist_buffer {
     void *host;                   /* staging slots: the mapped pointer */
 } dist_buffer;
 
+/* One point of the host's timeline of the last call (dist_mark_now): what
+ * the host had just done, at which ring step (the number of ranks: the
+ * backward's last hop; -1 outside the ring), and when, in seconds from
+ * the call's start. */
+typedef struct dist_mark {
+    const char *what;
+    int step;
+    double at;
+} dist_mark;
+enum { DIST_TRACE_MARKS = 128 };
+
 struct fcl_mpi {
     MPI_Comm comm;
     int rank, size, local_rank;
@@ -90,6 +101,10 @@ struct fcl_mpi {
     size_t launch_rows;           /* the most rows one launch of dist.cl covers (its
                                      work-items loop over the rest) */
     size_t command_bytes;         /* the most bytes one fill or transfer moves */
+    dist_mark trace[DIST_TRACE_MARKS]; /* the last call's host timeline (dist_begin empties
+                                          it; once full, each mark replaces the last) */
+    int trace_count;
+    int trace_step;               /* the ring step the next marks belong to */
 };
 
 /* Bounds on one command, whatever the shard's size (fcl_mpi_create sets
@@ -104,6 +119,15 @@ enum { DIST_LAUNCH_ROWS = 1 << 16 };
 /* Test hook: smaller bounds (0 keeps one), so that the loops they cause
  * run at the tests' sizes. */
 void dist_debug_set_bounds(fcl_mpi *m, size_t launch_rows, size_t command_bytes);
+
+/* The host's timeline of the last call, for benchmarks that link the
+ * library's objects (flashcl-bench-mpi --trace): dist_mark_now records
+ * that the host has just done `what` in step m->trace_step;
+ * dist_debug_trace points *marks at the last call's marks and returns
+ * their count.  Where fcl_mpi_timing's shares leave time unexplained, this
+ * says which of the host's waits holds it. */
+void dist_mark_now(fcl_mpi *m, const char *what);
+int dist_debug_trace(const fcl_mpi *m, const dist_mark **marks);
 
 /* The ring's neighbours: this rank sends to the next and receives from the
  * previous. */

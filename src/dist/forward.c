@@ -98,9 +98,12 @@ static fcl_status forward_ring(fcl_mpi *m, const dist_shape *s, forward_buffers 
     /* A rank that failed keeps passing messages, so that nobody waits for
      * one that never comes; the status is shared at the end. */
     dist_stamps stamps = {NULL, NULL, 0};
+    dist_mark_now(m, "ring start");
     for (int t = 0; t < m->size; ++t) {
+        m->trace_step = t;
         dist_messages msg = {.count = 0};
         fcl_status sent = dist_kv_post(m, s, &b->kv, t, &msg);
+        dist_mark_now(m, "messages posted");
         if (st == FCL_OK)
             st = dist_after_upload(m, &b->kv.ready); /* this step's shard is in */
         if (st == FCL_OK)
@@ -109,6 +112,7 @@ static fcl_status forward_ring(fcl_mpi *m, const dist_shape *s, forward_buffers 
             st = forward_step(m, s, b, q, t);
         if (st == FCL_OK)
             st = dist_stamp_end(m, &stamps);
+        dist_mark_now(m, "step enqueued");
         dist_upload up[DIST_MAX_UPLOADS];
         const int n = dist_kv_upload(s, &b->kv, t, &up[0]);
         const fcl_status waited = dist_finish_step(m, &msg, st == FCL_OK, up, n);
@@ -116,6 +120,7 @@ static fcl_status forward_ring(fcl_mpi *m, const dist_shape *s, forward_buffers 
         dist_stamps_add(m, &stamps);
     }
     dist_kv_end(m, &b->kv);
+    dist_mark_now(m, "copy queue done");
     m->timing.ring_seconds = dist_now() - ring_start;
     m->timing.steps = m->size;
     return st;

@@ -215,6 +215,19 @@ void dist_stamps_add(fcl_mpi *m, dist_stamps *st)
     }
 }
 
+void dist_mark_now(fcl_mpi *m, const char *what)
+{
+    /* full: the newest mark replaces the last, so the call's end is kept */
+    const int at = m->trace_count < DIST_TRACE_MARKS ? m->trace_count++ : DIST_TRACE_MARKS - 1;
+    m->trace[at] = (dist_mark){what, m->trace_step, dist_now() - m->call_start};
+}
+
+int dist_debug_trace(const fcl_mpi *m, const dist_mark **marks)
+{
+    *marks = m->trace;
+    return m->trace_count;
+}
+
 void dist_debug_set_bounds(fcl_mpi *m, size_t launch_rows, size_t command_bytes)
 {
     if (m == NULL)
@@ -567,6 +580,7 @@ fcl_status dist_finish_step(fcl_mpi *m, dist_messages *msg, int device_ok,
                     st = err != CL_SUCCESS ? err : status < 0 ? status : FCL_OK;
                 device_done = 1;
                 device_end = dist_now();
+                dist_mark_now(m, "device seen done, messages not");
                 continue;
             }
         }
@@ -574,6 +588,7 @@ fcl_status dist_finish_step(fcl_mpi *m, dist_messages *msg, int device_ok,
         nanosleep(&pause, NULL);
     }
     const double messages_end = dist_now();
+    dist_mark_now(m, "messages in");
     if (msg->count > 0 && messages_end > device_end && device_done)
         m->timing.wait_seconds += messages_end - device_end;
     msg->count = 0;
@@ -586,6 +601,7 @@ fcl_status dist_finish_step(fcl_mpi *m, dist_messages *msg, int device_ok,
         if (err != CL_SUCCESS && st == FCL_OK)
             st = err;
         clReleaseEvent(marker);
+        dist_mark_now(m, "device done");
     }
     return st;
 }
