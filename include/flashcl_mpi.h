@@ -372,7 +372,8 @@ FCL_API fcl_status fcl_mpi_attention_backward(fcl_mpi *m, const fcl_mpi_desc *de
  * copy_seconds and copy_bytes count the ranks' own copies
  * (fcl_mpi_copy_threads() > 0): the time this rank spent reading messages
  * from the previous rank's memory and the bytes it read, every message of
- * the call (K/V shards, dK/dV sums); both 0 with MPI's transport. */
+ * the call (K/V shards, dK/dV sums); both 0 with MPI's transport and
+ * with one rank. */
 typedef struct fcl_mpi_timing {
     double total_seconds;         /* the whole call, checks and copies included */
     double ring_seconds;          /* the ring steps */
@@ -383,7 +384,7 @@ typedef struct fcl_mpi_timing {
     double device_gap_seconds;    /* the device's time between one step's end and the
                                      next one's inputs being in, summed */
     double home_seconds;          /* of wait_seconds: the backward's last hop (0 in the
-                                     forward) */
+                                     forward and with one rank) */
     double copy_seconds;          /* the ranks' own copies: time reading messages */
     size_t copy_bytes;            /* ... and the bytes read */
 } fcl_mpi_timing;
