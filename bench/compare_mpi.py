@@ -28,7 +28,8 @@ def split(r, kind, ranks):
     device = float(r.get(f"{kind}_device_share") or "nan")
     if device == device:  # the device's own timeline of the compute share
         gap = float(r[f"{kind}_gap_share"])
-        text += f" (device {100 * device:.1f}% / gaps {100 * gap:.1f}%)"
+        host = 1 - wait - stage - device - gap  # in no step and waiting on no message
+        text += f" (device {100 * device:.1f}% / gaps {100 * gap:.1f}% / host {100 * host:.1f}%)"
     home = float(r.get(f"{kind}_home_share") or "nan")
     if home == home:  # the backward's last hop, of its wait
         text += f"; last hop {100 * home:.1f}%"
@@ -59,7 +60,9 @@ def main():
            "host, the own shard's load, the final write: `stage`); where the run recorded the "
            "device's own timeline, the compute share is split again into the steps' device work "
            "(from a step's K/V shard on the device to its last kernel's end) and the device's "
-           "time between steps (waiting for the next shard's upload, the sums' adds); the "
+           "time between steps (waiting for the next shard's upload, the sums' adds), and what "
+           "is left is `host`: time in no step on the device and waiting on no message (before "
+           "the first step, after the last; flashcl-bench-mpi --trace places it); the "
            "backward's `last hop` is the part of its wait spent sending the finished dK/dV sums "
            "home after the last step, and `copies` the rate of the ranks' own copies (where they "
            "moved the messages); one rank is the plain call.", "",
