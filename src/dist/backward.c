@@ -296,13 +296,12 @@ static fcl_status backward_ring(fcl_mpi *m, const dist_shape *s, backward_buffer
         dist_mark_now(m, "sum read enqueued");
     }
     m->trace_step = m->size; /* the last hop */
-    dist_kv_end(m, &b->kv);
-    dist_mark_now(m, "copy queue done");
     if (b->acc_ready != NULL)
         clReleaseEvent(b->acc_ready);
     b->acc_ready = NULL;
     /* The last sums go home, rounded: shard rank + 1's to the next rank,
-     * ours from the previous. */
+     * ours from the previous.  The copy queue is waited for after it, so
+     * that the wait for the last sum's read counts in the last hop. */
     dist_messages msg = {.count = 0};
     const double waited_before = m->timing.wait_seconds;
     const fcl_status sent = post_sum(m, b, &msg, final_bytes(s, rows_in_hand(s, m->size - 1)),
@@ -310,6 +309,8 @@ static fcl_status backward_ring(fcl_mpi *m, const dist_shape *s, backward_buffer
     const fcl_status waited = dist_finish_step(m, &msg, 0, NULL, 0);
     m->timing.home_seconds = m->timing.wait_seconds - waited_before;
     dist_mark_now(m, "home");
+    dist_kv_end(m, &b->kv);
+    dist_mark_now(m, "copy queue done");
     st = st != FCL_OK ? st : sent != FCL_OK ? sent : waited;
     if (b->acc_out_ready != NULL) /* left by a failure */
         clReleaseEvent(b->acc_out_ready);
