@@ -792,13 +792,16 @@ FCL_API fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_d
  * over the query heads that share a K/V head.  The N x N matrices are never
  * stored: P is recomputed tile by tile from Q, K and LSE.  Extra device
  * memory: one fp32 value per query row (batch*heads_q*seqlen_q floats;
- * total_q rows for packed sequences), taken for the call and released
- * after it.  Deterministic: the same inputs give bitwise the same
+ * total_q rows for packed sequences) in a workspace the context keeps
+ * between calls and grows when a call needs more (counted by
+ * fcl_context_memory_stats; the call that grows it may wait for the queue
+ * once), so that the call returns without waiting for the device.
+ * Deterministic: the same inputs give bitwise the same
  * gradients.  (FLASHCL_BACKWARD_DQ in the environment selects other forms
  * of the tensor-core backward for measurements, README.md: with "ordered"
  * or "any-order" the extra memory is head_dim + 1 fp32 values per query
- * row, and "any-order" is not repeatable; either form runs on the Hopper
- * piece below too.)  On an NVIDIA sm_90
+ * row, kept as that workspace is, and "any-order" is not repeatable; either
+ * form runs on the Hopper piece below too.)  On an NVIDIA sm_90
  * device both backward kernels (dK/dV and dQ) of fp16 or bf16 at head_dim
  * 64 or 128 run on the Hopper piece, "nvidia-wgmma" in their plans (on an
  * H100 1.02-1.41x the mma.sync piece, NOTES.md run 40): the same outputs
@@ -1212,8 +1215,9 @@ FCL_API fcl_status fcl_kvcache_plan_query(fcl_context *ctx, const fcl_kvcache_de
  * (bound where a call leaves out an optional array, so that no kernel gets
  * a NULL argument), counted here too.  Workspaces a context keeps between
  * calls (split-KV's partials, KV-cache rotary's rotated Q, the Hopper
- * forward's tensor maps, FP8's widened K and V or its products' tiles: see
- * the calls) are counted as they are made. */
+ * forward's tensor maps, FP8's widened K and V or its products' tiles, the
+ * backward's per-row sums: see the calls) are counted as they are made and
+ * released with the context. */
 typedef struct fcl_memory_stats {
     uint64_t allocations;          /* buffers created */
     uint64_t current_bytes;        /* live now */

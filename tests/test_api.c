@@ -269,7 +269,13 @@ static void test_no_quadratic_buffers(void **state)
     assert_true(m.allocations >= (delta > 0 ? 1u : 0u));                 /* delta was counted */
     assert_true(m.largest_bytes < (uint64_t)N * N);                      /* not even one byte per score */
     assert_int_equal(m.peak_bytes, kept + delta + scratch);              /* delta, split scratch */
-    assert_int_equal(m.current_bytes, kept + scratch);                   /* delta released */
+    assert_int_equal(m.current_bytes, kept + delta + scratch);           /* both kept */
+    /* the same call again: the workspaces are reused, nothing new is made */
+    fcl_context_reset_memory_stats(ctx);
+    assert_true(fa_check_backward(ctx, &c, &r));
+    assert_int_equal(fcl_context_memory_stats(ctx, &m), FCL_OK);
+    assert_int_equal(m.allocations, 0);
+    assert_int_equal(m.current_bytes, kept + delta + scratch);
     fcl_context_destroy(ctx);
 }
 

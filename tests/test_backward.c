@@ -191,6 +191,87 @@ static void test_bitwise_repeatable(void **state)
     assert_true(fa_check_deterministic(ctx, &c, 1));
 }
 
+/* A caller's out-of-order queue: two backward calls enqueued one after
+ * the other with no event between them share the context's workspace
+ * (delta), so each must wait for the one before (fcl_scratch_wait_list).
+ * Their gradients must be bitwise those of the same call run alone
+ * (the backward is deterministic); were the workspace unguarded, the second
+ * call's delta could overwrite the first's while its kernels read it. */
+static void test_out_of_order_queue(void **state)
+{
+    (void)state;
+    cl_command_queue q = NULL;
+    fcl_context *ooo = NULL;
+    const int made = test_out_of_order_context(ctx, &q, &ooo);
+    assert_true(made >= 0);
+    if (made == 0)
+        return;
+    enum { B = 1, H = 2, N = 192, D = 32, CALLS = 3, IN = 6, OUT = 3, ROUNDS = 4 };
+    const size_t n = (size_t)B * N * H * D, rows = (size_t)B * H * N;
+    fcl_attention_desc d;
+    fcl_attention_desc_init(&d, B, H, H, N, N, D, FCL_DTYPE_FP32, FCL_LAYOUT_BSHD);
+    d.causal = 1;
+    const cl_context clc = fcl_context_cl_context(ooo);
+    const cl_command_queue queue = fcl_context_cl_queue(ooo);
+    cl_mem in[CALLS][IN], out[CALLS][OUT];
+    float *alone[CALLS][OUT], *host = malloc(n * sizeof *host);
+    rng r = {4242};
+    cl_int err = CL_SUCCESS;
+    for (int c = 0; c < CALLS; ++c) {
+        for (int i = 0; i < IN; ++i) { /* q, k, v, dout random; o, lse from the forward */
+            const size_t bytes = (i == 5 ? rows : n) * sizeof(float);
+            for (size_t j = 0; j < n; ++j)
+                host[j] = (float)rng_normal(&r);
+            in[c][i] = clCreateBuffer(clc, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, host,
+                                      &err);
+            assert_int_equal(err, CL_SUCCESS);
+        }
+        assert_int_equal(fcl_attention_forward(ooo, &d, in[c][0], in[c][1], in[c][2], in[c][4],
+                                               in[c][5], 0, NULL, NULL),
+                         FCL_OK);
+        assert_int_equal(clFinish(queue), CL_SUCCESS);
+        for (int i = 0; i < OUT; ++i) {
+            out[c][i] = clCreateBuffer(clc, CL_MEM_READ_WRITE, n * sizeof(float), NULL, &err);
+            assert_int_equal(err, CL_SUCCESS);
+            alone[c][i] = malloc(n * sizeof(float));
+        }
+    }
+    for (int round = 0; round < ROUNDS; ++round) { /* alone, then the calls back to back */
+        for (int c = 0; c < CALLS; ++c) {
+            assert_int_equal(fcl_attention_backward(ooo, &d, in[c][0], in[c][1], in[c][2],
+                                                    in[c][4], in[c][5], in[c][3], out[c][0],
+                                                    out[c][1], out[c][2], 0, NULL, NULL),
+                             FCL_OK);
+            if (round == 0)
+                assert_int_equal(clFinish(queue), CL_SUCCESS);
+        }
+        assert_int_equal(clFinish(queue), CL_SUCCESS);
+        for (int c = 0; c < CALLS; ++c)
+            for (int i = 0; i < OUT; ++i) {
+                float *got = round == 0 ? alone[c][i] : host;
+                assert_int_equal(clEnqueueReadBuffer(queue, out[c][i], CL_TRUE, 0,
+                                                     n * sizeof(float), got, 0, NULL, NULL),
+                                 CL_SUCCESS);
+                if (round > 0)
+                    assert_memory_equal(host, alone[c][i], n * sizeof(float));
+                const cl_float zero = 0.0f; /* the next round writes them again */
+                assert_int_equal(clEnqueueFillBuffer(queue, out[c][i], &zero, sizeof zero, 0,
+                                                     n * sizeof(float), 0, NULL, NULL),
+                                 CL_SUCCESS);
+                assert_int_equal(clFinish(queue), CL_SUCCESS);
+            }
+    }
+    for (int c = 0; c < CALLS; ++c) {
+        for (int i = 0; i < IN; ++i)
+            clReleaseMemObject(in[c][i]);
+        for (int i = 0; i < OUT; ++i)
+            clReleaseMemObject(out[c][i]), free(alone[c][i]);
+    }
+    free(host);
+    fcl_context_destroy(ooo);
+    clReleaseCommandQueue(q);
+}
+
 /* L = sum(O * dO) as a function of one input, in float64. */
 static double loss(const ref_problem *p, const double *q, const double *k, const double *v,
                    const double *dout, size_t nq)
@@ -344,6 +425,7 @@ int main(void)
         cmocka_unit_test(test_fully_masked_rows),
         cmocka_unit_test(test_large_scores),
         cmocka_unit_test(test_bitwise_repeatable),
+        cmocka_unit_test(test_out_of_order_queue),
         cmocka_unit_test(test_value_head_dim),
         cmocka_unit_test(test_finite_differences),
         cmocka_unit_test(test_packed_qkv_gradients),

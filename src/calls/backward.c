@@ -269,12 +269,14 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
     FCL_TRY(fcl_loop_check(ctx, &r_dkdv[0]->plan.pub,
                            fcl_backward_loop_outer(desc, FCL_KERNEL_BACKWARD_DKDV)));
 
-    fcl_status st = FCL_OK;
+    /* delta (and the fused dQ's sums) in workspaces the context keeps:
+     * a buffer made and released by each call made NVIDIA's driver wait at
+     * the release for every kernel queued before it, so the call held the
+     * host for the device's work (NOTES.md, run 57). */
     const size_t batch = desc->varlen ? 1 : desc->batch;
     const size_t rows = batch * desc->heads_q * (size_t)var.lse_rows;
-    const size_t delta_bytes = rows * sizeof(float);
-    cl_mem delta = fcl_buffer_create(ctx, CL_MEM_READ_WRITE, delta_bytes, NULL, &st);
-    FCL_TRY(st);
+    cl_mem delta = NULL;
+    FCL_TRY(fcl_scratch_get(ctx, FCL_SCRATCH_DELTA, rows * sizeof(float), &delta));
     backward_call call = {desc, &var, q, k, v, o, lse, dout, dq, dk, dv, delta,
                           NULL, NULL, 0, 0, var.sinks, dsinks};
     size_t acc_bytes = 0, sem_bytes = 0;
@@ -289,25 +291,28 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
         sem_bytes = (heads * per_head + 1) * sizeof(cl_int);
         call.sem_per_head = (int)per_head;
         call.failed_at = (int64_t)(heads * per_head);
-        call.dq_acc = fcl_buffer_create(ctx, CL_MEM_READ_WRITE, acc_bytes, NULL, &st);
-        if (st == FCL_OK)
-            call.dq_sem = fcl_buffer_create(ctx, CL_MEM_READ_WRITE, sem_bytes, NULL, &st);
+        FCL_TRY(fcl_scratch_get(ctx, FCL_SCRATCH_DQ_ACC, acc_bytes, &call.dq_acc));
+        FCL_TRY(fcl_scratch_get(ctx, FCL_SCRATCH_DQ_SEM, sem_bytes, &call.dq_sem));
     }
+    /* on a caller's out-of-order queue, after the last call that used the
+     * workspaces */
+    fcl_wait wait;
+    FCL_TRY(fcl_scratch_wait_list(ctx, num_wait, wait_list, &wait));
     /* Events chain the kernels, so a caller's out-of-order queue works too:
      * delta (and the zeroed sums), then dQ and the dK/dV launches, or the
      * fused launch and the dQ store; the sinks' gradient after delta. */
+    fcl_status st = FCL_OK;
     cl_event ev_start[4] = {NULL, NULL, NULL, NULL}, ev_parts[4] = {NULL, NULL, NULL, NULL};
     cl_uint starts = 0, parts = 0;
-    if (st == FCL_OK)
-        st = enqueue_delta(ctx, r_dq, &call, num_wait, wait_list, &ev_start[starts++]);
+    st = enqueue_delta(ctx, r_dq, &call, wait.count, wait.list, &ev_start[starts++]);
     if (st == FCL_OK && bb.fused_dq) {
         const cl_float zero = 0.0f;
         const cl_int none = 0;
         st = clEnqueueFillBuffer(ctx->queue, call.dq_acc, &zero, sizeof zero, 0, acc_bytes,
-                                 num_wait, wait_list, &ev_start[starts++]);
+                                 wait.count, wait.list, &ev_start[starts++]);
         if (st == FCL_OK)
             st = clEnqueueFillBuffer(ctx->queue, call.dq_sem, &none, sizeof none, 0, sem_bytes,
-                                     num_wait, wait_list, &ev_start[starts++]);
+                                     wait.count, wait.list, &ev_start[starts++]);
         cl_event ev_fused = NULL;
         if (st == FCL_OK)
             st = fcl_launch(ctx, r_dkdv[0], set_dkdv_args, &call, starts, ev_start, &ev_fused);
@@ -323,20 +328,39 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
     }
     if (st == FCL_OK && dsinks != NULL)
         st = enqueue_sink_grad(ctx, r_dq, &call, &ev_start[0], &ev_parts[parts++]);
-    if (st == FCL_OK && event != NULL)
-        st = clEnqueueMarkerWithWaitList(ctx->queue, parts, ev_parts, event);
+    free(wait.owned);
+    /* The end of every command enqueued (the workspaces are busy until
+     * then, also after a later step failed), when a caller's event or an
+     * out-of-order queue needs it. */
+    cl_event last = NULL;
+    const bool track = !ctx->queue_in_order;
+    cl_uint ended = 0;
+    const cl_event *ends = ev_parts;
+    for (cl_uint i = 0; i < parts && ev_parts[i] != NULL; ++i)
+        ended = i + 1;
+    if (ended == 0) { /* nothing past the start commands */
+        ends = ev_start;
+        for (cl_uint i = 0; i < starts && ev_start[i] != NULL; ++i)
+            ended = i + 1;
+    }
+    if ((track || (st == FCL_OK && event != NULL)) && ended > 0) {
+        const fcl_status marked = clEnqueueMarkerWithWaitList(ctx->queue, ended, ends, &last);
+        st = st != FCL_OK ? st : marked;
+    }
+    if (track && last != NULL)
+        fcl_scratch_used_until(ctx, last);
+    if (st == FCL_OK && event != NULL) {
+        *event = last;
+        last = NULL;
+    }
+    if (last != NULL)
+        clReleaseEvent(last);
     for (int i = 0; i < 4; ++i) {
         if (ev_parts[i] != NULL)
             clReleaseEvent(ev_parts[i]);
         if (ev_start[i] != NULL)
             clReleaseEvent(ev_start[i]);
     }
-    /* Released now, freed by OpenCL once the kernels using them are done. */
-    fcl_buffer_release(ctx, delta, delta_bytes);
-    if (call.dq_acc != NULL)
-        fcl_buffer_release(ctx, call.dq_acc, acc_bytes);
-    if (call.dq_sem != NULL)
-        fcl_buffer_release(ctx, call.dq_sem, sem_bytes);
     return st;
 }
 

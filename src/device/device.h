@@ -70,6 +70,9 @@ typedef enum fcl_scratch_slot {
     FCL_SCRATCH_TENSOR_MAPS,      /* the wgmma forward: each work-group's K and V tensor maps */
     FCL_SCRATCH_WIDE_K,           /* the FP8 wgmma forward's K widened to fp16 (forward.c) */
     FCL_SCRATCH_WIDE_V,           /* ... and V (FP8 products: K's and V^T's tiles, bytes) */
+    FCL_SCRATCH_DELTA,            /* the backward's rowsum(dO * O), fp32 (backward.c) */
+    FCL_SCRATCH_DQ_ACC,           /* the fused dQ's fp32 sums (FLASHCL_BACKWARD_DQ) */
+    FCL_SCRATCH_DQ_SEM,           /* ... its counters per Q block and failure flag */
     FCL_SCRATCH_COUNT
 } fcl_scratch_slot;
 
