@@ -50,6 +50,9 @@ def main():
             threads = int(r.get("copy_threads") or 0)
             if threads > 0:  # the ranks' own copies (FLASHCL_MPI_COPY_THREADS)
                 form += f", {threads}-thread copies"
+                piece = int(r.get("upload_piece") or 0)
+                if piece > 0:  # uploads streamed as read (FLASHCL_MPI_UPLOAD_PIECE)
+                    form += f", uploads in {piece / 2**20:g} MiB pieces"
             key = (form, int(r["N"]), int(r["ranks"]))
             rows.setdefault(key, r)  # the first file wins
     out = [f"device {meta.get('device')}, driver {meta.get('driver')}, commit {meta.get('commit')}, "

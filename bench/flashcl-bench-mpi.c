@@ -382,7 +382,7 @@ int main(int argc, char **argv)
                          "# ranks: %d\nranks,N,H,d,dtype,causal,sharding,fwd_s,bwd_s,fwd_wait_share,"
                          "bwd_wait_share,fwd_tflops,bwd_tflops,form,fwd_stage_share,bwd_stage_share,"
                          "copy_threads,fwd_device_share,fwd_gap_share,bwd_device_share,"
-                         "bwd_gap_share,bwd_home_share,fwd_copy_gbs,bwd_copy_gbs\n",
+                         "bwd_gap_share,bwd_home_share,fwd_copy_gbs,bwd_copy_gbs,upload_piece\n",
                     info.name, info.platform_name, info.driver_version, date, FCL_GIT_COMMIT, size);
     }
     for (const char *p = seqlens; *p; warmup_each = warmup_each > 0 ? 1 : -1) {
@@ -457,13 +457,13 @@ int main(int argc, char **argv)
                 if (out)
                     fprintf(out,
                             "%d,%zu,%zu,%zu,%s,%d,%s,%.6f,%.6f,%.4f,%.4f,%.3f,%.3f,%s,%.4f,%.4f,"
-                            "%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.2f,%.2f\n",
+                            "%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.2f,%.2f,%zu\n",
                             size, n, heads, head_dim, fcl_dtype_name(dtype), causal, sharding,
                             f.seconds, b.seconds, f.wait_share, b.wait_share,
                             flops / f.seconds * 1e-12, 2.5 * flops / b.seconds * 1e-12, name,
                             f.stage_share, b.stage_share, fcl_mpi_copy_threads(m),
                             f.device_share, f.gap_share, b.device_share, b.gap_share,
-                            b.home_share, f.copy_gbs, b.copy_gbs);
+                            b.home_share, f.copy_gbs, b.copy_gbs, dist_upload_piece_asked());
                 if (out)
                     fflush(out); /* a run cut short by its time limit keeps its rows */
             }

@@ -441,7 +441,10 @@ for step in $steps; do
       # threads (0: MPI's transport; empty: the library's default, 8); MPI_WARMUP:
       # flashcl-bench-mpi's --warmup (each: a warm-up call before every N, so
       # the handle's buffers grown for a new N are not timed); MPI_TRACE=1: rank 0's
-      # host timeline of the last forward and backward at each N (--trace)
+      # host timeline of the last forward and backward at each N (--trace);
+      # MPI_PIECE_AB="0 67108864": each run of more than one rank once per value of
+      # FLASHCL_MPI_UPLOAD_PIECE (0: uploads after the messages; else a copied message's
+      # upload in pieces of that many bytes as it is read), side by side
       C=$PWD/.carry/mpi
       if [ ! -x "$C/usr/bin/mpirun.openmpi" ]; then echo "no $C: run bash bench/carry_mpi.sh first"; continue; fi
       mpi_env=(env OPAL_PREFIX="$C/usr" PATH="$C/usr/bin:$PATH" NCCL_NVLS_ENABLE=0
@@ -500,17 +503,21 @@ for step in $steps; do
         read -r np seqlens reps <<< "$run"
         [ "$np" -gt "$gpus" ] && continue
         for ct in ${MPI_COPY_AB:-${MPI_COPY_THREADS:-8}}; do
-          ab=${MPI_COPY_AB:-$ct}
-          [ "$np" -eq 1 ] && [ "$ct" != "${ab%% *}" ] && continue # one rank: no messages
-          f="$OUT/mpi_np${np}_$(echo "$seqlens" | tr , _)${MPI_COPY_AB:+_c$ct}.csv"
+         for pc in ${MPI_PIECE_AB:-${MPI_UPLOAD_PIECE:-0}}; do
+          ab=${MPI_COPY_AB:-$ct} pab=${MPI_PIECE_AB:-$pc}
+          [ "$np" -eq 1 ] && { [ "$ct" != "${ab%% *}" ] || [ "$pc" != "${pab%% *}" ]; } \
+            && continue # one rank: no messages
+          f="$OUT/mpi_np${np}_$(echo "$seqlens" | tr , _)${MPI_COPY_AB:+_c$ct}${MPI_PIECE_AB:+_p$pc}.csv"
           t=$(mpi_left)
-          [ "$t" -lt 20 ] && { echo "mpi run '$run' (copies $ct): no time left"; continue; }
-          "${mpi_env[@]}" FLASHCL_MPI_COPY_THREADS="$ct" timeout "$t" mpirun.openmpi -np "$np" \
+          [ "$t" -lt 20 ] && { echo "mpi run '$run' (copies $ct, pieces $pc): no time left"; continue; }
+          "${mpi_env[@]}" FLASHCL_MPI_COPY_THREADS="$ct" FLASHCL_MPI_UPLOAD_PIECE="$pc" \
+            timeout "$t" mpirun.openmpi -np "$np" \
             --bind-to none "$B/bench/flashcl-bench-mpi" --seqlens "$seqlens" --reps "$reps" \
             --form "${MPI_FORM:-both}" --warmup "${MPI_WARMUP:-first}" --out "$f" \
             ${MPI_TRACE:+--trace 1} 2>&1 \
             | tee -a "$OUT/mpi.txt"
           files="$files $f"
+         done
         done
       done
       [ -n "$sampler" ] && kill "$sampler"

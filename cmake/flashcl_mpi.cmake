@@ -61,7 +61,9 @@ if(FLASHCL_BUILD_TESTS)
       OMPI_MCA_hwloc_base_binding_policy=none PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe)
   list(APPEND FCL_MPI_TEST_ENV FCL_TEST_POCL_CACHE=${PROJECT_BINARY_DIR}/tests/pocl-cache)
   # np1 and np2 move the messages by the ranks' own copies (the default:
-  # 8 threads); np3 by MPI (FLASHCL_MPI_COPY_THREADS=0); np3_copy by 3 threads
+  # 8 threads); np3 by MPI (FLASHCL_MPI_COPY_THREADS=0); np3_copy by 3 threads,
+  # each copied message's upload streamed in pieces of 4000 bytes
+  # (FLASHCL_MPI_UPLOAD_PIECE, flashcl_mpi.h)
   foreach(np 1 2 3)
     # three ranks on two cores is the slow one: the cases that need it most
     set(quick "")
@@ -80,7 +82,7 @@ if(FLASHCL_BUILD_TESTS)
     COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 3 ${MPIEXEC_PREFLAGS}
             $<TARGET_FILE:test_mpi> --quick ${MPIEXEC_POSTFLAGS})
   set_tests_properties(test_mpi_np3_copy PROPERTIES TIMEOUT 240
-                       ENVIRONMENT "${FCL_MPI_TEST_ENV};FLASHCL_MPI_COPY_THREADS=3")
+                       ENVIRONMENT "${FCL_MPI_TEST_ENV};FLASHCL_MPI_COPY_THREADS=3;FLASHCL_MPI_UPLOAD_PIECE=4000")
 endif()
 
 # ---- the benchmark ---------------------------------------------------------

@@ -197,6 +197,14 @@ typedef struct fcl_mpi fcl_mpi;
  * either way.  (On four H200s of one host Open MPI moved 3.2-4.9 GB/s
  * between the ranks and the ring waited on it for up to 62% of a step;
  * with 8 threads the waits were 0-6%: NOTES.md, runs 54 and 55.)
+ * FLASHCL_MPI_UPLOAD_PIECE, read from each rank's environment at each
+ * call, is a measurement switch for the ranks' own copies: a whole number
+ * of bytes (at least 1) sends each message that a step uploads to the
+ * device (the next K/V shard, the backward's incoming dK/dV sum) up in
+ * pieces of that size, each as soon as it is read, so that the upload
+ * runs beside the rest of the read; unset, empty, 0 or any other value:
+ * each upload starts once the step's messages are all in, as by default.
+ * Results are bitwise the same either way (NOTES.md, run 57).
  * MPI must be initialised.  Every rank returns the same status.
  * @return FCL_OK and *out; else *out is NULL: FCL_ERROR_NULL_ARGUMENT (out),
  *         FCL_ERROR_MPI (MPI not initialised, or an MPI call failed), an

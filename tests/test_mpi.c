@@ -606,17 +606,26 @@ static void check_trace(fcl_mpi *h, int backward, const char *what)
     const int n = dist_debug_trace(h, &marks);
     fcl_mpi_timing t;
     EXPECT(fcl_mpi_last_timing(h, &t) == FCL_OK, "%s: last timing", what);
-    int ordered = n > 0, done = 0, home = 0;
+    int ordered = n > 0, done = 0, home = 0, streamed = 0;
     for (int i = 0; i < n; ++i) {
         ordered &= marks[i].at >= (i > 0 ? marks[i - 1].at : 0) && marks[i].at <= t.total_seconds;
         done += strcmp(marks[i].what, "device done") == 0;
         home += strcmp(marks[i].what, "home") == 0 && marks[i].step == g_size;
+        streamed += strcmp(marks[i].what, "upload streamed") == 0;
     }
     EXPECT(ordered && strcmp(marks[n - 1].what, "call done") == 0,
            "%s: %d marks out of order or not ending the call", what, n);
     if (g_size > 1)
         EXPECT(done == g_size && home == backward, "%s: %d steps done, %d last hops in the trace",
                what, done, home);
+    /* with FLASHCL_MPI_UPLOAD_PIECE and the ranks' own copies, every
+     * uploaded message goes up as it is read: the next shard at each step
+     * but the last, and in the backward the dK/dV sum that came with it
+     * from step 1 on; else none */
+    const char *piece = getenv("FLASHCL_MPI_UPLOAD_PIECE");
+    const int pieces = piece != NULL && atoi(piece) > 0 && fcl_mpi_copy_threads(h) > 0;
+    const int want = pieces ? (g_size - 1) * (backward ? 2 : 1) : 0;
+    EXPECT(streamed == want, "%s: %d uploads streamed, %d expected", what, streamed, want);
 }
 
 /* A forward and a backward on a handle whose context records profiling,
@@ -1022,8 +1031,7 @@ int main(int argc, char **argv)
                    fcl_mpi_local_rank(other) == fcl_mpi_local_rank(own) &&
                    fcl_mpi_local_rank(own) >= 0 && fcl_mpi_local_rank(own) < g_size,
                "fcl_mpi_create on a given context: %s", fcl_status_string(st));
-        if (!quick)
-            timeline_checks();
+        timeline_checks(); /* small, and the uploads' pieces are checked there */
         if (st == FCL_OK && !quick) {
             g_m = other;
             run_case(&cases[4], 0);

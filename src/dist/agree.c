@@ -94,6 +94,7 @@ fcl_status dist_begin(fcl_mpi *m, const fcl_mpi_desc *desc, dist_op op, const di
     m->call_start = dist_now();
     m->trace_count = 0;
     m->trace_step = -1; /* outside the ring */
+    m->upload_piece = dist_upload_piece_asked();
     const fcl_mpi_desc none = {0};
     const fcl_mpi_desc *d = desc != NULL ? desc : &none; /* a NULL desc is all zeros */
     fcl_status st = desc == NULL ? FCL_ERROR_NULL_ARGUMENT : dist_check_args(io, op);

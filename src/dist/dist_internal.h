@@ -96,6 +96,10 @@ struct fcl_mpi {
     int copy_threads;             /* > 0: messages read from the previous rank's memory by
                                      this many threads (node_copy.c); 0: MPI moves them */
     int prev_pid;                 /* the previous rank's process, where copy_threads > 0 */
+    size_t upload_piece;          /* > 0: a copied message that a step uploads goes to the
+                                     device in pieces of this many bytes as they are read
+                                     (FLASHCL_MPI_UPLOAD_PIECE, read by dist_begin); 0: the
+                                     uploads start once every message is in */
     int profiling;                /* the context's queue records profiling (the
                                      timing's device fields) */
     size_t launch_rows;           /* the most rows one launch of dist.cl covers (its
@@ -149,6 +153,9 @@ fcl_status dist_node_copy_setup(fcl_mpi *m, int host_ranks);
 /* bytes of the previous rank's memory at address src into dst, by
  * m->copy_threads threads; FCL_ERROR_MPI when a read fails. */
 fcl_status dist_node_read(const fcl_mpi *m, void *dst, uint64_t src, size_t bytes);
+/* FLASHCL_MPI_UPLOAD_PIECE in this rank's environment: bytes (a whole
+ * number, at least 1); unset, empty, 0 or anything else, 0. */
+size_t dist_upload_piece_asked(void);
 
 /* The kernels for storage type dt (built once per handle). */
 fcl_status dist_kernels_for(fcl_mpi *m, fcl_dtype dt, dist_kernels **out);

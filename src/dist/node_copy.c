@@ -11,6 +11,7 @@
 #include "dist_internal.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +36,16 @@ static int threads_asked(void)
     char *end = NULL;
     const long n = strtol(env, &end, 10);
     return *end == '\0' && n >= 0 && n <= MAX_THREADS ? (int)n : DIST_COPY_THREADS;
+}
+
+size_t dist_upload_piece_asked(void)
+{
+    const char *env = getenv("FLASHCL_MPI_UPLOAD_PIECE");
+    if (env == NULL || env[0] == '\0')
+        return 0;
+    char *end = NULL;
+    const unsigned long long n = strtoull(env, &end, 10);
+    return *end == '\0' && env[0] != '-' && n >= 1 && n <= SIZE_MAX ? (size_t)n : 0;
 }
 
 #if DIST_HAVE_NODE_COPY

@@ -364,16 +364,49 @@ static fcl_status post_notice(fcl_mpi *m, dist_messages *msg, void *buf, size_t 
     return FCL_OK;
 }
 
-/* A notice is in: the bytes read from the previous rank, then its receipt
- * sent (also after a failed read: the sender waits for it). */
-static fcl_status copy_in(fcl_mpi *m, dist_messages *msg, dist_copy *c)
+/* The bytes of a copy: read whole, or, where the step uploads that very
+ * buffer (up) and m->upload_piece is set, read in pieces, each written to
+ * the device on the copy queue as soon as it is in, so that the upload
+ * runs beside the rest of the read; *up->done then marks the last piece. */
+static fcl_status read_message(fcl_mpi *m, const dist_copy *c, const dist_upload *up)
+{
+    const uint64_t src = c->notice[0];
+    if (up == NULL) {
+        const double start = dist_now();
+        const fcl_status st = dist_node_read(m, c->dst, src, c->bytes);
+        m->timing.copy_seconds += dist_now() - start;
+        return st;
+    }
+    fcl_status st = FCL_OK;
+    for (size_t at = 0; at < c->bytes && st == FCL_OK; at += m->upload_piece) {
+        const size_t n = c->bytes - at < m->upload_piece ? c->bytes - at : m->upload_piece;
+        const double start = dist_now();
+        st = dist_node_read(m, (char *)c->dst + at, src + at, n);
+        m->timing.copy_seconds += dist_now() - start;
+        if (st == FCL_OK)
+            st = dist_write(m, m->copy_queue, up->dst, CL_FALSE, at, n, (const char *)up->src + at,
+                            0, NULL, NULL);
+        if (st == FCL_OK)
+            st = clFlush(m->copy_queue);
+    }
+    /* after every piece enqueued, also when one failed: the buffer's next
+     * reader waits for what was started */
+    const fcl_status marked = clEnqueueMarkerWithWaitList(m->copy_queue, 0, NULL, up->done);
+    if (marked != FCL_OK)
+        *up->done = NULL;
+    dist_mark_now(m, "upload streamed");
+    return st != FCL_OK ? st : marked;
+}
+
+/* A notice is in: the bytes read from the previous rank (and, with up, sent
+ * on to the device), then its receipt sent (also after a failed read: the
+ * sender waits for it). */
+static fcl_status copy_in(fcl_mpi *m, dist_messages *msg, dist_copy *c, const dist_upload *up)
 {
     static const unsigned char receipt = 1;
     fcl_status st = c->notice[1] == (uint64_t)c->bytes ? FCL_OK : FCL_ERROR_MPI;
     if (st == FCL_OK && c->bytes > 0) {
-        const double start = dist_now();
-        st = dist_node_read(m, c->dst, c->notice[0], c->bytes);
-        m->timing.copy_seconds += dist_now() - start;
+        st = read_message(m, c, up);
         if (st == FCL_OK)
             m->timing.copy_bytes += c->bytes;
     }
@@ -416,12 +449,33 @@ fcl_status dist_post(fcl_mpi *m, dist_messages *msg, void *send, void *recv, siz
     return post_pieces(m, msg, send, send_bytes, dist_next(m), tag, 1);
 }
 
-static fcl_status start_uploads(fcl_mpi *m, const dist_upload *up, int n)
+/* The uploads not already streamed by read_message (started[i]). */
+static fcl_status start_uploads(fcl_mpi *m, const dist_upload *up, int n, const int *started)
 {
+    int any = 0;
     for (int i = 0; i < n; ++i)
-        DIST_TRY(dist_write(m, m->copy_queue, up[i].dst, CL_FALSE, 0, up[i].bytes, up[i].src, 0,
-                            NULL, up[i].done));
-    return n > 0 ? clFlush(m->copy_queue) : FCL_OK;
+        if (!started[i]) {
+            DIST_TRY(dist_write(m, m->copy_queue, up[i].dst, CL_FALSE, 0, up[i].bytes, up[i].src,
+                                0, NULL, up[i].done));
+            any = 1;
+        }
+    return any ? clFlush(m->copy_queue) : FCL_OK;
+}
+
+/* The upload that sends copy c's buffer on as it stands, where the step has
+ * one, pieces are asked for, and the step's device work was enqueued (no
+ * uploads otherwise); it is then marked started. */
+static const dist_upload *streamed_upload(const fcl_mpi *m, const dist_copy *c, int device_ok,
+                                          const dist_upload *up, int n, int *started)
+{
+    if (m->upload_piece == 0 || !device_ok)
+        return NULL;
+    for (int i = 0; i < n; ++i)
+        if (!started[i] && up[i].src == c->dst && up[i].bytes == c->bytes) {
+            started[i] = 1;
+            return &up[i];
+        }
+    return NULL;
 }
 
 fcl_status dist_after_upload(fcl_mpi *m, cl_event *done)
@@ -505,8 +559,9 @@ static int copies_pending(const dist_messages *msg)
 
 /* Polls the messages (MPI progresses them only inside its calls) and the
  * device's marker until both are done, starting the uploads as soon as the
- * messages are in; the time between the device's end and the messages' is
- * the step's wait. */
+ * messages are in (or, with m->upload_piece, a copied message's upload
+ * piece by piece as it is read); the time between the device's end and the
+ * messages' is the step's wait. */
 fcl_status dist_finish_step(fcl_mpi *m, dist_messages *msg, int device_ok,
                             const dist_upload *uploads, int n)
 {
@@ -517,6 +572,7 @@ fcl_status dist_finish_step(fcl_mpi *m, dist_messages *msg, int device_ok,
     if (st == FCL_OK && marker != NULL)
         st = clFlush(fcl_context_cl_queue(m->ctx));
     int device_done = marker == NULL, messages_done = msg->count == 0;
+    int started[DIST_MAX_UPLOADS] = {0};
     double device_end = dist_now();
     while (!messages_done || msg->send_ready != NULL || copies_pending(msg) > 0) {
         if (msg->send_ready != NULL) { /* blocks only when nothing else is left */
@@ -543,7 +599,10 @@ fcl_status dist_finish_step(fcl_mpi *m, dist_messages *msg, int device_ok,
                 flag = 1;
             }
             if (device_done || flag) {
-                const fcl_status in = copy_in(m, msg, c);
+                const dist_upload *up =
+                    rc == MPI_SUCCESS ? streamed_upload(m, c, device_ok, uploads, n, started)
+                                      : NULL;
+                const fcl_status in = copy_in(m, msg, c, up);
                 if (in != FCL_OK && st == FCL_OK)
                     st = rc != MPI_SUCCESS ? FCL_ERROR_MPI : in;
                 copied = 1;
@@ -595,7 +654,7 @@ fcl_status dist_finish_step(fcl_mpi *m, dist_messages *msg, int device_ok,
     msg->sends = 0;
     msg->copies = 0;
     if (st == FCL_OK && device_ok)
-        st = start_uploads(m, uploads, n);
+        st = start_uploads(m, uploads, n, started);
     if (marker != NULL) {
         cl_int err = clWaitForEvents(1, &marker);
         if (err != CL_SUCCESS && st == FCL_OK)
