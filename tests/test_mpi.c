@@ -21,7 +21,7 @@
  * result, so they differ by at most twice the ring's.  With one rank the
  * calls are the plain ones: bitwise equal. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
-#include "dist/dist_internal.h" /* dist_debug_set_bounds, dist_debug_trace */
+#include "dist/dist_internal.h" /* dist_debug_set_bounds, _trace, dist_upload_piece_asked */
 #include "flashcl_mpi.h"
 #include "reference.h"
 #include "test_support.h"
@@ -622,8 +622,7 @@ static void check_trace(fcl_mpi *h, int backward, const char *what)
      * uploaded message goes up as it is read: the next shard at each step
      * but the last, and in the backward the dK/dV sum that came with it
      * from step 1 on; else none */
-    const char *piece = getenv("FLASHCL_MPI_UPLOAD_PIECE");
-    const int pieces = piece != NULL && atoi(piece) > 0 && fcl_mpi_copy_threads(h) > 0;
+    const int pieces = dist_upload_piece_asked() > 0 && fcl_mpi_copy_threads(h) > 0;
     const int want = pieces ? (g_size - 1) * (backward ? 2 : 1) : 0;
     EXPECT(streamed == want, "%s: %d uploads streamed, %d expected", what, streamed, want);
 }

@@ -370,25 +370,21 @@ static fcl_status post_notice(fcl_mpi *m, dist_messages *msg, void *buf, size_t 
  * runs beside the rest of the read; *up->done then marks the last piece. */
 static fcl_status read_message(fcl_mpi *m, const dist_copy *c, const dist_upload *up)
 {
-    const uint64_t src = c->notice[0];
-    if (up == NULL) {
-        const double start = dist_now();
-        const fcl_status st = dist_node_read(m, c->dst, src, c->bytes);
-        m->timing.copy_seconds += dist_now() - start;
-        return st;
-    }
+    const size_t piece = up != NULL ? m->upload_piece : c->bytes;
     fcl_status st = FCL_OK;
-    for (size_t at = 0; at < c->bytes && st == FCL_OK; at += m->upload_piece) {
-        const size_t n = c->bytes - at < m->upload_piece ? c->bytes - at : m->upload_piece;
+    for (size_t at = 0; at < c->bytes && st == FCL_OK; at += piece) {
+        const size_t n = c->bytes - at < piece ? c->bytes - at : piece;
         const double start = dist_now();
-        st = dist_node_read(m, (char *)c->dst + at, src + at, n);
+        st = dist_node_read(m, (char *)c->dst + at, c->notice[0] + at, n);
         m->timing.copy_seconds += dist_now() - start;
-        if (st == FCL_OK)
+        if (st == FCL_OK && up != NULL)
             st = dist_write(m, m->copy_queue, up->dst, CL_FALSE, at, n, (const char *)up->src + at,
                             0, NULL, NULL);
-        if (st == FCL_OK)
+        if (st == FCL_OK && up != NULL)
             st = clFlush(m->copy_queue);
     }
+    if (up == NULL)
+        return st;
     /* after every piece enqueued, also when one failed: the buffer's next
      * reader waits for what was started */
     const fcl_status marked = clEnqueueMarkerWithWaitList(m->copy_queue, 0, NULL, up->done);
@@ -452,14 +448,11 @@ fcl_status dist_post(fcl_mpi *m, dist_messages *msg, void *send, void *recv, siz
 /* The uploads not already streamed by read_message (started[i]). */
 static fcl_status start_uploads(fcl_mpi *m, const dist_upload *up, int n, const int *started)
 {
-    int any = 0;
     for (int i = 0; i < n; ++i)
-        if (!started[i]) {
+        if (!started[i])
             DIST_TRY(dist_write(m, m->copy_queue, up[i].dst, CL_FALSE, 0, up[i].bytes, up[i].src,
                                 0, NULL, up[i].done));
-            any = 1;
-        }
-    return any ? clFlush(m->copy_queue) : FCL_OK;
+    return n > 0 ? clFlush(m->copy_queue) : FCL_OK;
 }
 
 /* The upload that sends copy c's buffer on as it stands, where the step has
