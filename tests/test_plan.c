@@ -306,6 +306,19 @@ static void test_tensor_core_plans(void **state)
             assert_true(small.pub.local_bytes <= lim.local_bytes);
         }
     fcl_plan_full p;
+    /* the d = 256 dQ: 8 warps of 16 rows by 32 keys where 198 KiB fit (the
+     * H100); on the A100 its second shape, 4 warps by 32 keys, not the
+     * first shrunk to 16 keys */
+    assert_int_equal(fcl_plan_make_mma(&h100->caps, FCL_KERNEL_BACKWARD_DQ, 256, FCL_DTYPE_FP16,
+                                       false, NULL, NULL, 0, &p),
+                     FCL_OK);
+    assert_int_equal(p.pub.br, 128);
+    assert_int_equal(p.pub.bc, 32);
+    assert_int_equal(fcl_plan_make_mma(&a100->caps, FCL_KERNEL_BACKWARD_DQ, 256, FCL_DTYPE_FP16,
+                                       false, NULL, NULL, 0, &p),
+                     FCL_OK);
+    assert_int_equal(p.pub.br, 64);
+    assert_int_equal(p.pub.bc, 32);
     /* dK/dV computing dQ too (FLASHCL_BACKWARD_DQ) has its own default at
      * d <= 128: 8 warps, the accumulators' columns over 2 of them (whole
      * 16-column halves: d = 16 keeps the separate kernels' shape) */

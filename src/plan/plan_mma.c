@@ -35,16 +35,18 @@ typedef struct mma_shape {
  * previous default:
  *   forward d <= 64:  4 warps x 32 rows, 64 keys    241 (128 keys: 247, 4 x 16: 207, 8 x 16: 150)
  *   forward d <= 128: 4 warps x 32 rows, 64 keys    272 (32 keys: 253, 4 x 16: 236, 8 x 16: 202)
- *   forward d = 256:  8 warps x 16 rows, 128 keys   259 (64 keys: 236, 4 x 16 and 32 keys: 210)
+ *   forward d = 256:  8 warps x 16 rows, 64 keys    244 (128 keys: 215, 4 x 16 and 32 keys: 227)
+ *                     run 58 (run 13 had 128 keys ahead: 259 against 236)
  *   dQ d <= 64:       4 warps x 32 rows, 64 keys    163 (32 keys: 154, 4 x 16: 150)
  *   dQ d <= 128:      4 warps x 32 rows, 32 keys    196 (4 x 16 and 64 keys: 186, 32 keys: 170)
  *   dK/dV d <= 64:    4 warps x 16 keys, 128 rows   170 (4 x 32 keys and 32 rows: 167, 32 rows: 149)
  *   dK/dV d = 128:    4 warps x 16 keys, 64 rows    170 (32 rows: 156, 128 rows: 132)
+ *   dQ d = 256:       8 warps x 16 rows, 32 keys    171 (4 x 16: 157, 4 x 16 and 64 keys: 147)
+ *                     run 58; where it does not fit (the A100), 4 x 16 rows, 32 keys
  *   dK/dV d = 256:    8 warps, 64 keys, 64 rows, columns over 4 warps     150 (two launches
  *                     of 4 warps x 16 keys, 64 rows: 96; WD 2: 145; 32 rows: 135)  run 26 (H100)
  * At 128 keys for d <= 64 the forward was 2% faster (within the noise) but
- * needs 1.5 times the memory: 64 taken.  d = 256 dQ (4 x 16 rows, 32 keys)
- * is not tuned.  Two 16-row
+ * needs 1.5 times the memory: 64 taken.  Two 16-row
  * blocks per warp lost before run 13, while a per-score mask test made the
  * softmax the bottleneck (NOTES.md).
  * The A100 (sm_80, 164 KiB usable) gets the same shapes where they fit its
@@ -67,19 +69,30 @@ static mma_shape default_shape(fcl_kernel_kind kind, int d, bool fused_dq)
         return (mma_shape){8, 1, 32, 2};
     switch (kind) {
     case FCL_KERNEL_FORWARD:
-        return d <= 128 ? (mma_shape){4, 2, 64, 1} : (mma_shape){8, 1, 128, 1};
+        return d <= 128 ? (mma_shape){4, 2, 64, 1} : (mma_shape){8, 1, 64, 1};
     case FCL_KERNEL_DECODE:
         return (mma_shape){1, 1, 32, 1};
     case FCL_KERNEL_BACKWARD_DQ:
         return d <= 64    ? (mma_shape){4, 2, 64, 1}
                : d <= 128 ? (mma_shape){4, 2, 32, 1}
-                          : (mma_shape){4, 1, 32, 1};
+                          : (mma_shape){8, 1, 32, 1};
     case FCL_KERNEL_BACKWARD_DKDV:
         return d <= 64    ? (mma_shape){4, 1, 128, 1}
                : d <= 128 ? (mma_shape){4, 1, 64, 1}
                           : (mma_shape){8, 2, 64, 4};
     }
     return (mma_shape){4, 1, 64, 1};
+}
+
+/* The shape to try before shrinking where the default does not fit: the
+ * d = 256 dQ's 128 rows need 198 KiB, so a smaller device (the A100's 164
+ * KiB) keeps its earlier 64 rows whole rather than halving the keys to 16
+ * and then the warps.  Otherwise the default itself. */
+static mma_shape second_shape(fcl_kernel_kind kind, int d, mma_shape first)
+{
+    if (kind == FCL_KERNEL_BACKWARD_DQ && d > 128)
+        return (mma_shape){4, 1, 32, 1};
+    return first;
 }
 
 /* Rows the kernel owns: query rows, or keys for dK/dV. */
@@ -244,6 +257,9 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
     uint64_t local_limit;
     size_t wg_limit;
     fcl_plan_effective_limits(caps, limits, &local_limit, &wg_limit);
+    if (target == NULL && (shape_bytes(kind, d, s, emulated) > local_limit ||
+                           (size_t)(32 * s.warps) > wg_limit))
+        s = second_shape(kind, d, s);
     if (!fit_shape(kind, d, emulated, local_limit, wg_limit, &s)) {
         /* a split dK/dV that does not fit: one output per launch, as
          * fcl_mma_dkdv_split says of the same device (or, under limits a
