@@ -83,15 +83,17 @@ for step in $steps; do
     issue25)
       # issue 25's side-by-side: the mma.sync pieces (FLASHCL_WGMMA=0,
       # FLASHCL_WGMMA_BACKWARD=0) against PyTorch's backends (FA2, cuDNN) in
-      # the same call, ISSUE25_DTYPES (fp16), d 64, 128 and 256, N 1k-16k,
+      # the same call, ISSUE25_DTYPES (fp16), ISSUE25_DIMS (64,128,256), N 1k-16k,
       # causal off and on, forward and backward; bench/compare_fa2.py's
       # tables with % of the mma.sync ceiling
       for dt in ${ISSUE25_DTYPES:-fp16}; do
         FLASHCL_WGMMA=0 FLASHCL_WGMMA_BACKWARD=0 timeout 300 "$B/bench/flashcl-bench" \
-          --dtype "$dt" --head-dims 64,128,256 --seqlens 1024,4096,16384 --causal 0,1 \
+          --dtype "$dt" --head-dims "${ISSUE25_DIMS:-64,128,256}" --seqlens 1024,4096,16384 \
+          --causal 0,1 \
           --backward --no-naive --reps 5 --profile --out "$OUT/ours_$dt.csv" 2>&1 \
           | grep -v '^\[' > "$OUT/ours_$dt.txt"
-        timeout 250 python3 bench/sdpa_backends.py --dtypes "$dt" --head-dims 64,128,256 \
+        timeout 250 python3 bench/sdpa_backends.py --dtypes "$dt" \
+          --head-dims "${ISSUE25_DIMS:-64,128,256}" \
           --csv "$OUT/sdpa_$dt.csv" > "$OUT/sdpa_$dt.txt" 2>&1
         python3 bench/compare_fa2.py "$OUT/ours_$dt.csv" "$OUT/sdpa_$dt.csv" "$OUT/issue25-$dt" \
           2>&1 | tail -40
@@ -202,8 +204,9 @@ for step in $steps; do
         | tee -a "$OUT/fused_dq.txt" ;;
     ab-builds)
       # this build against BASE's (another tree's build: its flashcl-bench),
-      # alternated over AB_ROUNDS, for each FLASHCL_WGMMA value in AB_WGMMA
-      # (1: the wgmma piece, 0: mma.sync): the forward (and the backward
+      # alternated over AB_ROUNDS, for each value in AB_WGMMA of both
+      # FLASHCL_WGMMA and FLASHCL_WGMMA_BACKWARD (1: the wgmma pieces, 0:
+      # mma.sync): the forward (and the backward
       # with AB_BACKWARD=1) of AB_DTYPE at AB_DIMS, N 1k-16k (AB_CAUSAL: the
       # causal values, default flashcl-bench's), device spans
       for w in ${AB_WGMMA:-1 0}; do
@@ -212,9 +215,11 @@ for step in $steps; do
             bin=$B
             [ "$side" = base ] && bin=$BASE
             echo "== $side, FLASHCL_WGMMA=$w, round $r" >> "$OUT/ab.txt"
-            FLASHCL_WGMMA=$w timeout 200 "$bin/bench/flashcl-bench" --dtype "${AB_DTYPE:-fp16}" \
-              --head-dims "${AB_DIMS:-64,128}" --seqlens 1024,4096,16384 --no-naive --reps 5 \
-              --profile ${AB_BACKWARD:+--backward} ${AB_CAUSAL:+--causal "$AB_CAUSAL"} --out "$OUT/ab_w${w}_${side}_$r.csv" 2>&1 \
+            FLASHCL_WGMMA=$w FLASHCL_WGMMA_BACKWARD=$w timeout 200 "$bin/bench/flashcl-bench" \
+              --dtype "${AB_DTYPE:-fp16}" --head-dims "${AB_DIMS:-64,128}" \
+              --seqlens 1024,4096,16384 --no-naive --reps 5 --profile \
+              ${AB_BACKWARD:+--backward} ${AB_CAUSAL:+--causal "$AB_CAUSAL"} \
+              --out "$OUT/ab_w${w}_${side}_$r.csv" 2>&1 \
               | grep -v '^\[' >> "$OUT/ab.txt"
           done
         done

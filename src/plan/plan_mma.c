@@ -29,8 +29,8 @@ typedef struct mma_shape {
     int warps, mb, inner, wd;
 } mma_shape;
 
-/* Defaults per kernel and head_dim: the best of the sweeps in NOTES.md run
- * 13 (H200, fp16, N = 4096, B*N = 16384, H*d = 2048), TFLOP/s of the
+/* Defaults per kernel and head_dim: the best of the sweeps in NOTES.md runs
+ * 13 and 58 (H200, fp16, N = 4096, B*N = 16384, H*d = 2048), TFLOP/s of the
  * forward, or of the whole backward with the other backward kernel at its
  * previous default:
  *   forward d <= 64:  4 warps x 32 rows, 64 keys    241 (128 keys: 247, 4 x 16: 207, 8 x 16: 150)
@@ -39,7 +39,8 @@ typedef struct mma_shape {
  *                     run 58 (run 13 had 128 keys ahead: 259 against 236)
  *   dQ d <= 64:       4 warps x 32 rows, 64 keys    163 (32 keys: 154, 4 x 16: 150)
  *   dQ d <= 128:      4 warps x 32 rows, 32 keys    196 (4 x 16 and 64 keys: 186, 32 keys: 170)
- *   dK/dV d <= 64:    4 warps x 16 keys, 128 rows   170 (4 x 32 keys and 32 rows: 167, 32 rows: 149)
+ *   dK/dV d <= 64:    4 warps x 32 keys, 32 rows    215 (4 x 16 keys and 128 rows: 201, 64 rows:
+ *                     188) run 58; run 13 had 128 rows ahead, 170 against 167
  *   dK/dV d = 128:    4 warps x 16 keys, 64 rows    170 (32 rows: 156, 128 rows: 132)
  *   dQ d = 256:       8 warps x 16 rows, 32 keys    171 (4 x 16: 157, 4 x 16 and 64 keys: 147)
  *                     run 58; where it does not fit (the A100), 4 x 16 rows, 32 keys
@@ -50,8 +51,9 @@ typedef struct mma_shape {
  * blocks per warp lost before run 13, while a per-score mask test made the
  * softmax the bottleneck (NOTES.md).
  * The A100 (sm_80, 164 KiB usable) gets the same shapes where they fit its
- * memory (all but the d = 256 forward and dK/dV, which halve their inner
- * step by the rule below; test_plan checks it): derived, not measured. */
+ * memory (all but the d = 256 dQ, which takes its second shape, and the
+ * d = 256 dK/dV, which halves its inner step by the rule below; test_plan
+ * checks it): derived, not measured. */
 static mma_shape default_shape(fcl_kernel_kind kind, int d, bool fused_dq)
 {
     /* dK/dV computing dQ too (FLASHCL_BACKWARD_DQ, an option): 8 warps,
@@ -77,7 +79,7 @@ static mma_shape default_shape(fcl_kernel_kind kind, int d, bool fused_dq)
                : d <= 128 ? (mma_shape){4, 2, 32, 1}
                           : (mma_shape){8, 1, 32, 1};
     case FCL_KERNEL_BACKWARD_DKDV:
-        return d <= 64    ? (mma_shape){4, 1, 128, 1}
+        return d <= 64    ? (mma_shape){4, 2, 32, 1}
                : d <= 128 ? (mma_shape){4, 1, 64, 1}
                           : (mma_shape){8, 2, 64, 4};
     }
