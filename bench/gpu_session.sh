@@ -86,14 +86,13 @@ for step in $steps; do
       # the same call, ISSUE25_DTYPES (fp16), ISSUE25_DIMS (64,128,256), N 1k-16k,
       # causal off and on, forward and backward; bench/compare_fa2.py's
       # tables with % of the mma.sync ceiling
+      dims=${ISSUE25_DIMS:-64,128,256}
       for dt in ${ISSUE25_DTYPES:-fp16}; do
         FLASHCL_WGMMA=0 FLASHCL_WGMMA_BACKWARD=0 timeout 300 "$B/bench/flashcl-bench" \
-          --dtype "$dt" --head-dims "${ISSUE25_DIMS:-64,128,256}" --seqlens 1024,4096,16384 \
-          --causal 0,1 \
+          --dtype "$dt" --head-dims "$dims" --seqlens 1024,4096,16384 --causal 0,1 \
           --backward --no-naive --reps 5 --profile --out "$OUT/ours_$dt.csv" 2>&1 \
           | grep -v '^\[' > "$OUT/ours_$dt.txt"
-        timeout 250 python3 bench/sdpa_backends.py --dtypes "$dt" \
-          --head-dims "${ISSUE25_DIMS:-64,128,256}" \
+        timeout 250 python3 bench/sdpa_backends.py --dtypes "$dt" --head-dims "$dims" \
           --csv "$OUT/sdpa_$dt.csv" > "$OUT/sdpa_$dt.txt" 2>&1
         python3 bench/compare_fa2.py "$OUT/ours_$dt.csv" "$OUT/sdpa_$dt.csv" "$OUT/issue25-$dt" \
           2>&1 | tail -40

@@ -203,13 +203,20 @@ static bool shrink(fcl_kernel_kind kind, mma_shape *s)
     return true;
 }
 
+/* Whether s is a shape the kernel can run within `local_limit` and `wg_limit`. */
+static bool shape_fits(fcl_kernel_kind kind, int d, int emulated, uint64_t local_limit,
+                       size_t wg_limit, mma_shape s)
+{
+    return shape_valid(kind, d, s) && shape_bytes(kind, d, s, emulated) <= local_limit &&
+           (size_t)(32 * s.warps) <= wg_limit;
+}
+
 /* *s, shrunk until it fits `local_limit` and `wg_limit`; false if nothing
  * smaller does. */
 static bool fit_shape(fcl_kernel_kind kind, int d, int emulated, uint64_t local_limit,
                       size_t wg_limit, mma_shape *s)
 {
-    while (!shape_valid(kind, d, *s) || shape_bytes(kind, d, *s, emulated) > local_limit ||
-           (size_t)(32 * s->warps) > wg_limit) {
+    while (!shape_fits(kind, d, emulated, local_limit, wg_limit, *s)) {
         if (!shrink(kind, s))
             return false;
     }
@@ -259,8 +266,7 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
     uint64_t local_limit;
     size_t wg_limit;
     fcl_plan_effective_limits(caps, limits, &local_limit, &wg_limit);
-    if (target == NULL && (shape_bytes(kind, d, s, emulated) > local_limit ||
-                           (size_t)(32 * s.warps) > wg_limit))
+    if (target == NULL && !shape_fits(kind, d, emulated, local_limit, wg_limit, s))
         s = second_shape(kind, d, s);
     if (!fit_shape(kind, d, emulated, local_limit, wg_limit, &s)) {
         /* a split dK/dV that does not fit: one output per launch, as
