@@ -204,7 +204,9 @@ typedef struct fcl_mpi fcl_mpi;
  * pieces of that size, each as soon as it is read, so that the upload
  * runs beside the rest of the read; unset, empty, 0 or any other value:
  * each upload starts once the step's messages are all in, as by default.
- * Results are bitwise the same either way (NOTES.md, run 57).
+ * Results are bitwise the same either way (NOTES.md, run 57).  On four
+ * H200s at 512k tokens it made the forward 1.01-1.02x faster (NOTES.md,
+ * run 59), so it stays off by default.
  * MPI must be initialised.  Every rank returns the same status.
  * @return FCL_OK and *out; else *out is NULL: FCL_ERROR_NULL_ARGUMENT (out),
  *         FCL_ERROR_MPI (MPI not initialised, or an MPI call failed), an
