@@ -185,26 +185,69 @@ static void test_selection(void **state)
     }
 }
 
-/* Case i of 4 for a default tile: both head dims and storage types, odd
- * lengths (edge tiles of keys and rows), causal or not. */
+/* Case i of 5 for a default tile: both head dims and storage types, odd
+ * lengths (edge tiles of keys and rows), causal or not; the last at head_dim
+ * 64 with more keys than the tile for few keys takes. */
 static fa_case default_tile_case(uint64_t seed, int i)
 {
     fa_case c = base_case(seed + (uint64_t)i);
-    c.head_dim = i < 2 ? 64 : 128;
+    c.head_dim = i < 2 || i == 4 ? 64 : 128;
     c.dtype = i % 2 ? FCL_DTYPE_BF16 : FCL_DTYPE_FP16;
     c.causal = i == 1 || i == 2;
-    c.seqlen_k = i == 3 ? 200 : 83;
+    c.seqlen_k = i == 3 ? 200 : i == 4 ? 1100 : 83;
+    if (i == 4)
+        c.seqlen_q = 70;
     return c;
 }
 
-/* The default tile (two warpgroups, 128 keys). */
+/* A forward plan has the tile for few keys (one warpgroup, 64 keys, its
+ * reason says so) if and only if `few`; else the default, 128 x 128, or
+ * what the device's limits shrink it to. */
+static void assert_few_keys_tile(const fcl_plan *plan, bool few)
+{
+    assert_int_equal(strstr(plan->reason, "tile for few keys") != NULL, few);
+    if (few) {
+        assert_int_equal(plan->br, 64);
+        assert_int_equal(plan->bc, 64);
+    } else {
+        assert_true(plan->br <= 128 && plan->bc <= 128);
+    }
+}
+
+/* The default tiles: two warpgroups and 128 keys, but one warpgroup and 64
+ * keys at head_dim 64 up to 1024 keys (plan_wgmma.c); each case's plan
+ * says which it runs, and its result passes. */
 static void test_default_tile(void **state)
 {
     (void)state;
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 5; ++i) {
         const fa_case c = default_tile_case(9100, i);
         check(&c);
+        const fcl_attention_desc d = case_desc(&c);
+        fcl_plan plan;
+        if (wgmma_refused || fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan) != FCL_OK)
+            continue;
+        assert_few_keys_tile(&plan, c.head_dim == 64 && c.seqlen_k <= 1024);
     }
+}
+
+/* The tile for few keys ends at 1024 keys, at head_dim 64 alone; the query
+ * rows do not move it. */
+static void test_few_keys_boundary(void **state)
+{
+    (void)state;
+    if (wgmma_refused)
+        skip();
+    const size_t keys[3] = {64, 1024, 1025}, dims[2] = {64, 128};
+    for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 2; ++j) {
+            fcl_attention_desc d;
+            fcl_attention_desc_init(&d, 1, 2, 2, 4096, keys[i], dims[j], FCL_DTYPE_BF16,
+                                    FCL_LAYOUT_BSHD);
+            fcl_plan plan;
+            assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan), FCL_OK);
+            assert_few_keys_tile(&plan, dims[j] == 64 && keys[i] <= 1024);
+        }
 }
 
 /* One warpgroup and 64 keys a tile, or two and 192 (three 64-key
@@ -605,7 +648,8 @@ static void test_shrink(void **state)
             fcl_plan_full f;
             const fcl_status st = fcl_plan_make_wgmma(&ctx->caps, FCL_KERNEL_FORWARD, 64,
                                                       FCL_DTYPE_FP16, &limits,
-                                                      i & 1 ? &forced : NULL, 0, tma, 0, 0, &f);
+                                                      i & 1 ? &forced : NULL, 0,
+                                                      tma ? FCL_BUILD_WG_TMA : 0, &f);
             uint64_t local; /* the limit, or the device's own where smaller */
             size_t wg;
             fcl_plan_effective_limits(&ctx->caps, &limits, &local, &wg);
@@ -644,7 +688,8 @@ static void test_backward_shrink(void **state)
             const fcl_plan_limits limits = {kib * 1024, 1024};
             fcl_plan_full f;
             const fcl_status st = fcl_plan_make_wgmma(&ctx->caps, kind, d, FCL_DTYPE_BF16,
-                                                      &limits, NULL, 0, 0, fused, 0, &f);
+                                                      &limits, NULL, 0,
+                                                      fused ? FCL_BUILD_FUSED_DQ : 0, &f);
             uint64_t local;
             size_t wg;
             fcl_plan_effective_limits(&ctx->caps, &limits, &local, &wg);
@@ -946,6 +991,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest forward[] = {
         cmocka_unit_test_teardown(test_selection, clear_forced_tile),
         cmocka_unit_test_teardown(test_default_tile, clear_forced_tile),
+        cmocka_unit_test(test_few_keys_boundary),
         cmocka_unit_test_teardown(test_forced_tiles, clear_forced_tile),
         cmocka_unit_test_teardown(test_variants, clear_forced_tile),
         cmocka_unit_test_teardown(test_nonfinite_v, clear_forced_tile),

@@ -77,9 +77,10 @@ static int print_options(int argc, char **argv)
         forced.ty = (kind == FCL_KERNEL_BACKWARD_DKDV ? forced.cols : forced.rows) / 16;
     }
     fcl_plan_full plan;
+    const unsigned build = (tma ? FCL_BUILD_WG_TMA : 0) | (fused ? FCL_BUILD_FUSED_DQ : 0) |
+                           (products ? FCL_BUILD_FP8_PRODUCTS : 0);
     const fcl_status st = fcl_plan_make_wgmma(&h100->caps, kind, d, dtype, NULL,
-                                              argc == 6 ? &forced : NULL, 0, tma, fused, products,
-                                              &plan);
+                                              argc == 6 ? &forced : NULL, 0, build, &plan);
     if (st != FCL_OK)
         return fprintf(stderr, "no wgmma plan: %s\n", fcl_status_string(st)), 1;
     fcl_build b = fcl_build_of(kind, d, dtype,

@@ -67,6 +67,11 @@ fcl_build fcl_forward_build(const fcl_context *ctx, const fcl_attention_desc *d,
             b.features |= FCL_BUILD_WG_TMA;
         if (fcl_uses_fp8_products(d, b.features))
             b.features |= FCL_BUILD_FP8_PRODUCTS;
+        /* few keys at head_dim 64 in 16-bit storage: a smaller tile
+         * (plan_wgmma.c; measured for fp16 only, FP8 storage keeps its own) */
+        if (b.kind == FCL_KERNEL_FORWARD && d->head_dim == 64 && !fcl_dtype_is_fp8(d->dtype) &&
+            d->seqlen_k <= FCL_WG_SHORT_KEYS)
+            b.features |= FCL_BUILD_WG_SHORT;
     }
     return b;
 }

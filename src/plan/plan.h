@@ -37,8 +37,14 @@ enum {
     FCL_BUILD_WG_TMA = 0x4000,
     /* with FCL_BUILD_WG_TMA, E4M3 at head_dim 128: both products on E4M3
      * wgmma (cl/tile_nv_wgmma_fp8.cl), where fcl_uses_fp8_products says */
-    FCL_BUILD_FP8_PRODUCTS = 0x8000
+    FCL_BUILD_FP8_PRODUCTS = 0x8000,
+    /* with FCL_BUILD_WGMMA, the forward of fp16 or bf16 at head_dim 64 of
+     * at most FCL_WG_SHORT_KEYS keys: plan_wgmma.c's tile for few keys */
+    FCL_BUILD_WG_SHORT = 0x10000
 };
+/* The keys up to which a wgmma forward at head_dim 64 takes the tile for
+ * few keys (FCL_BUILD_WG_SHORT) */
+#define FCL_WG_SHORT_KEYS 1024
 
 /* What a kernel is built for: the resolved-kernel cache's key. */
 typedef struct fcl_build {
@@ -162,18 +168,21 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
  * 64 x warpgroups keys, ty = cols / 16.  Else the default,
  * shrunk to the limits.  `dtype`: fp16 or bf16, or FP8 for the forward
  * (its tiles decoded to fp16 on chip: the same plan, never `tma`).
- * `emulated`: cl/warpgroup_emulated.cl; `tma` (the forward only): K and V
- * by the tensor memory accelerator (FCL_BUILD_WG_TMA); `fused_dq` (dK/dV
- * only): the kernel computes dQ too (FCL_BUILD_FUSED_DQ), which takes more
- * local memory, and no tile that would leave a warpgroup fewer than 64 of
- * the share's columns (shrunk past; a forced one: FCL_ERROR_INVALID_VALUE);
- * `fp8_products` (the forward of E4M3 at head_dim 128 with `tma`): both
- * products on E4M3 wgmma (FCL_BUILD_FP8_PRODUCTS), whose tiles keep 128
- * keys (never shrunk below: FCL_ERROR_NO_PLAN). */
+ * `emulated`: cl/warpgroup_emulated.cl.  `build`, the build's FCL_BUILD_*
+ * bits that shape the tile: FCL_BUILD_WG_TMA (the forward only): K and V
+ * by the tensor memory accelerator; FCL_BUILD_FUSED_DQ (dK/dV only): the
+ * kernel computes dQ too, which takes more local memory, and no tile that
+ * would leave a warpgroup fewer than 64 of the share's columns (shrunk
+ * past; a forced one: FCL_ERROR_INVALID_VALUE); FCL_BUILD_FP8_PRODUCTS
+ * (the forward of E4M3 at head_dim 128 with the accelerator): both
+ * products on E4M3 wgmma, whose tiles keep 128 keys (never shrunk below:
+ * FCL_ERROR_NO_PLAN); FCL_BUILD_WG_SHORT (the forward of fp16 or bf16 at
+ * head_dim 64): the default for few keys, one warpgroup and 64 keys.  Other
+ * bits are ignored. */
 fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
                                fcl_dtype dtype, const fcl_plan_limits *limits,
-                               const fcl_tuned_tile *target, int emulated, int tma, int fused_dq,
-                               int fp8_products, fcl_plan_full *out);
+                               const fcl_tuned_tile *target, int emulated, unsigned build,
+                               fcl_plan_full *out);
 /* __local bytes of a portable-piece kernel (features: as fcl_plan_make). */
 uint64_t fcl_plan_local_bytes(fcl_kernel_kind kind, unsigned features, int rows, int cols,
                               int d_pad, int tx);

@@ -16,7 +16,17 @@
  * 128 rows by 128 keys (160 KiB at d = 128: one work-group a
  * multiprocessor on an H100, as registers allow anyway), measured best or
  * level with 128 x 64 and 128 x 192 on the H100 (NOTES.md run 34); it
- * shrinks to 64 keys, then to one warpgroup, where the limits ask. */
+ * shrinks to 64 keys, then to one warpgroup, where the limits ask.
+ * At head_dim 64 in fp16 or bf16 with few keys (FCL_BUILD_WG_SHORT: at most
+ * FCL_WG_SHORT_KEYS, plan.h) one warpgroup and 64 keys instead (40 KiB):
+ * there each work-group runs few tiles, so its start and end weigh, and
+ * several work-groups a multiprocessor hide each other's (on an H200 at N
+ * 1024, side by side: 1.06x non-causal, 1.16x causal; at N 4096 0.94x
+ * non-causal by flashcl-tune, so longer calls keep 128 x 128; NOTES.md
+ * run 59).  Three warpgroups (192
+ * rows, FlashAttention-3's tile at head_dim 64) need more than the 168
+ * registers a lane that 384 work-items leave: NVIDIA's compiler builds
+ * them for fewer work-items, and the plan shrinks (run 59). */
 #include "plan/plan.h"
 
 #include <string.h>
@@ -107,10 +117,15 @@ static const char emulated_note[] = "; wgmma emulated in OpenCL C (a test mode)"
 
 fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
                                fcl_dtype dtype, const fcl_plan_limits *limits,
-                               const fcl_tuned_tile *target, int emulated, int tma,
-                               int fused_dq, int fp8_products, fcl_plan_full *out)
+                               const fcl_tuned_tile *target, int emulated, unsigned build,
+                               fcl_plan_full *out)
 {
     const bool dkdv = kind == FCL_KERNEL_BACKWARD_DKDV, fwd = kind == FCL_KERNEL_FORWARD;
+    int tma = (build & FCL_BUILD_WG_TMA) != 0, fused_dq = (build & FCL_BUILD_FUSED_DQ) != 0;
+    const int fp8_products = (build & FCL_BUILD_FP8_PRODUCTS) != 0;
+    /* the tile for few keys, unless a tile is forced */
+    const bool short_keys = fwd && head_dim == 64 && !fcl_dtype_is_fp8(dtype) &&
+                            (build & FCL_BUILD_WG_SHORT) && target == NULL;
     /* FP8 (the forward only) is held as fp16 tiles: the same tiles and
      * bytes as 16-bit storage (on the accelerator's path K and V widened
      * to fp16 before the forward, forward.c; on cp.async their bytes
@@ -126,7 +141,9 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
         fused_dq = 0;
     const int d = (int)head_dim;
     wgmma_shape s = {2, fwd ? 128 : 64};
-    if (dkdv && d == 64)
+    if (short_keys)
+        s = (wgmma_shape){1, 64};
+    else if (dkdv && d == 64)
         s.inner = 128;
     else if (!fwd && !dkdv && d == 64)
         s.warpgroups = 1;
@@ -201,10 +218,11 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
         fcl_appendf(pub->reason, sizeof pub->reason,
                     "wgmma m64nNk16, N %d for Q K^T and %d for P V (%s inputs, fp32 sums; "
                     "FLASHCL_WGMMA=0 turns it off); forward: %d warpgroup%s of 64 query rows, "
-                    "%d keys per step; Q, K, V in the 128-byte swizzle, P in registers; K and "
-                    "V brought in by %s%s",
+                    "%d keys per step%s; Q, K, V in the 128-byte swizzle, P in registers; K "
+                    "and V brought in by %s%s",
                     s.inner % 128 == 0 ? 128 : 64, d % 128 == 0 ? 128 : 64, fcl_dtype_name(dtype),
                     s.warpgroups, s.warpgroups > 1 ? "s" : "", s.inner,
+                    short_keys ? " (the tile for few keys)" : "",
                     fp8 && tma ? "the tensor memory accelerator, widened to fp16 in the "
                                  "workspace first (FLASHCL_WGMMA_TMA=0: FP8 bytes, decoded "
                                  "on chip)"

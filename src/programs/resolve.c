@@ -115,9 +115,7 @@ static fcl_status make_plan(fcl_context *ctx, fcl_resolved *r)
         ctx->has_tile_override[b->kind] ? &ctx->tile_override[b->kind] : NULL;
     if (b->features & FCL_BUILD_WGMMA)
         return fcl_plan_make_wgmma(&ctx->caps, b->kind, b->head_dim, b->dtype, &r->limits, forced,
-                                   ctx->emulate_tensor_cores, (b->features & FCL_BUILD_WG_TMA) != 0,
-                                   (b->features & FCL_BUILD_FUSED_DQ) != 0,
-                                   (b->features & FCL_BUILD_FP8_PRODUCTS) != 0, &r->plan);
+                                   ctx->emulate_tensor_cores, b->features, &r->plan);
     if (b->features & FCL_BUILD_TILE_MMA) {
         fcl_tuned_tile decode_target;
         if (forced == NULL && b->kind == FCL_KERNEL_DECODE) {
