@@ -83,11 +83,11 @@ static int print_options(int argc, char **argv)
                                               argc == 6 ? &forced : NULL, 0, build, &plan);
     if (st != FCL_OK)
         return fprintf(stderr, "no wgmma plan: %s\n", fcl_status_string(st)), 1;
+    /* the plan's accelerator bit: the backward never takes it */
     fcl_build b = fcl_build_of(kind, d, dtype,
                                FCL_BUILD_TILE_MMA | FCL_BUILD_WGMMA |
-                                   (plan.wg_tma ? FCL_BUILD_WG_TMA : 0) |
-                                   (fused ? FCL_BUILD_FUSED_DQ : 0) |
-                                   (products ? FCL_BUILD_FP8_PRODUCTS : 0));
+                                   (build & ~(unsigned)FCL_BUILD_WG_TMA) |
+                                   (plan.wg_tma ? FCL_BUILD_WG_TMA : 0));
     b.out_dtype = fp8 ? FCL_DTYPE_FP16 : dtype;
     char opts[1024];
     if (fcl_kernel_options(&plan, &b, 0, opts, sizeof opts) >= (int)sizeof opts)

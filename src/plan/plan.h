@@ -176,9 +176,9 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
  * past; a forced one: FCL_ERROR_INVALID_VALUE); FCL_BUILD_FP8_PRODUCTS
  * (the forward of E4M3 at head_dim 128 with the accelerator): both
  * products on E4M3 wgmma, whose tiles keep 128 keys (never shrunk below:
- * FCL_ERROR_NO_PLAN); FCL_BUILD_WG_SHORT (the forward of fp16 or bf16 at
- * head_dim 64): the default for few keys, one warpgroup and 64 keys.  Other
- * bits are ignored. */
+ * FCL_ERROR_NO_PLAN); FCL_BUILD_WG_SHORT (the forward only; set by
+ * fcl_forward_build): the default for few keys, one warpgroup and 64 keys.
+ * Other bits are ignored. */
 fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
                                fcl_dtype dtype, const fcl_plan_limits *limits,
                                const fcl_tuned_tile *target, int emulated, unsigned build,

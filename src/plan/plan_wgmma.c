@@ -23,10 +23,10 @@
  * several work-groups a multiprocessor hide each other's (on an H200 at N
  * 1024, side by side: 1.06x non-causal, 1.16x causal; at N 4096 0.94x
  * non-causal by flashcl-tune, so longer calls keep 128 x 128; NOTES.md
- * run 59).  Three warpgroups (192
- * rows, FlashAttention-3's tile at head_dim 64) need more than the 168
- * registers a lane that 384 work-items leave: NVIDIA's compiler builds
- * them for fewer work-items, and the plan shrinks (run 59). */
+ * run 59).  Three warpgroups (192 rows, FlashAttention-3's tile at
+ * head_dim 64) need more than the 168 registers a lane that 384
+ * work-items leave: NVIDIA's compiler builds them for fewer work-items,
+ * and the plan shrinks (run 59). */
 #include "plan/plan.h"
 
 #include <string.h>
@@ -123,9 +123,9 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
     const bool dkdv = kind == FCL_KERNEL_BACKWARD_DKDV, fwd = kind == FCL_KERNEL_FORWARD;
     int tma = (build & FCL_BUILD_WG_TMA) != 0, fused_dq = (build & FCL_BUILD_FUSED_DQ) != 0;
     const int fp8_products = (build & FCL_BUILD_FP8_PRODUCTS) != 0;
-    /* the tile for few keys, unless a tile is forced */
-    const bool short_keys = fwd && head_dim == 64 && !fcl_dtype_is_fp8(dtype) &&
-                            (build & FCL_BUILD_WG_SHORT) && target == NULL;
+    /* the tile for few keys (which forwards take it: fcl_forward_build),
+     * unless a tile is forced */
+    const bool short_keys = fwd && (build & FCL_BUILD_WG_SHORT) && target == NULL;
     /* FP8 (the forward only) is held as fp16 tiles: the same tiles and
      * bytes as 16-bit storage (on the accelerator's path K and V widened
      * to fp16 before the forward, forward.c; on cp.async their bytes
