@@ -206,7 +206,7 @@ for step in $steps; do
       # alternated over AB_ROUNDS, for each value in AB_WGMMA of both
       # FLASHCL_WGMMA and FLASHCL_WGMMA_BACKWARD (1: the wgmma pieces, 0:
       # mma.sync): the forward (and the backward
-      # with AB_BACKWARD=1) of AB_DTYPE at AB_DIMS, N 1k-16k (AB_CAUSAL: the
+      # with AB_BACKWARD=1) of AB_DTYPE at AB_DIMS, N 1k-16k (AB_SEQLENS; AB_CAUSAL: the
       # causal values, default flashcl-bench's), device spans
       for w in ${AB_WGMMA:-1 0}; do
         for r in ${AB_ROUNDS:-1 2}; do
@@ -216,7 +216,7 @@ for step in $steps; do
             echo "== $side, FLASHCL_WGMMA=$w, round $r" >> "$OUT/ab.txt"
             FLASHCL_WGMMA=$w FLASHCL_WGMMA_BACKWARD=$w timeout 200 "$bin/bench/flashcl-bench" \
               --dtype "${AB_DTYPE:-fp16}" --head-dims "${AB_DIMS:-64,128}" \
-              --seqlens 1024,4096,16384 --no-naive --reps 5 --profile \
+              --seqlens "${AB_SEQLENS:-1024,4096,16384}" --no-naive --reps 5 --profile \
               ${AB_BACKWARD:+--backward} ${AB_CAUSAL:+--causal "$AB_CAUSAL"} \
               --out "$OUT/ab_w${w}_${side}_$r.csv" 2>&1 \
               | grep -v '^\[' >> "$OUT/ab.txt"

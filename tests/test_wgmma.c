@@ -187,7 +187,7 @@ static void test_selection(void **state)
 
 /* Case i of 5 for a default tile: both head dims and storage types, odd
  * lengths (edge tiles of keys and rows), causal or not; the last at head_dim
- * 64 with more keys than the tile for few keys takes. */
+ * 64 with more keys than the tile for few keys takes (the tile for many). */
 static fa_case default_tile_case(uint64_t seed, int i)
 {
     fa_case c = base_case(seed + (uint64_t)i);
@@ -200,23 +200,37 @@ static fa_case default_tile_case(uint64_t seed, int i)
     return c;
 }
 
-/* A forward plan has the tile for few keys (one warpgroup, 64 keys, its
- * reason says so) if and only if `few`; else the default, 128 x 128, or
- * what the device's limits shrink it to. */
-static void assert_few_keys_tile(const fcl_plan *plan, bool few)
+/* The forward's default tile at head_dim 64 (plan.h, fcl_forward_build):
+ * for few keys (one warpgroup, 64 keys), for many without a mask (two
+ * warpgroups, 256 keys) or the default (two, 128 keys); the plan's reason
+ * names the first two. */
+typedef enum { TILE_DEFAULT, TILE_FEW_KEYS, TILE_MANY_KEYS } tile_kind;
+
+static tile_kind expected_tile(size_t head_dim, size_t seqlen_k, int causal)
 {
-    assert_int_equal(strstr(plan->reason, "tile for few keys") != NULL, few);
-    if (few) {
+    if (head_dim != 64)
+        return TILE_DEFAULT;
+    if (seqlen_k <= (causal ? 4096u : 1024u))
+        return TILE_FEW_KEYS;
+    return causal ? TILE_DEFAULT : TILE_MANY_KEYS;
+}
+
+/* A forward plan has the tile `kind`, or what the device's limits shrink
+ * it to (the reason still names it). */
+static void assert_tile(const fcl_plan *plan, tile_kind kind)
+{
+    assert_int_equal(strstr(plan->reason, "tile for few keys") != NULL, kind == TILE_FEW_KEYS);
+    assert_int_equal(strstr(plan->reason, "tile for many keys") != NULL, kind == TILE_MANY_KEYS);
+    if (kind == TILE_FEW_KEYS) {
         assert_int_equal(plan->br, 64);
         assert_int_equal(plan->bc, 64);
     } else {
-        assert_true(plan->br <= 128 && plan->bc <= 128);
+        assert_true(plan->br <= 128 && plan->bc <= (kind == TILE_MANY_KEYS ? 256u : 128u));
     }
 }
 
-/* The default tiles: two warpgroups and 128 keys, but one warpgroup and 64
- * keys at head_dim 64 up to 1024 keys (plan_wgmma.c); each case's plan
- * says which it runs, and its result passes. */
+/* The default tiles: each case's plan says which it runs, and its result
+ * passes. */
 static void test_default_tile(void **state)
 {
     (void)state;
@@ -228,27 +242,37 @@ static void test_default_tile(void **state)
         const fcl_attention_desc d = case_desc(&c);
         fcl_plan plan;
         assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan), FCL_OK);
-        assert_few_keys_tile(&plan, c.head_dim == 64 && c.seqlen_k <= 1024);
+        assert_tile(&plan, expected_tile(c.head_dim, c.seqlen_k, c.causal));
     }
 }
 
-/* The tile for few keys ends at 1024 keys, at head_dim 64 alone; the query
- * rows do not move it. */
-static void test_few_keys_boundary(void **state)
+/* The tiles' boundaries: few keys up to 1024 keys, 4096 under a causal
+ * mask (also as window_right = 0), at head_dim 64 alone; many keys past
+ * 1024 without a mask, not with a window; the query rows move neither. */
+static void test_tile_boundaries(void **state)
 {
     (void)state;
     if (wgmma_refused)
         skip();
-    const size_t keys[3] = {64, 1024, 1025}, dims[2] = {64, 128};
-    for (int i = 0; i < 3; ++i)
-        for (int j = 0; j < 2; ++j) {
-            fcl_attention_desc d;
-            fcl_attention_desc_init(&d, 1, 2, 2, 4096, keys[i], dims[j], FCL_DTYPE_BF16,
-                                    FCL_LAYOUT_BSHD);
-            fcl_plan plan;
-            assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan), FCL_OK);
-            assert_few_keys_tile(&plan, dims[j] == 64 && keys[i] <= 1024);
-        }
+    const size_t keys[5] = {64, 1024, 1025, 4096, 4097}, dims[2] = {64, 128};
+    for (int i = 0; i < 5; ++i)
+        for (int j = 0; j < 2; ++j)
+            for (int mask = 0; mask < 4; ++mask) {
+                fcl_attention_desc d;
+                fcl_attention_desc_init(&d, 1, 2, 2, 4096, keys[i], dims[j], FCL_DTYPE_BF16,
+                                        FCL_LAYOUT_BSHD);
+                d.causal = mask == 1;
+                if (mask == 2)
+                    d.window_right = 0; /* causal by its window */
+                if (mask == 3)
+                    d.window_left = 512; /* a window: not many keys' tile */
+                fcl_plan plan;
+                assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan), FCL_OK);
+                tile_kind want = expected_tile(dims[j], keys[i], mask == 1 || mask == 2);
+                if (mask == 3 && want == TILE_MANY_KEYS)
+                    want = TILE_DEFAULT;
+                assert_tile(&plan, want);
+            }
 }
 
 /* One warpgroup and 64 keys a tile, or two and 192 (three 64-key
@@ -814,18 +838,24 @@ static void test_backward_default_tile(void **state)
 
 /* dK/dV: one warpgroup (64 keys) with 64 query rows, and two with 128
  * query rows (wgmma's N 128 for S^T and dP^T); dQ: one warpgroup (64
- * rows) with 64 keys, and two with 128 keys (N 128 for S and dP). */
+ * rows) with 64 keys, and two with 128 keys (N 128 for S and dP).  Then
+ * head_dim 128's defaults for many query rows: dK/dV two warpgroups with 64
+ * query rows, dQ two with 64 keys. */
 static void test_backward_forced_tiles(void **state)
 {
     (void)state;
-    const int tiles[2][3] = {{64, 64, 4}, {128, 128, 8}}; /* rows, keys, warps */
-    for (int i = 0; i < 2; ++i) {
-        assert_int_equal(fcl_debug_set_tile(ctx, FCL_KERNEL_BACKWARD_DKDV, tiles[i][0],
-                                            tiles[i][1], tiles[i][2], 32),
-                         FCL_OK);
-        assert_int_equal(fcl_debug_set_tile(ctx, FCL_KERNEL_BACKWARD_DQ, tiles[i][0],
-                                            tiles[i][1], tiles[i][2], 32),
-                         FCL_OK);
+    /* rows, keys, warps: dK/dV's, then dQ's */
+    const int tiles[3][2][3] = {{{64, 64, 4}, {64, 64, 4}},
+                                {{128, 128, 8}, {128, 128, 8}},
+                                {{64, 128, 8}, {128, 64, 8}}};
+    for (int i = 0; i < 3; ++i) {
+        for (int k = 0; k < 2; ++k)
+            assert_int_equal(fcl_debug_set_tile(ctx,
+                                                k ? FCL_KERNEL_BACKWARD_DQ
+                                                  : FCL_KERNEL_BACKWARD_DKDV,
+                                                tiles[i][k][0], tiles[i][k][1], tiles[i][k][2],
+                                                32),
+                             FCL_OK);
         fcl_plan plan;
         fcl_attention_desc d;
         fcl_attention_desc_init(&d, 1, 2, 2, 128, 96, 64, FCL_DTYPE_FP16, FCL_LAYOUT_BSHD);
@@ -833,8 +863,8 @@ static void test_backward_forced_tiles(void **state)
             const fcl_status q = fcl_plan_query(
                 ctx, &d, k ? FCL_KERNEL_BACKWARD_DQ : FCL_KERNEL_BACKWARD_DKDV, &plan);
             if (q == FCL_OK) {
-                assert_int_equal(plan.br, tiles[i][0]);
-                assert_int_equal(plan.bc, tiles[i][1]);
+                assert_int_equal(plan.br, tiles[i][k][0]);
+                assert_int_equal(plan.bc, tiles[i][k][1]);
             } else {
                 assert_int_equal(q, FCL_ERROR_NO_PLAN);
             }
@@ -844,10 +874,40 @@ static void test_backward_forced_tiles(void **state)
         c.heads_kv = 2;
         c.seqlen_q = 150;
         c.seqlen_k = 100;
-        c.head_dim = i == 0 ? 128 : 64;
+        c.head_dim = i == 1 ? 64 : 128;
         c.causal = i == 1;
         check_backward(&c);
     }
+}
+
+/* dK/dV at head_dim 128 takes one warpgroup up to 4096 query rows a key
+ * block visits (half of seqlen_q, rounded up, under a causal mask, also as
+ * window_right = 0), two past them; head_dim 64 keeps its default. */
+static void test_backward_tile_boundaries(void **state)
+{
+    (void)state;
+    const size_t rows[4] = {4096, 4097, 8192, 8193}, dims[2] = {64, 128};
+    for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 2; ++j)
+            for (int mask = 0; mask < 3; ++mask) {
+                fcl_attention_desc d;
+                fcl_attention_desc_init(&d, 1, 2, 2, rows[i], 512, dims[j], FCL_DTYPE_FP16,
+                                        FCL_LAYOUT_BSHD);
+                d.causal = mask == 1;
+                if (mask == 2)
+                    d.window_right = 0;
+                fcl_plan plan;
+                if (fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &plan) != FCL_OK ||
+                    strstr(plan.variant, "wgmma") == NULL)
+                    skip(); /* no wgmma dK/dV plan on this device */
+                const size_t visited = mask ? (rows[i] + 1) / 2 : rows[i];
+                const bool few = dims[j] == 128 && visited <= 4096;
+                assert_int_equal(strstr(plan.reason, "few query rows") != NULL, few);
+                if (few)
+                    assert_int_equal(plan.bc, 64);
+                else
+                    assert_true(plan.bc <= 128);
+            }
 }
 
 /* The loop's variants reach the backward's registers as on mma.sync: a
@@ -992,7 +1052,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest forward[] = {
         cmocka_unit_test_teardown(test_selection, clear_forced_tile),
         cmocka_unit_test_teardown(test_default_tile, clear_forced_tile),
-        cmocka_unit_test(test_few_keys_boundary),
+        cmocka_unit_test(test_tile_boundaries),
         cmocka_unit_test_teardown(test_forced_tiles, clear_forced_tile),
         cmocka_unit_test_teardown(test_variants, clear_forced_tile),
         cmocka_unit_test_teardown(test_nonfinite_v, clear_forced_tile),
@@ -1009,6 +1069,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_backward_selection, backward_on, backward_off),
         cmocka_unit_test_setup_teardown(test_backward_default_tile, backward_on, backward_off),
         cmocka_unit_test_setup_teardown(test_backward_forced_tiles, backward_on, backward_off),
+        cmocka_unit_test_setup_teardown(test_backward_tile_boundaries, backward_on, backward_off),
         cmocka_unit_test_setup_teardown(test_backward_variants, backward_on, backward_off),
         cmocka_unit_test_setup_teardown(test_backward_nonfinite, backward_on, backward_off),
         cmocka_unit_test_setup_teardown(test_backward_fused_dq, backward_on, backward_fused_off),

@@ -38,13 +38,24 @@ enum {
     /* with FCL_BUILD_WG_TMA, E4M3 at head_dim 128: both products on E4M3
      * wgmma (cl/tile_nv_wgmma_fp8.cl), where fcl_uses_fp8_products says */
     FCL_BUILD_FP8_PRODUCTS = 0x8000,
-    /* with FCL_BUILD_WGMMA, the forward of fp16 or bf16 at head_dim 64 of
-     * at most FCL_WG_SHORT_KEYS keys: plan_wgmma.c's tile for few keys */
-    FCL_BUILD_WG_SHORT = 0x10000
+    /* with FCL_BUILD_WGMMA, the forward of fp16 or bf16 at head_dim 64: the
+     * tile by the keys a call has (fcl_forward_build decides, plan_wgmma.c
+     * plans): few (FCL_BUILD_WG_SHORT: at most FCL_WG_SHORT_KEYS keys, or
+     * FCL_WG_SHORT_CAUSAL_KEYS under a causal mask) or many without a mask
+     * (FCL_BUILD_WG_LONG: more than FCL_WG_SHORT_KEYS keys, no causal mask
+     * and no window).  With FCL_BUILD_WGMMA, dK/dV at head_dim 128 of few
+     * query rows (FCL_BUILD_WG_SHORT: fcl_backward_builds_of, at most
+     * FCL_WG_FEW_ROWS rows a key block visits): one warpgroup of 64 keys */
+    FCL_BUILD_WG_SHORT = 0x10000,
+    FCL_BUILD_WG_LONG = 0x20000
 };
 /* The keys up to which a wgmma forward at head_dim 64 takes the tile for
- * few keys (FCL_BUILD_WG_SHORT) */
+ * few keys (FCL_BUILD_WG_SHORT), without and with a causal mask */
 #define FCL_WG_SHORT_KEYS 1024
+#define FCL_WG_SHORT_CAUSAL_KEYS 4096
+/* The query rows a key block visits (seqlen_q, half of it under a causal
+ * mask) up to which dK/dV at head_dim 128 takes one warpgroup */
+#define FCL_WG_FEW_ROWS 4096
 
 /* What a kernel is built for: the resolved-kernel cache's key. */
 typedef struct fcl_build {
@@ -176,9 +187,11 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
  * past; a forced one: FCL_ERROR_INVALID_VALUE); FCL_BUILD_FP8_PRODUCTS
  * (the forward of E4M3 at head_dim 128 with the accelerator): both
  * products on E4M3 wgmma, whose tiles keep 128 keys (never shrunk below:
- * FCL_ERROR_NO_PLAN); FCL_BUILD_WG_SHORT (the forward only; set by
- * fcl_forward_build): the default for few keys, one warpgroup and 64 keys.
- * Other bits are ignored. */
+ * FCL_ERROR_NO_PLAN); FCL_BUILD_WG_SHORT and FCL_BUILD_WG_LONG (set by
+ * fcl_forward_build and fcl_backward_builds_of): the forward's default for
+ * few keys, one warpgroup and 64 keys, and for many, two warpgroups and
+ * 256 keys; dK/dV's for few query rows, one warpgroup.  Other bits are
+ * ignored. */
 fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
                                fcl_dtype dtype, const fcl_plan_limits *limits,
                                const fcl_tuned_tile *target, int emulated, unsigned build,

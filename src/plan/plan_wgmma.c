@@ -17,13 +17,18 @@
  * multiprocessor on an H100, as registers allow anyway), measured best or
  * level with 128 x 64 and 128 x 192 on the H100 (NOTES.md run 34); it
  * shrinks to 64 keys, then to one warpgroup, where the limits ask.
- * At head_dim 64 in fp16 or bf16 with few keys (FCL_BUILD_WG_SHORT: at most
- * FCL_WG_SHORT_KEYS, plan.h) one warpgroup and 64 keys instead (40 KiB):
- * there each work-group runs few tiles, so its start and end weigh, and
- * several work-groups a multiprocessor hide each other's (on an H200 at N
- * 1024, side by side: 1.06x non-causal, 1.16x causal; at N 4096 0.94x
- * non-causal by flashcl-tune, so longer calls keep 128 x 128; NOTES.md
- * run 59).  Three warpgroups (192 rows, FlashAttention-3's tile at
+ * At head_dim 64 in fp16 or bf16 the tile follows the keys (plan.h;
+ * fcl_forward_build decides).  With few (FCL_BUILD_WG_SHORT: at most
+ * FCL_WG_SHORT_KEYS, FCL_WG_SHORT_CAUSAL_KEYS under a causal mask) one
+ * warpgroup and 64 keys (40 KiB): there each work-group runs few tiles, so
+ * its start and end weigh, and several work-groups a multiprocessor hide
+ * each other's.  With more and no mask (FCL_BUILD_WG_LONG) two warpgroups
+ * and 256 keys (144 KiB), whose longer loop wins there but loses with few
+ * keys or a causal mask.  On an H200 side by side against 128 x 128
+ * everywhere (NOTES.md runs 59 and 60): few keys 1.06x non-causal and
+ * 1.16x causal at N 1024, 1.05-1.08x causal at 2048 and 4096 (level at
+ * 8192, so the causal bound is 4096); many keys 1.02-1.06x from N 2048
+ * (at 1024 run 58 had 0.96x).  Three warpgroups (192 rows, FlashAttention-3's tile at
  * head_dim 64) need more than the 168 registers a lane that 384
  * work-items leave: NVIDIA's compiler builds them for fewer work-items,
  * and the plan shrinks (run 59). */
@@ -46,7 +51,13 @@ typedef struct wgmma_shape {
  * dK and dV d / 2 floats each, S^T and dP^T rows / 2 each: at d 128 and 64
  * rows FlashAttention-3's backward shape (2 x 64 + 2 x 32 floats).  The
  * default: two warpgroups (128 keys) and 64 query rows at d 128, 128 rows
- * at d 64 (2 x 32 + 2 x 64 floats).
+ * at d 64 (2 x 32 + 2 x 64 floats).  At d 128 with few query rows a key
+ * block (FCL_BUILD_WG_SHORT, set by fcl_backward_builds_of: at most
+ * FCL_WG_FEW_ROWS, plan.h) one warpgroup (97 KiB, 128 work-items: two
+ * work-groups a multiprocessor): on an H200 side by side 1.00-1.02x
+ * non-causal at N 1024-4096 and 1.03-1.04x causal at 1024-8192, but
+ * 0.97-0.99x non-causal from 8192 and causal at 16384 (NOTES.md run 60);
+ * the fused dQ keeps two.
  *
  * dQ: warpgroups of 64 query rows (Q and dO stay), key tiles of `inner`
  * keys (K and V twice):
@@ -123,9 +134,12 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
     const bool dkdv = kind == FCL_KERNEL_BACKWARD_DKDV, fwd = kind == FCL_KERNEL_FORWARD;
     int tma = (build & FCL_BUILD_WG_TMA) != 0, fused_dq = (build & FCL_BUILD_FUSED_DQ) != 0;
     const int fp8_products = (build & FCL_BUILD_FP8_PRODUCTS) != 0;
-    /* the tile for few keys (which forwards take it: fcl_forward_build),
-     * unless a tile is forced */
+    /* the tiles for few and for many keys (which forwards take them:
+     * fcl_forward_build), unless a tile is forced */
     const bool short_keys = fwd && (build & FCL_BUILD_WG_SHORT) && target == NULL;
+    const bool long_keys = fwd && (build & FCL_BUILD_WG_LONG) && !short_keys && target == NULL;
+    /* dK/dV's for few query rows (fcl_backward_builds_of), unless forced */
+    const bool few_rows = dkdv && (build & FCL_BUILD_WG_SHORT) && target == NULL;
     /* FP8 (the forward only) is held as fp16 tiles: the same tiles and
      * bytes as 16-bit storage (on the accelerator's path K and V widened
      * to fp16 before the forward, forward.c; on cp.async their bytes
@@ -143,8 +157,12 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
     wgmma_shape s = {2, fwd ? 128 : 64};
     if (short_keys)
         s = (wgmma_shape){1, 64};
+    else if (long_keys)
+        s.inner = 256;
     else if (dkdv && d == 64)
         s.inner = 128;
+    else if (few_rows)
+        s.warpgroups = 1;
     else if (!fwd && !dkdv && d == 64)
         s.warpgroups = 1;
     if (target != NULL &&
@@ -195,12 +213,13 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
         fcl_appendf(pub->reason, sizeof pub->reason,
                     "tensor cores: wgmma m64nNk16, N %d for %s and %d for %s (%s inputs, fp32 "
                     "accumulation; FLASHCL_WGMMA_BACKWARD=0 turns it off); %s: %d warpgroup%s "
-                    "of 64 %s, %d %s per step; K, V, Q, dO as 16-bit tiles in the 128-byte "
+                    "of 64 %s%s, %d %s per step; K, V, Q, dO as 16-bit tiles in the 128-byte "
                     "swizzle, from descriptors, %s from registers; %s brought in by cp.async%s%s",
                     s.inner % 128 == 0 ? 128 : 64, dkdv ? "S^T and dP^T" : "S and dP",
                     d % 128 == 0 ? 128 : 64, dkdv ? "dV and dK" : "dQ", fcl_dtype_name(dtype),
                     dkdv ? "dK/dV" : "dQ", s.warpgroups, s.warpgroups > 1 ? "s" : "",
-                    dkdv ? "keys" : "query rows", s.inner, dkdv ? "query rows" : "keys",
+                    dkdv ? "keys" : "query rows", few_rows ? " (the tile for few query rows)" : "",
+                    s.inner, dkdv ? "query rows" : "keys",
                     dkdv ? "P^T and dS^T" : "dS", dkdv ? "Q and dO" : "K and V",
                     fused_dq ? "; dQ's share dS K of each key block on wgmma too (dS^T "
                                "through __local), added in here (FLASHCL_BACKWARD_DQ)"
@@ -222,7 +241,9 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
                     "and V brought in by %s%s",
                     s.inner % 128 == 0 ? 128 : 64, d % 128 == 0 ? 128 : 64, fcl_dtype_name(dtype),
                     s.warpgroups, s.warpgroups > 1 ? "s" : "", s.inner,
-                    short_keys ? " (the tile for few keys)" : "",
+                    short_keys  ? " (the tile for few keys)"
+                    : long_keys ? " (the tile for many keys)"
+                                : "",
                     fp8 && tma ? "the tensor memory accelerator, widened to fp16 in the "
                                  "workspace first (FLASHCL_WGMMA_TMA=0: FP8 bytes, decoded "
                                  "on chip)"
