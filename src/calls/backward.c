@@ -224,8 +224,8 @@ fcl_backward_builds fcl_backward_builds_of(const fcl_context *ctx, const fcl_att
     bb.fused_dq = fused != 0;
     /* head_dim 128 with few query rows a key block: one warpgroup
      * (plan_wgmma.c; the fused dQ keeps the tile it was measured with) */
-    const bool causal = desc->causal || desc->window_right == 0;
-    const size_t rows_visited = causal ? (desc->seqlen_q + 1) / 2 : desc->seqlen_q;
+    const size_t rows_visited =
+        fcl_variants_causal(desc) ? (desc->seqlen_q + 1) / 2 : desc->seqlen_q;
     const unsigned few_rows = wgmma && !fused && D == 128 && rows_visited <= FCL_WG_FEW_ROWS
                                   ? FCL_BUILD_WG_SHORT
                                   : 0;

@@ -107,6 +107,11 @@ typedef struct fcl_variants {
 fcl_status fcl_variants_check_settings(const fcl_attention_desc *desc);
 /* The FCL_FEAT_* bits a call of desc compiles in. */
 unsigned fcl_variants_features(const fcl_attention_desc *desc);
+/* Whether desc's mask is causal: `causal`, or window_right = 0 (the same
+ * bound; a left window may narrow either), for the tiles' choices by length. */
+bool fcl_variants_causal(const fcl_attention_desc *desc);
+/* Whether desc has no mask at all: not causal, no window. */
+bool fcl_variants_unmasked(const fcl_attention_desc *desc);
 /* cu_seqlens values: 0 first, never decreasing, no sequence longer than
  * max_len, the last within total (FCL_ERROR_INVALID_CU_SEQLENS); gives the
  * longest sequence. */

@@ -70,11 +70,10 @@ fcl_build fcl_forward_build(const fcl_context *ctx, const fcl_attention_desc *d,
         /* head_dim 64 in 16-bit storage: the tile by the keys (plan.h,
          * plan_wgmma.c; measured for fp16 only, FP8 storage keeps its own) */
         if (b.kind == FCL_KERNEL_FORWARD && d->head_dim == 64 && !fcl_dtype_is_fp8(d->dtype)) {
-            const bool causal = d->causal || d->window_right == 0; /* (the same mask) */
-            const bool unmasked = !causal && d->window_left < 0 && d->window_right < 0;
+            const bool causal = fcl_variants_causal(d);
             if (d->seqlen_k <= (causal ? FCL_WG_SHORT_CAUSAL_KEYS : FCL_WG_SHORT_KEYS))
                 b.features |= FCL_BUILD_WG_SHORT;
-            else if (unmasked)
+            else if (fcl_variants_unmasked(d))
                 b.features |= FCL_BUILD_WG_LONG;
         }
     }

@@ -104,6 +104,16 @@ fcl_status fcl_variants_check_settings(const fcl_attention_desc *d)
     return FCL_OK;
 }
 
+bool fcl_variants_causal(const fcl_attention_desc *d)
+{
+    return d->causal || d->window_right == 0;
+}
+
+bool fcl_variants_unmasked(const fcl_attention_desc *d)
+{
+    return !fcl_variants_causal(d) && d->window_left < 0 && d->window_right < 0;
+}
+
 unsigned fcl_variants_features(const fcl_attention_desc *d)
 {
     unsigned f = 0;
