@@ -294,7 +294,8 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
  * key blocks that have added theirs; block j waits until the count equals
  * the number of key blocks before it that visit the Q block, j -
  * fcl_key_begin / BC (the visiting blocks are consecutive: a band mask, no
- * block mask), adds, then counts itself.  Work-groups run in group order
+ * block mask), adds, then counts itself (a step later, fcl_dq_count).
+ * Work-groups run in group order
  * (ranks ascend with the group id, heads fastest: fcl_rank_of_group), so a
  * work-group only waits for ones started before it, which never wait for
  * it: no deadlock on a device that starts groups in order.  A wait longer
@@ -336,12 +337,17 @@ inline void fcl_dq_wait(volatile __global int *sem, long at, int expected, long 
 #endif
 }
 
-inline void fcl_dq_signal(volatile __global int *sem, long at, int lid)
+/* Counts a share's adds (FCL_FUSED_DQ 1) one step late, so that no step
+ * waits for its own adds to land: each work-item's fence before the next
+ * share's staging (its barrier) orders its adds of the share before, issued
+ * a step earlier and so long done, then work-item 0 counts that share here
+ * (at = -1: none yet); after the loop, the last share.  A work-group still
+ * waits only for ones started before it, which count without waiting for
+ * it (above). */
+inline void fcl_dq_count(volatile __global int *sem, long at, int lid)
 {
 #if FCL_FUSED_DQ == 1
-    fcl_fence_device(); /* this work-item's adds are seen before the count */
-    barrier(CLK_GLOBAL_MEM_FENCE);
-    if (lid == 0) atomic_inc(&sem[at]);
+    if (lid == 0 && at >= 0) atomic_inc(&sem[at]);
 #endif
 }
 #endif
@@ -467,6 +473,9 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
 
     int issued = 0, used = 0;
     int t = 0;
+#if FCL_FUSED_DQ
+    long dq_counted_next = -1; /* the share fcl_dq_count counts next (-1: none) */
+#endif
     int stats_buf = 0;
     bool stats_ok = false;
     float lse_next = 0.0f, dlt_next = 0.0f;
@@ -554,13 +563,17 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
                         dqs[i][n] = fcl_dq_exact(FCL_DQ_DS_TILE, Kh, FCL_DQ_ROW(i), FCL_DQ_COL(n),
                                                  cols, mask, sq.seqlen_q, r0, c0);
             }
+#if FCL_FUSED_DQ == 1
+            fcl_fence_device(); /* the previous share's adds, before its count */
+#endif
             FCL_DKDV_DQ_STAGE(dqs);
+            fcl_dq_count(dq_sem, dq_counted_next, lid);
             const long sem = fcl_dq_sem_index(b, h, heads_q, sem_per_head, sq, r0);
             fcl_dq_wait(dq_sem, sem, kb - fcl_key_begin(mask, r0) / BC, failed_at, lid);
             __global float *acc0 =
                 dq_acc + fcl_lse_index(b, h, heads_q, lse_rows, sq, r0) * head_dim;
             FCL_DKDV_DQ_ADD(acc0, rows, head_dim);
-            fcl_dq_signal(dq_sem, sem, lid);
+            dq_counted_next = sem;
         }
 #endif
         if (next < total) FCL_STORE_Q_BLOCK_STATS();
@@ -572,6 +585,11 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
 #undef FCL_REQUEST_Q_BLOCK
 #undef FCL_STORE_Q_BLOCK_STATS
 #undef FCL_STATS_IN_REGS
+#if FCL_FUSED_DQ == 1
+    fcl_fence_device(); /* the last share's adds, before its count */
+    barrier(CLK_GLOBAL_MEM_FENCE);
+    fcl_dq_count(dq_sem, dq_counted_next, lid);
+#endif
     FCL_BWD_COPIES_DONE();
 
     const long dk_base = dk_off + fcl_batch_offset(b, dk_sb) + hk * dk_sh + sq.k_row0 * dk_ss;
