@@ -134,12 +134,13 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
     const bool dkdv = kind == FCL_KERNEL_BACKWARD_DKDV, fwd = kind == FCL_KERNEL_FORWARD;
     int tma = (build & FCL_BUILD_WG_TMA) != 0, fused_dq = (build & FCL_BUILD_FUSED_DQ) != 0;
     const int fp8_products = (build & FCL_BUILD_FP8_PRODUCTS) != 0;
-    /* the tiles for few and for many keys (which forwards take them:
-     * fcl_forward_build), unless a tile is forced */
-    const bool short_keys = fwd && (build & FCL_BUILD_WG_SHORT) && target == NULL;
-    const bool long_keys = fwd && (build & FCL_BUILD_WG_LONG) && !short_keys && target == NULL;
-    /* dK/dV's for few query rows (fcl_backward_builds_of), unless forced */
-    const bool few_rows = dkdv && (build & FCL_BUILD_WG_SHORT) && target == NULL;
+    /* the tile the call's length asks for, unless a tile is forced: the
+     * forward's for few or many keys (fcl_forward_build), dK/dV's for few
+     * query rows (fcl_backward_builds_of) */
+    const unsigned by_length = target == NULL ? build : 0;
+    const bool short_keys = fwd && (by_length & FCL_BUILD_WG_SHORT);
+    const bool long_keys = fwd && (by_length & FCL_BUILD_WG_LONG);
+    const bool few_rows = dkdv && (by_length & FCL_BUILD_WG_SHORT);
     /* FP8 (the forward only) is held as fp16 tiles: the same tiles and
      * bytes as 16-bit storage (on the accelerator's path K and V widened
      * to fp16 before the forward, forward.c; on cp.async their bytes
