@@ -200,10 +200,11 @@ static fa_case default_tile_case(uint64_t seed, int i)
     return c;
 }
 
-/* The forward's default tile at head_dim 64 (plan.h, fcl_forward_build):
- * for few keys (one warpgroup, 64 keys), for many without a mask (two
- * warpgroups, 256 keys) or the default (two, 128 keys); the plan's reason
- * names the first two. */
+/* The forward's default tile at head_dim 64 (plan.h,
+ * fcl_variants_wgmma_tile): for few keys (one warpgroup, 64 keys), for many
+ * (two warpgroups, 256 keys: without a mask, or past 8192 keys under a
+ * causal mask with no left window) or the default (two, 128 keys); the
+ * plan's reason names the first two. */
 typedef enum { TILE_DEFAULT, TILE_FEW_KEYS, TILE_MANY_KEYS } tile_kind;
 
 static tile_kind expected_tile(size_t head_dim, size_t seqlen_k, int causal)
@@ -212,7 +213,7 @@ static tile_kind expected_tile(size_t head_dim, size_t seqlen_k, int causal)
         return TILE_DEFAULT;
     if (seqlen_k <= (causal ? 4096u : 1024u))
         return TILE_FEW_KEYS;
-    return causal ? TILE_DEFAULT : TILE_MANY_KEYS;
+    return causal && seqlen_k <= 8192u ? TILE_DEFAULT : TILE_MANY_KEYS;
 }
 
 /* A forward plan has the tile `kind`, or what the device's limits shrink
@@ -254,34 +255,37 @@ static void test_tile_boundaries(void **state)
     (void)state;
     if (wgmma_refused)
         skip();
-    const size_t keys[5] = {64, 1024, 1025, 4096, 4097}, dims[2] = {64, 128};
-    for (int i = 0; i < 5; ++i)
+    const size_t keys[7] = {64, 1024, 1025, 4096, 4097, 8192, 8193}, dims[2] = {64, 128};
+    for (int i = 0; i < 7; ++i)
         for (int j = 0; j < 2; ++j)
-            for (int mask = 0; mask < 4; ++mask) {
+            for (int mask = 0; mask < 5; ++mask) {
                 fcl_attention_desc d;
                 fcl_attention_desc_init(&d, 1, 2, 2, 4096, keys[i], dims[j], FCL_DTYPE_BF16,
                                         FCL_LAYOUT_BSHD);
                 d.causal = mask == 1;
                 if (mask == 2)
                     d.window_right = 0; /* causal by its window */
-                if (mask == 3)
+                if (mask >= 3)
                     d.window_left = 512; /* a window: not many keys' tile */
+                if (mask == 4)
+                    d.window_right = 0; /* causal, but a left window */
                 fcl_plan plan;
                 assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_FORWARD, &plan), FCL_OK);
-                tile_kind want = expected_tile(dims[j], keys[i], mask == 1 || mask == 2);
-                if (mask == 3 && want == TILE_MANY_KEYS)
+                tile_kind want = expected_tile(dims[j], keys[i], mask == 1 || mask == 2 || mask == 4);
+                if (mask >= 3 && want == TILE_MANY_KEYS)
                     want = TILE_DEFAULT;
                 assert_tile(&plan, want);
             }
 }
 
 /* One warpgroup and 64 keys a tile, or two and 192 (three 64-key
- * wgmma blocks): GQA, BHSD, more keys than rows. */
+ * wgmma blocks), or two and 256 under a causal mask (the tile for many
+ * keys, which long causal calls take): GQA, BHSD, more keys than rows. */
 static void test_forced_tiles(void **state)
 {
     (void)state;
-    const int tiles[2][3] = {{64, 64, 4}, {128, 192, 8}};
-    for (int i = 0; i < 2; ++i) {
+    const int tiles[3][3] = {{64, 64, 4}, {128, 192, 8}, {128, 256, 8}};
+    for (int i = 0; i < 3; ++i) {
         assert_int_equal(fcl_debug_set_tile(ctx, FCL_KERNEL_FORWARD, tiles[i][0], tiles[i][1],
                                             tiles[i][2], 32),
                          FCL_OK);
@@ -301,7 +305,11 @@ static void test_forced_tiles(void **state)
         c.seqlen_k = 230;
         c.head_dim = i == 0 ? 128 : 64;
         c.layout = FCL_LAYOUT_BHSD;
-        c.causal = i == 1;
+        c.causal = i >= 1;
+        if (i == 2) { /* two Q blocks, the diagonal across both key tiles */
+            c.seqlen_q = 200;
+            c.seqlen_k = 300;
+        }
         check(&c);
     }
 }

@@ -11,7 +11,11 @@
  *                                        profile (the default tile, or the
  *                                        forced ROWS x COLS one), K and V by
  *                                        the tensor memory accelerator (FP8:
- *                                        by the warps' decoding loads)
+ *                                        by the warps' decoding loads); with
+ *                                        "short" or "long" in place of ROWS
+ *                                        COLS, the tile a call's lengths ask
+ *                                        for (few or many keys; dK/dV: few
+ *                                        query rows with "short")
  *   flashcl-sm90a options-cpasync ...    the same, K and V by cp.async
  *   flashcl-sm90a options-dkdv D fp16|bf16 [ROWS COLS]
  *                                        dK/dV's wgmma plan (ROWS query rows
@@ -40,10 +44,16 @@ static int print_source(fcl_program_id id)
 
 static int print_options(int argc, char **argv)
 {
-    if (argc != 4 && argc != 6)
+    /* short / long: the tile a call's lengths ask for (plan.h's
+     * FCL_BUILD_WG_SHORT, FCL_BUILD_WG_LONG), where the call would take it */
+    const int by_length = argc == 5 ? strcmp(argv[4], "short") == 0   ? FCL_BUILD_WG_SHORT
+                                      : strcmp(argv[4], "long") == 0 ? FCL_BUILD_WG_LONG
+                                                                     : -1
+                                    : 0;
+    if ((argc != 4 && argc != 5 && argc != 6) || by_length < 0)
         return fprintf(stderr, "options[-cpasync|-fp8-products|-dkdv|-dkdv-fused|-dq] D "
                                "fp16|bf16|e4m3|e5m2 "
-                               "[ROWS COLS]\n"),
+                               "[ROWS COLS | short | long]\n"),
                1;
     /* "options": K and V by the tensor memory accelerator, as on an H100
      * where libcuda is found; "options-cpasync": by cp.async;
@@ -77,7 +87,8 @@ static int print_options(int argc, char **argv)
         forced.ty = (kind == FCL_KERNEL_BACKWARD_DKDV ? forced.cols : forced.rows) / 16;
     }
     fcl_plan_full plan;
-    const unsigned build = (tma ? FCL_BUILD_WG_TMA : 0) | (fused ? FCL_BUILD_FUSED_DQ : 0) |
+    const unsigned build = (unsigned)by_length | (tma ? FCL_BUILD_WG_TMA : 0) |
+                           (fused ? FCL_BUILD_FUSED_DQ : 0) |
                            (products ? FCL_BUILD_FP8_PRODUCTS : 0);
     const fcl_status st = fcl_plan_make_wgmma(&h100->caps, kind, d, dtype, NULL,
                                               argc == 6 ? &forced : NULL, 0, build, &plan);
@@ -139,7 +150,7 @@ int main(int argc, char **argv)
         return rewrite();
     fprintf(stderr, "usage: flashcl-sm90a source[-backward] | "
                     "options[-cpasync|-fp8-products|-dkdv|-dkdv-fused|-dq] D fp16|bf16|e4m3|e5m2 "
-                    "[ROWS COLS] | "
+                    "[ROWS COLS | short | long] | "
                     "rewrite\n");
     return 1;
 }

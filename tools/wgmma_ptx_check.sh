@@ -57,11 +57,11 @@ mkdir -p "$out"
 "$tool" source-backward > "$out/backward.cl"
 
 # options, options-cpasync, options-dkdv[-fused] or options-dq, head_dim, storage, and an
-# optional forced tile (rows, cols)
+# optional forced tile (rows, cols), or short / long: the tile a call's lengths ask for
 check() {
     mode=$1
     shift
-    name="d$1-$2${3:+-$3x$4}"
+    name="d$1-$2${3:+-$3${4:+x$4}}"
     src=forward
     kernel=fcl_forward
     case $mode in
@@ -116,6 +116,9 @@ for mode in options options-cpasync; do
     check $mode 128 bf16
     check $mode 128 fp16 64 64
     check $mode 64 bf16 128 192
+    # the tiles by length (plan.h): few keys, many keys
+    check $mode 64 fp16 short
+    check $mode 64 fp16 long
 done
 # FP8 storage's forward: on the accelerator K and V widened to fp16 by the
 # call's first launch (fcl_forward_widen, in the same program); on cp.async
@@ -132,6 +135,7 @@ check options-dkdv 128 fp16
 check options-dkdv 128 bf16
 check options-dkdv 64 fp16 64 64
 check options-dkdv 128 fp16 128 128
+check options-dkdv 128 fp16 short
 check options-dkdv-fused 64 fp16
 check options-dkdv-fused 128 bf16
 check options-dkdv-fused 128 fp16 64 64

@@ -222,13 +222,11 @@ fcl_backward_builds fcl_backward_builds_of(const fcl_context *ctx, const fcl_att
         fcl_uses_wgmma(ctx, desc, FCL_KERNEL_BACKWARD_DKDV, build_dkdv) ? FCL_BUILD_WGMMA : 0;
     const unsigned fused = fused_dq_bits(ctx, build_dkdv, wide);
     bb.fused_dq = fused != 0;
-    /* head_dim 128 with few query rows a key block: one warpgroup
-     * (plan_wgmma.c; the fused dQ keeps the tile it was measured with) */
-    const size_t rows_visited =
-        fcl_variants_causal(desc) ? (desc->seqlen_q + 1) / 2 : desc->seqlen_q;
-    const unsigned few_rows = wgmma && !fused && D == 128 && rows_visited <= FCL_WG_FEW_ROWS
-                                  ? FCL_BUILD_WG_SHORT
-                                  : 0;
+    /* the tile by the call's lengths: one warpgroup at head_dim 128 with
+     * few query rows a key block (the fused dQ keeps the tile it was
+     * measured with) */
+    const unsigned few_rows =
+        wgmma ? fcl_variants_wgmma_tile(desc, FCL_KERNEL_BACKWARD_DKDV, fused != 0) : 0;
     bb.dkdv[0] = fcl_build_of(FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype,
                               build_dkdv | wgmma | fused | few_rows |
                                   (split ? FCL_BUILD_DV_ONLY : 0));

@@ -107,11 +107,17 @@ typedef struct fcl_variants {
 fcl_status fcl_variants_check_settings(const fcl_attention_desc *desc);
 /* The FCL_FEAT_* bits a call of desc compiles in. */
 unsigned fcl_variants_features(const fcl_attention_desc *desc);
-/* Whether desc's mask is causal: `causal`, or window_right = 0 (the same
- * bound; a left window may narrow either), for the tiles' choices by length. */
-bool fcl_variants_causal(const fcl_attention_desc *desc);
-/* Whether desc has no mask at all: not causal, no window. */
-bool fcl_variants_unmasked(const fcl_attention_desc *desc);
+/* The tile a wgmma kernel of `kind` takes for desc's lengths (plan.h,
+ * plan_wgmma.c), as FCL_BUILD_WG_SHORT, FCL_BUILD_WG_LONG or 0: the
+ * forward at head_dim 64 in 16-bit storage by its keys (few; many without
+ * a mask, or under a causal mask with no left window), dK/dV at head_dim
+ * 128 without the fused dQ by the query rows a key block visits
+ * (seqlen_q, half of it rounded up under a causal mask); 0 for the other
+ * kernels.  A causal mask is `causal` or window_right = 0.  The one place
+ * of these rules: the calls and their plan queries both build through
+ * fcl_forward_build and fcl_backward_builds_of, which ask here. */
+unsigned fcl_variants_wgmma_tile(const fcl_attention_desc *desc, fcl_kernel_kind kind,
+                                 bool fused_dq);
 /* cu_seqlens values: 0 first, never decreasing, no sequence longer than
  * max_len, the last within total (FCL_ERROR_INVALID_CU_SEQLENS); gives the
  * longest sequence. */

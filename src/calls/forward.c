@@ -67,15 +67,8 @@ fcl_build fcl_forward_build(const fcl_context *ctx, const fcl_attention_desc *d,
             b.features |= FCL_BUILD_WG_TMA;
         if (fcl_uses_fp8_products(d, b.features))
             b.features |= FCL_BUILD_FP8_PRODUCTS;
-        /* head_dim 64 in 16-bit storage: the tile by the keys (plan.h,
-         * plan_wgmma.c; measured for fp16 only, FP8 storage keeps its own) */
-        if (b.kind == FCL_KERNEL_FORWARD && d->head_dim == 64 && !fcl_dtype_is_fp8(d->dtype)) {
-            const bool causal = fcl_variants_causal(d);
-            if (d->seqlen_k <= (causal ? FCL_WG_SHORT_CAUSAL_KEYS : FCL_WG_SHORT_KEYS))
-                b.features |= FCL_BUILD_WG_SHORT;
-            else if (fcl_variants_unmasked(d))
-                b.features |= FCL_BUILD_WG_LONG;
-        }
+        /* the tile by the call's lengths (head_dim 64 in 16-bit storage) */
+        b.features |= fcl_variants_wgmma_tile(d, b.kind, false);
     }
     return b;
 }

@@ -104,14 +104,33 @@ fcl_status fcl_variants_check_settings(const fcl_attention_desc *d)
     return FCL_OK;
 }
 
-bool fcl_variants_causal(const fcl_attention_desc *d)
+/* Whether d's mask is causal: `causal`, or window_right = 0 (the same
+ * bound; a left window may narrow either). */
+static bool variants_causal(const fcl_attention_desc *d)
 {
     return d->causal || d->window_right == 0;
 }
 
-bool fcl_variants_unmasked(const fcl_attention_desc *d)
+unsigned fcl_variants_wgmma_tile(const fcl_attention_desc *d, fcl_kernel_kind kind,
+                                 bool fused_dq)
 {
-    return !fcl_variants_causal(d) && d->window_left < 0 && d->window_right < 0;
+    const bool causal = variants_causal(d);
+    if (kind == FCL_KERNEL_FORWARD) {
+        if (d->head_dim != 64 || fcl_dtype_is_fp8(d->dtype))
+            return 0;
+        if (d->seqlen_k <= (causal ? FCL_WG_SHORT_CAUSAL_KEYS : FCL_WG_SHORT_KEYS))
+            return FCL_BUILD_WG_SHORT;
+        const bool unmasked = !causal && d->window_left < 0 && d->window_right < 0;
+        const bool long_causal =
+            causal && d->window_left < 0 && d->seqlen_k > FCL_WG_LONG_CAUSAL_KEYS;
+        return unmasked || long_causal ? FCL_BUILD_WG_LONG : 0;
+    }
+    if (kind == FCL_KERNEL_BACKWARD_DKDV && d->head_dim == 128 && !fused_dq) {
+        /* the query rows a key block visits */
+        const size_t rows = causal ? (d->seqlen_q + 1) / 2 : d->seqlen_q;
+        return rows <= FCL_WG_FEW_ROWS ? FCL_BUILD_WG_SHORT : 0;
+    }
+    return 0;
 }
 
 unsigned fcl_variants_features(const fcl_attention_desc *d)

@@ -39,13 +39,14 @@ enum {
      * wgmma (cl/tile_nv_wgmma_fp8.cl), where fcl_uses_fp8_products says */
     FCL_BUILD_FP8_PRODUCTS = 0x8000,
     /* with FCL_BUILD_WGMMA, the forward of fp16 or bf16 at head_dim 64: the
-     * tile by the keys a call has (fcl_forward_build decides, plan_wgmma.c
+     * tile by the keys a call has (fcl_variants_wgmma_tile decides, plan_wgmma.c
      * plans): few (FCL_BUILD_WG_SHORT: at most FCL_WG_SHORT_KEYS keys, or
-     * FCL_WG_SHORT_CAUSAL_KEYS under a causal mask) or many without a mask
-     * (FCL_BUILD_WG_LONG: more than FCL_WG_SHORT_KEYS keys, no causal mask
-     * and no window).  With FCL_BUILD_WGMMA, dK/dV at head_dim 128 of few
-     * query rows (FCL_BUILD_WG_SHORT: fcl_backward_builds_of, at most
-     * FCL_WG_FEW_ROWS rows a key block visits): one warpgroup of 64 keys */
+     * FCL_WG_SHORT_CAUSAL_KEYS under a causal mask) or many (FCL_BUILD_WG_LONG:
+     * past those, with no mask and no window, or past FCL_WG_LONG_CAUSAL_KEYS
+     * under a causal mask with no left window).  With FCL_BUILD_WGMMA, dK/dV
+     * at head_dim 128 of few query rows (FCL_BUILD_WG_SHORT: at most
+     * FCL_WG_FEW_ROWS rows a key block visits): one warpgroup of 64 keys.
+     * calls/variants.c's fcl_variants_wgmma_tile holds these rules */
     FCL_BUILD_WG_SHORT = 0x10000,
     FCL_BUILD_WG_LONG = 0x20000
 };
@@ -53,6 +54,9 @@ enum {
  * few keys (FCL_BUILD_WG_SHORT), without and with a causal mask */
 #define FCL_WG_SHORT_KEYS 1024
 #define FCL_WG_SHORT_CAUSAL_KEYS 4096
+/* The keys past which it takes the tile for many keys under a causal mask
+ * (FCL_BUILD_WG_LONG; without a mask past FCL_WG_SHORT_KEYS) */
+#define FCL_WG_LONG_CAUSAL_KEYS 8192
 /* The query rows a key block visits (seqlen_q, half of it under a causal
  * mask) up to which dK/dV at head_dim 128 takes one warpgroup */
 #define FCL_WG_FEW_ROWS 4096

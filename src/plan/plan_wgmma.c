@@ -18,17 +18,18 @@
  * level with 128 x 64 and 128 x 192 on the H100 (NOTES.md run 34); it
  * shrinks to 64 keys, then to one warpgroup, where the limits ask.
  * At head_dim 64 in fp16 or bf16 the tile follows the keys (plan.h;
- * fcl_forward_build decides).  With few (FCL_BUILD_WG_SHORT: at most
+ * fcl_variants_wgmma_tile decides).  With few (FCL_BUILD_WG_SHORT: at most
  * FCL_WG_SHORT_KEYS, FCL_WG_SHORT_CAUSAL_KEYS under a causal mask) one
  * warpgroup and 64 keys (40 KiB): there each work-group runs few tiles, so
  * its start and end weigh, and several work-groups a multiprocessor hide
- * each other's.  With more and no mask (FCL_BUILD_WG_LONG) two warpgroups
- * and 256 keys (144 KiB), whose longer loop wins there but loses with few
- * keys or a causal mask.  On an H200 side by side against 128 x 128
- * everywhere (NOTES.md runs 59 and 60): few keys 1.06x non-causal and
- * 1.16x causal at N 1024, 1.05-1.08x causal at 2048 and 4096 (level at
- * 8192, so the causal bound is 4096); many keys 1.02-1.06x from N 2048
- * (at 1024 run 58 had 0.96x).  Three warpgroups (192 rows, FlashAttention-3's tile at
+ * each other's.  With more and no mask, or past FCL_WG_LONG_CAUSAL_KEYS
+ * under a causal mask (FCL_BUILD_WG_LONG), two warpgroups and 256 keys
+ * (144 KiB), whose longer loop wins there but loses with few keys.  On an
+ * H200 side by side against 128 x 128 everywhere (NOTES.md runs 59-61):
+ * few keys 1.06x non-causal and 1.16x causal at N 1024, 1.05-1.08x causal
+ * at 2048 and 4096 (level at 8192, so the causal bound is 4096); many keys
+ * 1.02-1.06x from N 2048 (at 1024 run 58 had 0.96x), and causal 0.91x at
+ * 4096, level at 8192, 1.04-1.05x at 16384 and 1.11-1.18x at 32768.  Three warpgroups (192 rows, FlashAttention-3's tile at
  * head_dim 64) need more than the 168 registers a lane that 384
  * work-items leave: NVIDIA's compiler builds them for fewer work-items,
  * and the plan shrinks (run 59). */
@@ -52,7 +53,7 @@ typedef struct wgmma_shape {
  * rows FlashAttention-3's backward shape (2 x 64 + 2 x 32 floats).  The
  * default: two warpgroups (128 keys) and 64 query rows at d 128, 128 rows
  * at d 64 (2 x 32 + 2 x 64 floats).  At d 128 with few query rows a key
- * block (FCL_BUILD_WG_SHORT, set by fcl_backward_builds_of: at most
+ * block (FCL_BUILD_WG_SHORT, set by fcl_variants_wgmma_tile: at most
  * FCL_WG_FEW_ROWS, plan.h) one warpgroup (97 KiB, 128 work-items: two
  * work-groups a multiprocessor): on an H200 side by side 1.00-1.02x
  * non-causal at N 1024-4096 and 1.03-1.04x causal at 1024-8192, but
@@ -135,8 +136,8 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
     int tma = (build & FCL_BUILD_WG_TMA) != 0, fused_dq = (build & FCL_BUILD_FUSED_DQ) != 0;
     const int fp8_products = (build & FCL_BUILD_FP8_PRODUCTS) != 0;
     /* the tile the call's length asks for, unless a tile is forced: the
-     * forward's for few or many keys (fcl_forward_build), dK/dV's for few
-     * query rows (fcl_backward_builds_of) */
+     * forward's for few or many keys, dK/dV's for few query rows
+     * (fcl_variants_wgmma_tile) */
     const unsigned by_length = target == NULL ? build : 0;
     const bool short_keys = fwd && (by_length & FCL_BUILD_WG_SHORT);
     const bool long_keys = fwd && (by_length & FCL_BUILD_WG_LONG);
