@@ -322,10 +322,13 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
         cl_event ev_fused = NULL;
         if (st == FCL_OK)
             st = fcl_launch(ctx, r_dkdv[0], set_dkdv_args, &call, starts, ev_start, &ev_fused);
+        /* one of the parts (released with them): if the dQ store then fails
+         * to enqueue, the fused launch is still what the workspaces are busy
+         * with (below) */
+        if (ev_fused != NULL)
+            ev_parts[parts++] = ev_fused;
         if (st == FCL_OK)
             st = enqueue_dq_store(ctx, r_dkdv[0], &call, 1, &ev_fused, &ev_parts[parts++]);
-        if (ev_fused != NULL)
-            clReleaseEvent(ev_fused);
     } else if (st == FCL_OK) {
         st = fcl_launch(ctx, r_dq, set_dq_args, &call, starts, ev_start, &ev_parts[parts++]);
         for (int i = 0; i < bb.dkdv_launches && st == FCL_OK; ++i)

@@ -486,8 +486,12 @@ fcl_status dist_wait_for(fcl_mpi *m, const dist_io *io)
 {
     if (io->num_wait == 0)
         return FCL_OK;
-    return clEnqueueMarkerWithWaitList(fcl_context_cl_queue(m->ctx), io->num_wait, io->wait_list,
-                                       NULL);
+    /* a barrier, not a marker: on an out-of-order queue a marker holds back
+     * nothing enqueued after it, and the copies and steps that follow read
+     * the caller's tensors (flashcl_mpi.h: nothing of yours is read before
+     * the wait list completes) */
+    return clEnqueueBarrierWithWaitList(fcl_context_cl_queue(m->ctx), io->num_wait,
+                                        io->wait_list, NULL);
 }
 
 fcl_status dist_end_device(fcl_mpi *m, fcl_status st, const dist_shape *s, dist_write_fn write,
