@@ -201,6 +201,26 @@ for step in $steps; do
       python3 bench/compare_ab.py "$OUT/fused-dq" "separate=$(rounds_of fused_separate)" \
         "ordered=$(rounds_of fused_ordered)" "any-order=$(rounds_of fused_any-order)" 2>&1 \
         | tee -a "$OUT/fused_dq.txt" ;;
+    bwd-tma)
+      # dK/dV's Q and dO by the tensor memory accelerator
+      # (FLASHCL_WGMMA_BACKWARD_TMA=1, tile_nv_wgmma.cl): test_wgmma's
+      # backward on the real instructions (test_backward_tma sets the
+      # switch), then the backward with the switch off and on, alternated
+      # TMA_ROUNDS times (fp16, d 64 and 128, N 1k-16k, causal off and on,
+      # device spans)
+      ( time timeout 200 "$B/tests/test_wgmma" backward ) > "$OUT/test_wgmma_backward.log" 2>&1
+      echo "test_wgmma backward: rc=$?"; grep -E "PASSED|FAILED|ERROR|real" \
+        "$OUT/test_wgmma_backward.log" | head -12
+      for r in ${TMA_ROUNDS:-1 2}; do
+        for m in 0 1; do
+          echo "== FLASHCL_WGMMA_BACKWARD_TMA=$m round $r" >> "$OUT/bwd_tma.txt"
+          FLASHCL_WGMMA_BACKWARD_TMA=$m timeout 150 "$B/bench/flashcl-bench" --dtype fp16 \
+            --head-dims 64,128 --seqlens 1024,4096,16384 --backward --no-naive --reps 5 \
+            --profile --out "$OUT/bwd_tma_${m}_$r.csv" 2>&1 | grep -v '^\[' >> "$OUT/bwd_tma.txt"
+        done
+      done
+      python3 bench/compare_ab.py "$OUT/bwd-tma" "cp.async=$(rounds_of bwd_tma_0)" \
+        "accelerator=$(rounds_of bwd_tma_1)" 2>&1 | tee -a "$OUT/bwd_tma.txt" ;;
     ab-builds)
       # this build against BASE's (another tree's build: its flashcl-bench),
       # alternated over AB_ROUNDS, for each value in AB_WGMMA of both

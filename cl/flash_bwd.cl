@@ -27,7 +27,10 @@
  * and loads (FCL_DQ_LOAD_Q_DO, FCL_DQ_PREFETCH_KV / FCL_DQ_TILE_BEGIN;
  * FCL_DKDV_LOAD_KV, FCL_DKDV_PREFETCH_Q_DO / FCL_DKDV_BLOCK_BEGIN: a piece
  * may fetch the next streamed tile into a second buffer, named by `buf`,
- * while the current one is used, or load it when the tile begins), the two
+ * while the current one is used, or load it when the tile begins; dK/dV's
+ * hooks also get the block's first row, r0, and its ordinal n, and
+ * FCL_DKDV_MAPS readies a piece's copies by the tensor memory accelerator),
+ * the two
  * products that rebuild S and dP (FCL_DQ_S / FCL_DQ_DP,
  * FCL_DKDV_ST / FCL_DKDV_DPT), where P and dS go (FCL_DQ_SET_DS,
  * FCL_DKDV_SET, given FCL_RW rows of one column: register arrays are
@@ -94,6 +97,10 @@ inline float2 fcl_backward_score(float s, float dp, float lse_units, float delta
  * vector lanes: P and dS of FCL_RW scores at once, the same operations as
  * fcl_backward_score. */
 #define FCL_BACKWARD_LANES (FCL_RW > 1 && !FCL_MODIFIED_SCORES && !FCL_HAS(FCL_FEAT_DROPOUT))
+
+#ifndef FCL_DKDV_MAPS /* a piece without the accelerator's copies */
+#define FCL_DKDV_MAPS(q_seq, do_seq) (void)maps
+#endif
 
 #if defined(FCL_KERNEL_DQ)
 
@@ -375,7 +382,9 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
                        int block_m, int block_n, int block_nbn,
                        /* FCL_FUSED_DQ: see above */
                        __global float *dq_acc, volatile __global int *dq_sem, int sem_per_head,
-                       long failed_at)
+                       long failed_at,
+                       /* FCL_WG_TMA: the tensor maps' workspace (tile_nv_wgmma.cl) */
+                       __global ulong *maps)
 {
     FCL_DKDV_LOCALS;
     /* fcl_group_any's flags, for Q, dO and K: visible after the first block's barrier */
@@ -400,6 +409,10 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
     FCL_DKDV_LOAD_KV(k_off + fcl_batch_offset(b, k_sb) + hk * k_sh + k_row * k_ss, k_ss,
                      v_off + fcl_batch_offset(b, v_sb) + hk * v_sh + k_row * v_ss, v_ss, cols,
                      head_dim);
+    /* a piece whose Q and dO blocks come by the tensor memory accelerator:
+     * its maps of this sequence's rows (every work-item; q_per_kv = 1) */
+    FCL_DKDV_MAPS(q_off + fcl_batch_offset(b, q_sb) + hk * q_sh + sq.q_row0 * q_ss,
+                  do_off + fcl_batch_offset(b, do_sb) + hk * do_sh + sq.q_row0 * do_ss);
 #if FCL_FUSED_DQ
     /* whether K holds a non-finite value, for dQ's exact path (rare) */
     FCL_DKDV_KV_ARRIVED();
@@ -446,7 +459,7 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
         FCL_DKDV_PREFETCH_Q_DO(q_off + fcl_batch_offset(b, q_sb) + h_ * q_sh + (sq.q_row0 + r0_) * q_ss, \
                                q_ss,                                                       \
                                do_off + fcl_batch_offset(b, do_sb) + h_ * do_sh + (sq.q_row0 + r0_) * do_ss, \
-                               do_ss, rows_, buf_);                                        \
+                               do_ss, rows_, buf_, r0_);                                   \
         if (FCL_STATS_IN_REGS) {                                                           \
             stats_buf = buf_;                                                              \
             stats_ok = lid < rows_;                                                        \
@@ -500,7 +513,7 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
         const int buf = used++ & 1;
         __local const float *lse_b = lse_s + buf * BR;
         __local const float *dlt_b = dlt_s + buf * BR;
-        FCL_DKDV_BLOCK_BEGIN(q_base, q_ss, do_base, do_ss, rows, head_dim, buf);
+        FCL_DKDV_BLOCK_BEGIN(q_base, q_ss, do_base, do_ss, rows, head_dim, buf, used - 1);
         if (next < total) FCL_REQUEST_Q_BLOCK(next);
 
         fcl_rowv st[RMV][RN], dpt[RMV][RN];

@@ -951,6 +951,9 @@ inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t
 #endif
 #define FCL_BWD_IDS FCL_MMA_IDS
 
+#if !FCL_WGMMA /* the wgmma piece's accelerator path: tile_nv_wgmma.cl */
+#define FCL_DKDV_TMA_LOCALS
+#endif
 #define FCL_DKDV_LOCALS                                     \
     __local ushort Kh[FCL_H_HALVES(BC)] FCL_H_ALIGNED;      \
     __local ushort Vh[FCL_H_HALVES(BC)] FCL_H_ALIGNED;      \
@@ -960,6 +963,7 @@ inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t
     __local float dlt_s[2 * BR] FCL_ALIGNED;                \
     FCL_DQ_LOCALS_FUSED                                     \
     FCL_DKDV_LOCALS_SPLIT                                   \
+    FCL_DKDV_TMA_LOCALS                                     \
     FCL_WARP_SCRATCH
 
 /* As dQ's (above): visible after the first block's FCL_TILES_ARRIVED, or
@@ -970,14 +974,15 @@ inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t
         FCL_BWD_LOAD_STATIONARY(Vh, BC, V, (v_base), (v_ss), (cols), head_dim_v);            \
     } while (0)
 
-#define FCL_DKDV_PREFETCH_Q_DO(q_base, q_ss, do_base, do_ss, rows, buf)                         \
+#define FCL_DKDV_PREFETCH_Q_DO(q_base, q_ss, do_base, do_ss, rows, buf, r0)                     \
     do {                                                                                        \
         fcl_load_tile_h_async(FCL_BUF(Qh, BR, buf), BR, Q, (q_base), (q_ss), (rows), D_PAD, lid); \
         fcl_load_tile_h_async(FCL_BUF(dOh, BR, buf), BR, dO, (do_base), (do_ss), (rows),          \
                               head_dim_v, lid);                                                   \
     } while (0)
 
-#define FCL_DKDV_BLOCK_BEGIN(q_base, q_ss, do_base, do_ss, rows, head_dim, buf) FCL_TILES_ARRIVED()
+#define FCL_DKDV_BLOCK_BEGIN(q_base, q_ss, do_base, do_ss, rows, head_dim, buf, n) \
+    FCL_TILES_ARRIVED()
 
 #if !FCL_WGMMA /* the wgmma piece's products: tile_nv_wgmma.cl */
 #define FCL_DKDV_ST(st, buf)                                                                \

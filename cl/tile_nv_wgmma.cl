@@ -778,6 +778,45 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
 #define FCL_DKDV_ACC(dk, dv, st, dpt, buf)                                                 \
     FCL_WG_ACCUMULATE(dv, st, FCL_BUF(dOh, BR, buf), dk, dpt, FCL_BUF(Qh, BR, buf), BR, 1)
 
+#if FCL_WG_TMA
+/* Q's and dO's blocks by the tensor memory accelerator (plan_wgmma.c: one
+ * query head a K/V head), as the forward's K and V: the work-group's two
+ * maps of this sequence's rows (rows past it read as zeros, as the
+ * cp.async loads make them), boxes of BR rows (warpgroup_ptx.cl's
+ * FCL_WG_BOX_ROWS); work-item 0 requests a block's two tiles into buffer
+ * buf, counted by that buffer's mbarrier, whose n / 2-th phase block n
+ * waits for.  The barrier after the wait stays: it tells that every warp
+ * is done with the other buffer, which the next request refills. */
+#define FCL_DKDV_TMA_LOCALS                   \
+    __local ulong wg_bar_[2];                 \
+    __local ulong wg_stage_[32] __attribute__((aligned(128)));
+#undef FCL_DKDV_MAPS
+#define FCL_DKDV_MAPS(q_seq, do_seq)                                                       \
+    __global ulong *const wg_maps_ = maps + 16 + 32 * (long)get_group_id(0);               \
+    fcl_wg_maps_make(wg_maps_, maps, wg_stage_, wg_bar_, Q, (q_seq), q_ss, head_dim, dO,    \
+                     (do_seq), do_ss, head_dim_v, sq.seqlen_q, 2, lid)
+#undef FCL_DKDV_PREFETCH_Q_DO
+#define FCL_DKDV_PREFETCH_Q_DO(q_base, q_ss, do_base, do_ss, rows, buf, r0)                  \
+    do {                                                                                     \
+        if (lid == 0) {                                                                      \
+            __local ulong *bar_ = wg_bar_ + (buf);                                           \
+            fcl_wg_bar_expect(bar_, 2 * FCL_H_HALVES(BR) * 2);                               \
+            fcl_wg_tma_tile(FCL_BUF(Qh, BR, buf), wg_maps_, Q, (r0), bar_);                  \
+            fcl_wg_tma_tile(FCL_BUF(dOh, BR, buf), wg_maps_ + 16, dO, (r0), bar_);           \
+        }                                                                                    \
+    } while (0)
+#undef FCL_DKDV_BLOCK_BEGIN
+#define FCL_DKDV_BLOCK_BEGIN(q_base, q_ss, do_base, do_ss, rows, head_dim, buf, n)          \
+    do {                                                                                     \
+        fcl_cp_async_wait_all(); /* K and V, before the first block */                       \
+        fcl_wg_bar_wait(wg_bar_ + (buf), ((n) >> 1) & 1);                                    \
+        FCL_TILE_WRITTEN();                                                                  \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                        \
+    } while (0)
+#else
+#define FCL_DKDV_TMA_LOCALS
+#endif
+
 #if FCL_FUSED_DQ
 /* dQ in the dK/dV kernel (FCL_FUSED_DQ, flash_bwd.cl; staged and added by
  * tile_nv_mma.cl's shared part): the Q block's share dS K of this key

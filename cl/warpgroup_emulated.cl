@@ -158,6 +158,13 @@ inline void fcl_wg_bulk(__local ushort *dst, __global const uchar *src, uint byt
 #endif
 
 #if FCL_WG_TMA
+/* The rows of a copy's box: the forward's K and V tiles, dK/dV's Q and dO
+ * blocks (tile_nv_wgmma.cl) */
+#if defined(FCL_KERNEL_DKDV)
+#define FCL_WG_BOX_ROWS BR
+#else
+#define FCL_WG_BOX_ROWS BC
+#endif
 /* The tensor memory accelerator: the work-group's "maps" hold where each
  * tensor's rows are (base, row stride, columns, rows); one work-item
  * copies a box as the accelerator would, zeros outside the tensor, into
@@ -193,9 +200,9 @@ inline void fcl_wg_tma_tile(__local ushort *dst, __global const ulong *map,
     __global const ushort *t = (__global const ushort *)src;
     const long base = (long)map[0], ss = (long)map[1];
     const int cols = (int)map[2], rows = (int)map[3];
-    for (int r = 0; r < BC; ++r)
+    for (int r = 0; r < FCL_WG_BOX_ROWS; ++r)
         for (int c = 0; c < D_PAD; ++c)
-            dst[FCL_WG_AT(BC, r, c)] =
+            dst[FCL_WG_AT(FCL_WG_BOX_ROWS, r, c)] =
                 row0 + r < rows && c < cols ? t[base + (long)(row0 + r) * ss + c] : (ushort)0;
 }
 

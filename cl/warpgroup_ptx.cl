@@ -67,11 +67,12 @@
  *       flow: writes the work-group's two maps into maps[0..15] (K) and
  *       maps[16..31] (V): the host's template (tensor_maps.c) with the
  *       address of row 0 (K + k_base), k_cols columns, `rows` rows k_ss
- *       elements apart and boxes of BC rows put in (tensormap.replace, in
- *       the 256 bytes of __local `stage`, 128-byte aligned), and readies
- *       the mbarriers bars[0..nbars - 1]
+ *       elements apart and boxes of FCL_WG_BOX_ROWS rows (BC; dK/dV's
+ *       BR: its Q and dO in K's and V's places) put in (tensormap.replace,
+ *       in the 256 bytes of __local `stage`, 128-byte aligned), and
+ *       readies the mbarriers bars[0..nbars - 1]
  *   fcl_wg_tma_tile(dst, map, src, row0, bar) one work-item: rows row0 ..
- *       row0 + BC - 1 of the map's tensor (src: the tensor, for the
+ *       row0 + FCL_WG_BOX_ROWS - 1 of the map's tensor (src: the tensor, for the
  *       emulation) into the tile dst, signalling bar
  *   fcl_wg_bar_expect(bar, bytes)         one work-item, before the copies:
  *       the next phase of bar completes when `bytes` have arrived
@@ -279,6 +280,13 @@ inline uint fcl_e4m3x4(float a0, float a1, float a2, float a3)
 #endif
 
 #if FCL_WG_TMA
+/* The rows of a copy's box: the forward's K and V tiles, dK/dV's Q and dO
+ * blocks (tile_nv_wgmma.cl) */
+#if defined(FCL_KERNEL_DKDV)
+#define FCL_WG_BOX_ROWS BR
+#else
+#define FCL_WG_BOX_ROWS BC
+#endif
 /* The tensor memory accelerator and mbarriers (all sm_90 but
  * tensormap.replace; written through the rewrite alike).  Shared-memory
  * operands are 32-bit __local addresses. */
@@ -344,7 +352,7 @@ inline void fcl_wg_tma_tile(__local ushort *dst, __global const ulong *map,
     for (int c = 0; c < D_PAD / 64; ++c)
         asm volatile("// @sm90a@ cp.async.bulk.tensor.2d.shared::cluster.global.tile"
                      ".mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-                         fcl_wg_saddr(dst) + (uint)(c * BC * 128)),
+                         fcl_wg_saddr(dst) + (uint)(c * FCL_WG_BOX_ROWS * 128)),
                      "l"((ulong)map), "r"(c * 64), "r"(row0), "r"(fcl_wg_saddr(bar))
                      : "memory");
 }
@@ -362,7 +370,7 @@ inline void fcl_wg_bulk(__local ushort *dst, __global const uchar *src, uint byt
 #endif
 
 /* A map in __local made that of `cols` x `rows` elements from `address`,
- * rows `stride` bytes apart, in boxes of 64 x BC. */
+ * rows `stride` bytes apart, in boxes of 64 x FCL_WG_BOX_ROWS. */
 inline void fcl_wg_map_fill(__local ulong *m, ulong address, int cols, int rows, long stride)
 {
     const uint s = fcl_wg_saddr(m);
@@ -375,7 +383,7 @@ inline void fcl_wg_map_fill(__local ulong *m, ulong address, int cols, int rows,
     asm volatile("// @sm90a@ tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [%0], 0, %1;"
                  ::"r"(s), "l"(stride) : "memory");
     asm volatile("// @sm90a@ tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%0], 1, %1;"
-                 ::"r"(s), "r"(BC) : "memory");
+                 ::"r"(s), "r"(FCL_WG_BOX_ROWS) : "memory");
 }
 
 inline void fcl_wg_maps_make(__global ulong *maps, __global const ulong *tmpl, __local ulong *stage,

@@ -502,7 +502,7 @@ static void test_fp8(void **state)
                 const bool emulated = strstr(plan.variant, "emulated") != NULL;
                 if (staged) {
                     assert_non_null(strstr(plan.reason, "FP8 bytes, decoded to fp16"));
-                    assert_null(strstr(plan.reason, "tensor memory accelerator"));
+                    assert_non_null(strstr(plan.reason, "brought in by cp.async"));
                 } else if (emulated) {
                     assert_non_null(strstr(plan.reason, "widened to fp16 in the workspace"));
                 }
@@ -1043,6 +1043,75 @@ static void test_backward_fused_dq(void **state)
     assert_int_equal(unsetenv("FLASHCL_BACKWARD_DQ"), 0);
 }
 
+/* Q's and dO's blocks by the tensor memory accelerator in dK/dV
+ * (FLASHCL_WGMMA_BACKWARD_TMA=1, a measurement switch; emulated, one
+ * work-item copies each box as the accelerator would): taken with one query
+ * head a K/V head, not with GQA; both head dims and storage types, causal
+ * and not, a last Q block past the sequence (its rows read as zeros),
+ * packed sequences (a map of each sequence's rows), boxes of 64 and 128
+ * rows, the tile for few query rows and two warpgroups' at d 128, and
+ * non-finite Q and dO values, which the guards find in the copied tiles. */
+static void test_backward_tma(void **state)
+{
+    (void)state;
+    assert_int_equal(setenv("FLASHCL_WGMMA_BACKWARD_TMA", "1", 1), 0);
+    fa_case c = base_case(9700);
+    c.seqlen_q = 150;
+    c.seqlen_k = 140;
+    c.head_dim = 128;
+    fcl_attention_desc d = case_desc(&c);
+    fcl_plan plan;
+    if (fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &plan) != FCL_OK) {
+        print_message("no dK/dV wgmma plan on this device: nothing to run\n");
+        assert_int_equal(unsetenv("FLASHCL_WGMMA_BACKWARD_TMA"), 0);
+        return;
+    }
+    assert_true(fcl_backward_builds_of(ctx, &d, 0).dkdv[0].features & FCL_BUILD_WG_TMA);
+    assert_non_null(strstr(plan.reason, "brought in by TMA"));
+    d.heads_q = 2 * d.heads_kv;
+    assert_false(fcl_backward_builds_of(ctx, &d, 0).dkdv[0].features & FCL_BUILD_WG_TMA);
+    assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &plan), FCL_OK);
+    assert_non_null(strstr(plan.reason, "brought in by cp.async"));
+    check_backward(&c);
+    fa_case e = base_case(9701);
+    e.causal = 1;
+    e.dtype = FCL_DTYPE_BF16;
+    check_backward(&e);
+    static const int packed_q[2] = {70, 129}, packed_k[2] = {90, 60};
+    fa_variants v = fa_no_variants();
+    v.seqlens_q = packed_q;
+    v.seqlens_k = packed_k;
+    fa_case p = base_case(9702);
+    p.batch = 2;
+    p.seqlen_q = 129;
+    p.seqlen_k = 90;
+    p.head_dim = 128;
+    p.causal = 1;
+    p.var = &v;
+    check_backward(&p);
+    /* two warpgroups of 64 keys, as long calls take at d 128 */
+    assert_int_equal(fcl_debug_set_tile(ctx, FCL_KERNEL_BACKWARD_DKDV, 64, 128, 8, 32), FCL_OK);
+    fa_case t = base_case(9704);
+    t.head_dim = 128;
+    t.seqlen_k = 200;
+    t.causal = 1;
+    check_backward(&t);
+    assert_int_equal(fcl_debug_set_tile(ctx, FCL_KERNEL_BACKWARD_DKDV, 0, 0, 0, 0), FCL_OK);
+    nf_case n = {1, 1, 150, 140, 128, FCL_DTYPE_FP16, 1, -1, -1, 0, 0, 1,
+                 {{NF_Q, 0, 133, 70, INFINITY}, {NF_DO, 0, 72, 5, -INFINITY},
+                  {NF_DO, 0, 10, 127, NAN}},
+                 9703};
+    assert_true(nf_check(ctx, &n));
+    assert_int_equal(unsetenv("FLASHCL_WGMMA_BACKWARD_TMA"), 0);
+}
+
+/* After the accelerator's test, whether it passed or failed: cp.async
+ * again. */
+static int backward_tma_off(void **state)
+{
+    return unsetenv("FLASHCL_WGMMA_BACKWARD_TMA") == 0 ? backward_off(state) : -1;
+}
+
 /* After the fused dQ's test, whether it passed or failed: the separate
  * kernels again. */
 static int backward_fused_off(void **state)
@@ -1081,6 +1150,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_backward_variants, backward_on, backward_off),
         cmocka_unit_test_setup_teardown(test_backward_nonfinite, backward_on, backward_off),
         cmocka_unit_test_setup_teardown(test_backward_fused_dq, backward_on, backward_fused_off),
+        cmocka_unit_test_setup_teardown(test_backward_tma, backward_on, backward_tma_off),
     };
     int failed = 0;
     if (strcmp(part, "backward") != 0)

@@ -22,6 +22,9 @@
  *                                        by COLS keys when forced)
  *   flashcl-sm90a options-dkdv-fused ... dK/dV's with the fused dQ
  *                                        (FLASHCL_BACKWARD_DQ=ordered)
+ *   flashcl-sm90a options-dkdv-tma ...   dK/dV's with Q and dO by the
+ *                                        accelerator
+ *                                        (FLASHCL_WGMMA_BACKWARD_TMA=1)
  *   flashcl-sm90a options-dq ...         dQ's (ROWS query rows by COLS keys)
  *   flashcl-sm90a rewrite < in > out     the PTX rewrite (ptx_rewrite.c);
  *                                        the count of instructions written
@@ -51,20 +54,22 @@ static int print_options(int argc, char **argv)
                                                                      : -1
                                     : 0;
     if ((argc != 4 && argc != 5 && argc != 6) || by_length < 0)
-        return fprintf(stderr, "options[-cpasync|-fp8-products|-dkdv|-dkdv-fused|-dq] D "
+        return fprintf(stderr, "options[-cpasync|-fp8-products|-dkdv|-dkdv-fused|-dkdv-tma|-dq] D "
                                "fp16|bf16|e4m3|e5m2 "
                                "[ROWS COLS | short | long]\n"),
                1;
     /* "options": K and V by the tensor memory accelerator, as on an H100
      * where libcuda is found; "options-cpasync": by cp.async;
      * "options-dkdv": the backward's dK/dV, "options-dkdv-fused" with the
-     * fused dQ (FLASHCL_BACKWARD_DQ=ordered); "options-dq": its dQ;
+     * fused dQ (FLASHCL_BACKWARD_DQ=ordered), "options-dkdv-tma" with Q and
+     * dO by the accelerator (FLASHCL_WGMMA_BACKWARD_TMA=1); "options-dq": its dQ;
      * "options-fp8-products": the forward of E4M3 at head_dim 128 with FP8
      * products (FLASHCL_FP8_PRODUCTS=1) */
     const int products = strcmp(argv[1], "options-fp8-products") == 0;
-    const int tma = strcmp(argv[1], "options") == 0 || products;
+    const int dkdv_tma = strcmp(argv[1], "options-dkdv-tma") == 0;
+    const int tma = strcmp(argv[1], "options") == 0 || products || dkdv_tma;
     const int fused = strcmp(argv[1], "options-dkdv-fused") == 0;
-    const fcl_kernel_kind kind = strcmp(argv[1], "options-dkdv") == 0 || fused
+    const fcl_kernel_kind kind = strcmp(argv[1], "options-dkdv") == 0 || fused || dkdv_tma
                                      ? FCL_KERNEL_BACKWARD_DKDV
                                  : strcmp(argv[1], "options-dq") == 0 ? FCL_KERNEL_BACKWARD_DQ
                                                                       : FCL_KERNEL_FORWARD;
@@ -94,7 +99,7 @@ static int print_options(int argc, char **argv)
                                               argc == 6 ? &forced : NULL, 0, build, &plan);
     if (st != FCL_OK)
         return fprintf(stderr, "no wgmma plan: %s\n", fcl_status_string(st)), 1;
-    /* the plan's accelerator bit: the backward never takes it */
+    /* the plan's accelerator bit (fcl_wgmma_tma_allowed) */
     fcl_build b = fcl_build_of(kind, d, dtype,
                                FCL_BUILD_TILE_MMA | FCL_BUILD_WGMMA |
                                    (build & ~(unsigned)FCL_BUILD_WG_TMA) |
@@ -144,12 +149,14 @@ int main(int argc, char **argv)
                       strcmp(argv[1], "options-dkdv") == 0 ||
                       strcmp(argv[1], "options-fp8-products") == 0 ||
                       strcmp(argv[1], "options-dkdv-fused") == 0 ||
+                      strcmp(argv[1], "options-dkdv-tma") == 0 ||
                       strcmp(argv[1], "options-dq") == 0))
         return print_options(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "rewrite") == 0)
         return rewrite();
     fprintf(stderr, "usage: flashcl-sm90a source[-backward] | "
-                    "options[-cpasync|-fp8-products|-dkdv|-dkdv-fused|-dq] D fp16|bf16|e4m3|e5m2 "
+                    "options[-cpasync|-fp8-products|-dkdv|-dkdv-fused|-dkdv-tma|-dq] D "
+                    "fp16|bf16|e4m3|e5m2 "
                     "[ROWS COLS | short | long] | "
                     "rewrite\n");
     return 1;

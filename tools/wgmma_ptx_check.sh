@@ -69,6 +69,7 @@ check() {
     options-fp8-products) name="$name-products" ;;
     options-dkdv) name="dkdv-$name" src=backward kernel=fcl_backward_dkdv ;;
     options-dkdv-fused) name="dkdv-fused-$name" src=backward kernel=fcl_backward_dkdv ;;
+    options-dkdv-tma) name="dkdv-tma-$name" src=backward kernel=fcl_backward_dkdv ;;
     options-dq) name="dq-$name" src=backward kernel=fcl_backward_dq ;;
     esac
     opts=$("$tool" "$mode" "$@")
@@ -136,6 +137,10 @@ check options-dkdv 128 bf16
 check options-dkdv 64 fp16 64 64
 check options-dkdv 128 fp16 128 128
 check options-dkdv 128 fp16 short
+# Q and dO by the accelerator (FLASHCL_WGMMA_BACKWARD_TMA=1)
+check options-dkdv-tma 64 fp16
+check options-dkdv-tma 128 fp16
+check options-dkdv-tma 128 bf16 short
 check options-dkdv-fused 64 fp16
 check options-dkdv-fused 128 bf16
 check options-dkdv-fused 128 fp16 64 64

@@ -17,6 +17,9 @@ typedef struct backward_call {
     int sem_per_head;
     int64_t failed_at;
     cl_mem sinks, dsinks;         /* attention sinks and their gradient, or NULL */
+    /* dK/dV's tensor maps (FCL_BUILD_WG_TMA: the template and each
+     * work-group's two), else the context's placeholder */
+    cl_mem maps;
 } backward_call;
 
 /* The arguments both tiled kernels start with: Q, K, V, dO, LSE, delta. */
@@ -89,6 +92,7 @@ static fcl_status set_dkdv_args(const fcl_resolved *r, cl_kernel kernel, const v
     fcl_arg_mem(&a, c->dq_sem);
     fcl_arg_int(&a, c->sem_per_head);
     fcl_arg_long(&a, c->failed_at);
+    fcl_arg_mem(&a, c->maps);
     *groups = (c->var->longest_k + r->plan.pub.bc - 1) / r->plan.pub.bc * num_bhk;
     return a.err;
 }
@@ -227,8 +231,11 @@ fcl_backward_builds fcl_backward_builds_of(const fcl_context *ctx, const fcl_att
      * measured with) */
     const unsigned few_rows =
         wgmma ? fcl_variants_wgmma_tile(desc, FCL_KERNEL_BACKWARD_DKDV, fused != 0) : 0;
+    /* Q and dO by the accelerator (tile_nv_wgmma.cl), where asked */
+    const unsigned tma =
+        wgmma && !fused && fcl_uses_wgmma_backward_tma(ctx, desc) ? FCL_BUILD_WG_TMA : 0;
     bb.dkdv[0] = fcl_build_of(FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype,
-                              build_dkdv | wgmma | fused | few_rows |
+                              build_dkdv | wgmma | fused | few_rows | tma |
                                   (split ? FCL_BUILD_DV_ONLY : 0));
     bb.dkdv[1] = fcl_build_of(FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype,
                               build_dkdv | FCL_BUILD_DK_ONLY);
@@ -284,7 +291,12 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
     cl_mem delta = NULL;
     FCL_TRY(fcl_scratch_get(ctx, FCL_SCRATCH_DELTA, rows * sizeof(float), &delta));
     backward_call call = {desc, &var, q, k, v, o, lse, dout, dq, dk, dv, delta,
-                          NULL, NULL, 0, 0, var.sinks, dsinks};
+                          NULL, NULL, 0, 0, var.sinks, dsinks, ctx->placeholder};
+    if (r_dkdv[0]->build.features & FCL_BUILD_WG_TMA) {
+        const size_t groups = (var.longest_k + r_dkdv[0]->plan.pub.bc - 1) /
+                              r_dkdv[0]->plan.pub.bc * desc->batch * desc->heads_kv;
+        FCL_TRY(fcl_tensor_maps_buffer(ctx, groups, &call.maps));
+    }
     size_t acc_bytes = 0, sem_bytes = 0;
     if (bb.fused_dq) {
         /* counters per Q block of the dK/dV plan (flash_bwd.cl,

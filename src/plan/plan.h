@@ -253,13 +253,21 @@ fcl_dq_form fcl_backward_dq_form(void);
  * widened copies), and FLASHCL_WGMMA_TMA=0 is not set (read at each
  * call). */
 bool fcl_uses_wgmma_tma(const fcl_context *ctx, const fcl_attention_desc *desc);
-/* The one rule of which wgmma kernels can take K and V by the accelerator:
- * the forward, of every storage type it takes (the accelerator copies bytes
- * as they are: FP8's K and V are first widened to fp16 in the workspace by
- * the forward call, forward.c, and the kernel reads those; cl/common.cl's
- * FCL_KV_WIDENED).  The plan asks it (and drops `tma` elsewhere, so its
- * wg_tma is the build's). */
+/* The one rule of which wgmma kernels can take their streamed tiles by the
+ * accelerator: the forward (K and V), of every storage type it takes (the
+ * accelerator copies bytes as they are: FP8's K and V are first widened to
+ * fp16 in the workspace by the forward call, forward.c, and the kernel
+ * reads those; cl/common.cl's FCL_KV_WIDENED), and dK/dV (Q and dO, where
+ * fcl_uses_wgmma_backward_tma says).  The plan asks it (and drops `tma`
+ * elsewhere, so its wg_tma is the build's). */
 bool fcl_wgmma_tma_allowed(fcl_kernel_kind kind);
+/* Whether a wgmma dK/dV kernel takes Q's and dO's blocks by the accelerator
+ * (FCL_BUILD_WG_TMA; not with the fused dQ): a measurement switch until
+ * measured, FLASHCL_WGMMA_BACKWARD_TMA=1 in the environment (read at each
+ * call; any other value counts as unset), one query head a K/V head, a
+ * context with a tensor map template (or emulated tensor cores), and Q's
+ * and dO's rows suiting a map. */
+bool fcl_uses_wgmma_backward_tma(const fcl_context *ctx, const fcl_attention_desc *desc);
 /* Whether a wgmma forward on the accelerator's path (`features` with
  * FCL_BUILD_WGMMA and FCL_BUILD_WG_TMA) takes FP8 products
  * (FCL_BUILD_FP8_PRODUCTS): asked for by FLASHCL_FP8_PRODUCTS=1 in the

@@ -79,6 +79,9 @@ static uint64_t wgmma_bytes(fcl_kernel_kind kind, int d, wgmma_shape s, int emul
     uint64_t bytes;
     if (kind == FCL_KERNEL_BACKWARD_DKDV) {
         bytes = (2u * m + 4u * inner) * (uint64_t)d * 2u + 16u * inner + 12u;
+        /* Q and dO by the accelerator: two mbarriers and the maps' staging */
+        if (tma)
+            bytes += 2u * 8u + 2u * 128u;
         /* the fused dQ (tile_nv_wgmma.cl): dS^T as 16-bit values in the
          * swizzle, and the share in fp32, rows of d + 4 (tile_nv_mma.cl) */
         if (fused_dq)
@@ -216,13 +219,14 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
                     "tensor cores: wgmma m64nNk16, N %d for %s and %d for %s (%s inputs, fp32 "
                     "accumulation; FLASHCL_WGMMA_BACKWARD=0 turns it off); %s: %d warpgroup%s "
                     "of 64 %s%s, %d %s per step; K, V, Q, dO as 16-bit tiles in the 128-byte "
-                    "swizzle, from descriptors, %s from registers; %s brought in by cp.async%s%s",
+                    "swizzle, from descriptors, %s from registers; %s brought in by %s%s%s",
                     s.inner % 128 == 0 ? 128 : 64, dkdv ? "S^T and dP^T" : "S and dP",
                     d % 128 == 0 ? 128 : 64, dkdv ? "dV and dK" : "dQ", fcl_dtype_name(dtype),
                     dkdv ? "dK/dV" : "dQ", s.warpgroups, s.warpgroups > 1 ? "s" : "",
                     dkdv ? "keys" : "query rows", few_rows ? " (the tile for few query rows)" : "",
                     s.inner, dkdv ? "query rows" : "keys",
                     dkdv ? "P^T and dS^T" : "dS", dkdv ? "Q and dO" : "K and V",
+                    tma ? "TMA" : "cp.async",
                     fused_dq ? "; dQ's share dS K of each key block on wgmma too (dS^T "
                                "through __local), added in here (FLASHCL_BACKWARD_DQ)"
                              : "",

@@ -60,7 +60,18 @@ static bool map_rows_ok(const fcl_layout *l)
     return l->stride_seq >= 8 && l->stride_seq < ((size_t)1 << 39);
 }
 
-bool fcl_wgmma_tma_allowed(fcl_kernel_kind kind) { return kind == FCL_KERNEL_FORWARD; }
+bool fcl_wgmma_tma_allowed(fcl_kernel_kind kind)
+{
+    return kind == FCL_KERNEL_FORWARD || kind == FCL_KERNEL_BACKWARD_DKDV;
+}
+
+bool fcl_uses_wgmma_backward_tma(const fcl_context *ctx, const fcl_attention_desc *d)
+{
+    const char *env = getenv("FLASHCL_WGMMA_BACKWARD_TMA");
+    return env != NULL && strcmp(env, "1") == 0 && d->heads_q == d->heads_kv &&
+           (ctx->emulate_tensor_cores || ctx->has_map_template) && map_rows_ok(&d->q) &&
+           map_rows_ok(&d->dout);
+}
 
 bool fcl_uses_fp8_products(const fcl_attention_desc *d, unsigned features)
 {
