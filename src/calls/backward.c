@@ -71,6 +71,13 @@ static fcl_status set_dq_args(const fcl_resolved *r, cl_kernel kernel, const voi
     return a.err;
 }
 
+/* dK/dV's work-groups: key blocks of r's plan times batch and K/V heads */
+static size_t dkdv_groups(const fcl_resolved *r, const fcl_attention_desc *d,
+                          const fcl_variants *var)
+{
+    return (var->longest_k + r->plan.pub.bc - 1) / r->plan.pub.bc * d->batch * d->heads_kv;
+}
+
 static fcl_status set_dkdv_args(const fcl_resolved *r, cl_kernel kernel, const void *user,
                                 size_t *groups)
 {
@@ -93,7 +100,7 @@ static fcl_status set_dkdv_args(const fcl_resolved *r, cl_kernel kernel, const v
     fcl_arg_int(&a, c->sem_per_head);
     fcl_arg_long(&a, c->failed_at);
     fcl_arg_mem(&a, c->maps);
-    *groups = (c->var->longest_k + r->plan.pub.bc - 1) / r->plan.pub.bc * num_bhk;
+    *groups = dkdv_groups(r, d, c->var);
     return a.err;
 }
 
@@ -292,11 +299,8 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
     FCL_TRY(fcl_scratch_get(ctx, FCL_SCRATCH_DELTA, rows * sizeof(float), &delta));
     backward_call call = {desc, &var, q, k, v, o, lse, dout, dq, dk, dv, delta,
                           NULL, NULL, 0, 0, var.sinks, dsinks, ctx->placeholder};
-    if (r_dkdv[0]->build.features & FCL_BUILD_WG_TMA) {
-        const size_t groups = (var.longest_k + r_dkdv[0]->plan.pub.bc - 1) /
-                              r_dkdv[0]->plan.pub.bc * desc->batch * desc->heads_kv;
-        FCL_TRY(fcl_tensor_maps_buffer(ctx, groups, &call.maps));
-    }
+    if (r_dkdv[0]->build.features & FCL_BUILD_WG_TMA)
+        FCL_TRY(fcl_tensor_maps_buffer(ctx, dkdv_groups(r_dkdv[0], desc, &var), &call.maps));
     size_t acc_bytes = 0, sem_bytes = 0;
     if (bb.fused_dq) {
         /* counters per Q block of the dK/dV plan (flash_bwd.cl,

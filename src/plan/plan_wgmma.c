@@ -29,8 +29,9 @@
  * few keys 1.06x non-causal and 1.16x causal at N 1024, 1.05-1.08x causal
  * at 2048 and 4096 (level at 8192, so the causal bound is 4096); many keys
  * 1.02-1.06x from N 2048 (at 1024 run 58 had 0.96x), and causal 0.91x at
- * 4096, level at 8192, 1.04-1.05x at 16384 and 1.11-1.18x at 32768.  Three warpgroups (192 rows, FlashAttention-3's tile at
- * head_dim 64) need more than the 168 registers a lane that 384
+ * 4096, level at 8192, 1.04-1.05x at 16384 and 1.11-1.18x at 32768.
+ * Three warpgroups (192 rows, FlashAttention-3's tile at head_dim 64)
+ * need more than the 168 registers a lane that 384
  * work-items leave: NVIDIA's compiler builds them for fewer work-items,
  * and the plan shrinks (run 59). */
 #include "plan/plan.h"

@@ -60,6 +60,13 @@ static bool map_rows_ok(const fcl_layout *l)
     return l->stride_seq >= 8 && l->stride_seq < ((size_t)1 << 39);
 }
 
+/* Whether the context can make tensor maps: its template from the driver,
+ * or the emulation's own maps */
+static bool maps_available(const fcl_context *ctx)
+{
+    return ctx->emulate_tensor_cores || ctx->has_map_template;
+}
+
 bool fcl_wgmma_tma_allowed(fcl_kernel_kind kind)
 {
     return kind == FCL_KERNEL_FORWARD || kind == FCL_KERNEL_BACKWARD_DKDV;
@@ -69,8 +76,7 @@ bool fcl_uses_wgmma_backward_tma(const fcl_context *ctx, const fcl_attention_des
 {
     const char *env = getenv("FLASHCL_WGMMA_BACKWARD_TMA");
     return env != NULL && strcmp(env, "1") == 0 && d->heads_q == d->heads_kv &&
-           (ctx->emulate_tensor_cores || ctx->has_map_template) && map_rows_ok(&d->q) &&
-           map_rows_ok(&d->dout);
+           maps_available(ctx) && map_rows_ok(&d->q) && map_rows_ok(&d->dout);
 }
 
 bool fcl_uses_fp8_products(const fcl_attention_desc *d, unsigned features)
@@ -89,7 +95,7 @@ bool fcl_uses_wgmma_tma(const fcl_context *ctx, const fcl_attention_desc *d)
     /* FP8's maps describe the widened copies in the workspace, not the
      * caller's rows */
     const bool rows_ok = fcl_dtype_is_fp8(d->dtype) || (map_rows_ok(&d->k) && map_rows_ok(&d->v));
-    return !off && (ctx->emulate_tensor_cores || ctx->has_map_template) && rows_ok;
+    return !off && maps_available(ctx) && rows_ok;
 }
 
 /* Whether the wgmma piece is asked for (1), turned off (0) or left to the
