@@ -1097,11 +1097,19 @@ static unsigned char *read_all(fcl_context *ctx, const dev_tensor *t)
 
 int fa_check_deterministic(fcl_context *ctx, const fa_case *c, int backward)
 {
+    return fa_check_same_after(ctx, c, backward, NULL, NULL);
+}
+
+int fa_check_same_after(fcl_context *ctx, const fa_case *c, int backward,
+                        void (*between)(void *), void *arg)
+{
     case_state st;
     case_init(ctx, c, &st);
     unsigned char *first[5] = {NULL, NULL, NULL, NULL, NULL};
     int same = 1;
     for (int rep = 0; rep < 2 && same; ++rep) {
+        if (rep == 1 && between != NULL)
+            between(arg);
         fwd_buffers fb;
         bwd_buffers bb;
         memset(&fb, 0, sizeof fb);

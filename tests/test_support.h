@@ -198,6 +198,10 @@ extern int fa_accept_no_plan;
 extern int fa_no_plan_refusals;
 /* Runs the forward twice (and the backward if `backward`), 1 if bitwise equal. */
 int fa_check_deterministic(fcl_context *ctx, const fa_case *c, int backward);
+/* The same, with between(arg) called before the second run (a switch of
+ * the environment, say): 1 if both runs' outputs are bitwise equal. */
+int fa_check_same_after(fcl_context *ctx, const fa_case *c, int backward,
+                        void (*between)(void *), void *arg);
 
 /* The tolerance rule above on one tensor of n elements (those with
  * valid[i] != 0): 1 if it holds; the worst ratio is kept in res.

@@ -1043,18 +1043,25 @@ static void test_backward_fused_dq(void **state)
     assert_int_equal(unsetenv("FLASHCL_BACKWARD_DQ"), 0);
 }
 
-/* Q's and dO's blocks by the tensor memory accelerator in dK/dV
- * (FLASHCL_WGMMA_BACKWARD_TMA=1, a measurement switch; emulated, one
- * work-item copies each box as the accelerator would): taken with one query
- * head a K/V head, not with GQA; both head dims and storage types, causal
- * and not, a last Q block past the sequence (its rows read as zeros),
- * packed sequences (a map of each sequence's rows), boxes of 64 and 128
- * rows, the tile for few query rows and two warpgroups' at d 128, and
- * non-finite Q and dO values, which the guards find in the copied tiles. */
+/* Q's and dO's blocks by the tensor memory accelerator in dK/dV (the
+ * default; emulated, one work-item copies each box as the accelerator
+ * would): taken with one query head a K/V head, not with GQA nor with
+ * FLASHCL_WGMMA_BACKWARD_TMA=0, which gives the same gradients bit for bit
+ * by cp.async; both head dims and storage types, causal and not, a last Q
+ * block past the sequence (its rows read as zeros), packed sequences (a map
+ * of each sequence's rows), boxes of 64 and 128 rows, the tile for few
+ * query rows and two warpgroups' at d 128, and non-finite Q and dO values,
+ * which the guards find in the copied tiles. */
+static void cp_async_copies(void *arg)
+{
+    (void)arg;
+    assert_int_equal(setenv("FLASHCL_WGMMA_BACKWARD_TMA", "0", 1), 0);
+}
+
 static void test_backward_tma(void **state)
 {
     (void)state;
-    assert_int_equal(setenv("FLASHCL_WGMMA_BACKWARD_TMA", "1", 1), 0);
+    assert_int_equal(unsetenv("FLASHCL_WGMMA_BACKWARD_TMA"), 0);
     fa_case c = base_case(9700);
     c.seqlen_q = 150;
     c.seqlen_k = 140;
@@ -1063,16 +1070,22 @@ static void test_backward_tma(void **state)
     fcl_plan plan;
     if (fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &plan) != FCL_OK) {
         print_message("no dK/dV wgmma plan on this device: nothing to run\n");
-        assert_int_equal(unsetenv("FLASHCL_WGMMA_BACKWARD_TMA"), 0);
         return;
     }
     assert_true(fcl_backward_builds_of(ctx, &d, 0).dkdv[0].features & FCL_BUILD_WG_TMA);
     assert_non_null(strstr(plan.reason, "brought in by TMA"));
+    assert_int_equal(setenv("FLASHCL_WGMMA_BACKWARD_TMA", "0", 1), 0);
+    assert_false(fcl_backward_builds_of(ctx, &d, 0).dkdv[0].features & FCL_BUILD_WG_TMA);
+    assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &plan), FCL_OK);
+    assert_non_null(strstr(plan.reason, "brought in by cp.async"));
+    assert_int_equal(unsetenv("FLASHCL_WGMMA_BACKWARD_TMA"), 0);
     d.heads_q = 2 * d.heads_kv;
     assert_false(fcl_backward_builds_of(ctx, &d, 0).dkdv[0].features & FCL_BUILD_WG_TMA);
     assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &plan), FCL_OK);
     assert_non_null(strstr(plan.reason, "brought in by cp.async"));
     check_backward(&c);
+    assert_true(fa_check_same_after(ctx, &c, 1, cp_async_copies, NULL));
+    assert_int_equal(unsetenv("FLASHCL_WGMMA_BACKWARD_TMA"), 0);
     fa_case e = base_case(9701);
     e.causal = 1;
     e.dtype = FCL_DTYPE_BF16;
@@ -1102,10 +1115,9 @@ static void test_backward_tma(void **state)
                   {NF_DO, 0, 10, 127, NAN}},
                  9703};
     assert_true(nf_check(ctx, &n));
-    assert_int_equal(unsetenv("FLASHCL_WGMMA_BACKWARD_TMA"), 0);
 }
 
-/* After the accelerator's test, whether it passed or failed: cp.async
+/* After the accelerator's test, whether it passed or failed: the default
  * again. */
 static int backward_tma_off(void **state)
 {

@@ -262,11 +262,10 @@ bool fcl_uses_wgmma_tma(const fcl_context *ctx, const fcl_attention_desc *desc);
  * elsewhere, so its wg_tma is the build's). */
 bool fcl_wgmma_tma_allowed(fcl_kernel_kind kind);
 /* Whether a wgmma dK/dV kernel takes Q's and dO's blocks by the accelerator
- * (FCL_BUILD_WG_TMA; not with the fused dQ): a measurement switch until
- * measured, FLASHCL_WGMMA_BACKWARD_TMA=1 in the environment (read at each
- * call; any other value counts as unset), one query head a K/V head, a
- * context with a tensor map template (or emulated tensor cores), and Q's
- * and dO's rows suiting a map. */
+ * (FCL_BUILD_WG_TMA; not with the fused dQ): one query head a K/V head, a
+ * context with a tensor map template (or emulated tensor cores), Q's and
+ * dO's rows suiting a map, and FLASHCL_WGMMA_BACKWARD_TMA=0 not set in the
+ * environment (read at each call; other values count as unset). */
 bool fcl_uses_wgmma_backward_tma(const fcl_context *ctx, const fcl_attention_desc *desc);
 /* Whether a wgmma forward on the accelerator's path (`features` with
  * FCL_BUILD_WGMMA and FCL_BUILD_WG_TMA) takes FP8 products

@@ -75,7 +75,8 @@ bool fcl_wgmma_tma_allowed(fcl_kernel_kind kind)
 bool fcl_uses_wgmma_backward_tma(const fcl_context *ctx, const fcl_attention_desc *d)
 {
     const char *env = getenv("FLASHCL_WGMMA_BACKWARD_TMA");
-    return env != NULL && strcmp(env, "1") == 0 && d->heads_q == d->heads_kv &&
+    const bool off = env != NULL && strcmp(env, "0") == 0;
+    return !off && d->heads_q == d->heads_kv &&
            maps_available(ctx) && map_rows_ok(&d->q) && map_rows_ok(&d->dout);
 }
 
