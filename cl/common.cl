@@ -254,6 +254,14 @@ inline void fcl_store_o(__global fcl_ostorage *p, long i, float v) { p[i] = fcl_
 #ifndef FCL_FP8_PRODUCTS
 #define FCL_FP8_PRODUCTS 0 /* FP8 products on wgmma (tile_nv_wgmma_fp8.cl) */
 #endif
+/* The rows of a tensor memory accelerator copy's box (warpgroup_ptx.cl,
+ * warpgroup_emulated.cl): a streamed tile's, the forward's and dQ's K and V
+ * tiles, dK/dV's Q and dO blocks (tile_nv_wgmma.cl) */
+#if defined(FCL_KERNEL_DKDV)
+#define FCL_WG_BOX_ROWS BR
+#else
+#define FCL_WG_BOX_ROWS BC
+#endif
 #if FCL_IS_FP8 && FCL_WG_TMA && defined(FCL_KERNEL_FORWARD) && !FCL_FP8_PRODUCTS
 #define FCL_KV_WIDENED 1
 typedef ushort fcl_kv_storage;

@@ -27,9 +27,10 @@
  * and loads (FCL_DQ_LOAD_Q_DO, FCL_DQ_PREFETCH_KV / FCL_DQ_TILE_BEGIN;
  * FCL_DKDV_LOAD_KV, FCL_DKDV_PREFETCH_Q_DO / FCL_DKDV_BLOCK_BEGIN: a piece
  * may fetch the next streamed tile into a second buffer, named by `buf`,
- * while the current one is used, or load it when the tile begins; dK/dV's
- * hooks also get the block's first row, r0, and its ordinal n, and
- * FCL_DKDV_MAPS readies a piece's copies by the tensor memory accelerator),
+ * while the current one is used, or load it when the tile begins; the
+ * hooks also get the tile's first row in its sequence (r0, or the key c0)
+ * and its ordinal n, and FCL_DKDV_MAPS / FCL_DQ_MAPS ready a piece's
+ * copies by the tensor memory accelerator),
  * the two
  * products that rebuild S and dP (FCL_DQ_S / FCL_DQ_DP,
  * FCL_DKDV_ST / FCL_DKDV_DPT), where P and dS go (FCL_DQ_SET_DS,
@@ -100,6 +101,9 @@ inline float2 fcl_backward_score(float s, float dp, float lse_units, float delta
 
 #ifndef FCL_DKDV_MAPS /* a piece without the accelerator's copies */
 #define FCL_DKDV_MAPS(q_seq, do_seq) (void)maps
+#endif
+#ifndef FCL_DQ_MAPS
+#define FCL_DQ_MAPS(k_seq, v_seq) (void)maps
 #endif
 
 #if defined(FCL_KERNEL_DQ)
@@ -174,7 +178,9 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
                      float softcap, __global const float *alibi, long alibi_sb,
                      uint seed_lo, uint seed_hi, uint drop_offset, uint drop_threshold,
                      float keep_scale, __global const uchar *block_mask, long bm_sb, long bm_sh,
-                     int block_m, int block_n, int block_nbn)
+                     int block_m, int block_n, int block_nbn,
+                     /* FCL_WG_TMA: the tensor maps' workspace (tile_nv_wgmma.cl) */
+                     __global ulong *maps)
 {
     FCL_DQ_LOCALS;
     __local int nonfinite; /* fcl_group_any's flag: visible after the first tile's barrier */
@@ -214,6 +220,9 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
 
     const long k_head = k_off + fcl_batch_offset(b, k_sb) + hk * k_sh + sq.k_row0 * k_ss;
     const long v_head = v_off + fcl_batch_offset(b, v_sb) + hk * v_sh + sq.k_row0 * v_ss;
+    /* a piece whose K and V tiles come by the tensor memory accelerator:
+     * its maps of this sequence's rows (every work-item) */
+    FCL_DQ_MAPS(k_head, v_head);
     /* Key tiles in order, each requested a tile ahead (see flash_fwd.cl):
      * a piece with background copies and two K/V buffers loads the next
      * tile while this one is multiplied; `issued` and `used` count tiles, so
@@ -225,7 +234,7 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
                                sq.seqlen_k);
     if (c0 < key_end) {
         FCL_DQ_PREFETCH_KV(k_head + (long)c0 * k_ss, k_ss, v_head + (long)c0 * v_ss, v_ss,
-                           sq.seqlen_k - c0, issued & 1);
+                           sq.seqlen_k - c0, issued & 1, c0);
         ++issued;
     }
     FCL_TILE_LOOP(c0 < key_end) {
@@ -235,10 +244,10 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
         const int cover = fcl_tile_cover(blocks, r0, r0 + rows, c0, c0 + cols);
         const int buf = used++ & 1;
         FCL_DQ_TILE_BEGIN(k_head + (long)c0 * k_ss, k_ss, v_head + (long)c0 * v_ss, v_ss, cols,
-                          head_dim, buf);
+                          head_dim, buf, used - 1);
         if (next < key_end) {
             FCL_DQ_PREFETCH_KV(k_head + (long)next * k_ss, k_ss, v_head + (long)next * v_ss, v_ss,
-                               sq.seqlen_k - next, issued & 1);
+                               sq.seqlen_k - next, issued & 1, next);
             ++issued;
         }
 

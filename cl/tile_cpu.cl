@@ -296,8 +296,8 @@ inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
         fcl_load_tile_t(Qt, BR, BR, Q, (q_base), (q_ss), (rows), (head_dim), false, lid);     \
         fcl_load_tile_t(dOt, BR, BR, dO, (do_base), (do_ss), (rows), head_dim_v, false, lid); \
     } while (0)
-#define FCL_DQ_PREFETCH_KV(k_base, k_ss, v_base, v_ss, cols, buf) ((void)0)
-#define FCL_DQ_TILE_BEGIN(k_base, k_ss, v_base, v_ss, cols, head_dim, buf)            \
+#define FCL_DQ_PREFETCH_KV(k_base, k_ss, v_base, v_ss, cols, buf, c0) ((void)0)
+#define FCL_DQ_TILE_BEGIN(k_base, k_ss, v_base, v_ss, cols, head_dim, buf, n)            \
     do {                                                                              \
         k_finite = false;                                                             \
         fcl_cpu_key_rows(k_at, fcl_rows_strided((k_base), (k_ss)), 0, (cols));        \

@@ -855,11 +855,15 @@ inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t
 #define DN (D_PAD / 4)
 #define FCL_BWD_IDS FCL_MMA_IDS
 
+#if !FCL_WGMMA /* the wgmma piece's accelerator path: tile_nv_wgmma.cl */
+#define FCL_DQ_TMA_LOCALS
+#endif
 #define FCL_DQ_LOCALS                                       \
     __local ushort Qh[FCL_H_HALVES(BR)] FCL_H_ALIGNED;      \
     __local ushort dOh[FCL_H_HALVES(BR)] FCL_H_ALIGNED;     \
     __local ushort Kh[2 * FCL_H_HALVES(BC)] FCL_H_ALIGNED;  \
     __local ushort Vh[2 * FCL_H_HALVES(BC)] FCL_H_ALIGNED;  \
+    FCL_DQ_TMA_LOCALS                                       \
     FCL_WARP_SCRATCH
 
 #define FCL_DQ_LOAD_Q_DO(q_base, q_ss, do_base, do_ss, rows, head_dim)                       \
@@ -868,14 +872,15 @@ inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t
         FCL_BWD_LOAD_STATIONARY(dOh, BR, dO, (do_base), (do_ss), (rows), head_dim_v);        \
     } while (0)
 
-#define FCL_DQ_PREFETCH_KV(k_base, k_ss, v_base, v_ss, cols, buf)                          \
+#define FCL_DQ_PREFETCH_KV(k_base, k_ss, v_base, v_ss, cols, buf, c0)                          \
     do {                                                                                   \
         fcl_load_tile_h_async(FCL_BUF(Kh, BC, buf), BC, K, (k_base), (k_ss), (cols), D_PAD, lid); \
         fcl_load_tile_h_async(FCL_BUF(Vh, BC, buf), BC, V, (v_base), (v_ss), (cols), head_dim_v,  \
                               lid);                                                              \
     } while (0)
 
-#define FCL_DQ_TILE_BEGIN(k_base, k_ss, v_base, v_ss, cols, head_dim, buf) FCL_TILES_ARRIVED()
+#define FCL_DQ_TILE_BEGIN(k_base, k_ss, v_base, v_ss, cols, head_dim, buf, n) \
+    FCL_TILES_ARRIVED()
 
 #if !FCL_WGMMA /* the wgmma piece's products: tile_nv_wgmma.cl */
 #define FCL_DQ_S(s, buf) FCL_MMA_ABT(s, Qh, warp * 16 * MB, FCL_BUF(Kh, BC, buf), BC)

@@ -756,6 +756,44 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
         }                                                                                  \
     } while (0)
 
+#if FCL_WG_TMA
+/* The streamed tiles by the tensor memory accelerator, as the forward's K
+ * and V (plan_wgmma.c, fcl_uses_wgmma_backward_tma): dK/dV's Q and dO
+ * blocks, dQ's K and V tiles, two of each (buf 0 and 1).  The work-group
+ * maps the two tensors' rows of its sequence (rows past it read as zeros,
+ * as the cp.async loads make them), boxes of FCL_WG_BOX_ROWS rows (common.cl);
+ * work-item 0 requests the streamed tile at sequence row `at` into buffer
+ * buf, counted by that buffer's mbarrier, whose n / 2-th phase the n-th
+ * tile (n from 0) waits for.  The stationary tiles still come by cp.async,
+ * waited for with the first streamed one.  The barrier after the wait
+ * stays: it tells that every warp is done with the other buffer, which the
+ * next request refills. */
+#define FCL_WG_STREAM_LOCALS                  \
+    __local ulong wg_bar_[2];                 \
+    __local ulong wg_stage_[32] __attribute__((aligned(128)));
+#define FCL_WG_STREAM_MAPS(A, a_seq, a_ss, a_cols, B, b_seq, b_ss, b_cols, rows)         \
+    __global ulong *const wg_maps_ = maps + 16 + 32 * (long)get_group_id(0);               \
+    fcl_wg_maps_make(wg_maps_, maps, wg_stage_, wg_bar_, A, a_seq, a_ss, a_cols, B, b_seq, \
+                     b_ss, b_cols, rows, 2, lid)
+#define FCL_WG_STREAM_REQUEST(TA, A, TB, B, at, buf)                                       \
+    do {                                                                                   \
+        if (lid == 0) {                                                                    \
+            __local ulong *bar_ = wg_bar_ + (buf);                                         \
+            fcl_wg_bar_expect(bar_, 2 * FCL_H_HALVES(FCL_WG_BOX_ROWS) * 2);                \
+            fcl_wg_tma_tile(FCL_BUF(TA, FCL_WG_BOX_ROWS, buf), wg_maps_, A, (at), bar_);   \
+            fcl_wg_tma_tile(FCL_BUF(TB, FCL_WG_BOX_ROWS, buf), wg_maps_ + 16, B, (at),     \
+                            bar_);                                                         \
+        }                                                                                  \
+    } while (0)
+#define FCL_WG_STREAM_ARRIVED(buf, n)                                                      \
+    do {                                                                                   \
+        fcl_cp_async_wait_all(); /* the stationary tiles, before the first */              \
+        fcl_wg_bar_wait(wg_bar_ + (buf), ((n) >> 1) & 1);                                  \
+        FCL_TILE_WRITTEN();                                                                \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                      \
+    } while (0)
+#endif
+
 /* the score products' N: the streamed block's rows, 128 at most a wgmma */
 #if defined(FCL_KERNEL_DKDV)
 #define FCL_WG_STREAMED BR
@@ -779,40 +817,17 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
     FCL_WG_ACCUMULATE(dv, st, FCL_BUF(dOh, BR, buf), dk, dpt, FCL_BUF(Qh, BR, buf), BR, 1)
 
 #if FCL_WG_TMA
-/* Q's and dO's blocks by the tensor memory accelerator (plan_wgmma.c: one
- * query head a K/V head), as the forward's K and V: the work-group's two
- * maps of this sequence's rows (rows past it read as zeros, as the
- * cp.async loads make them), boxes of BR rows (warpgroup_ptx.cl's
- * FCL_WG_BOX_ROWS); work-item 0 requests a block's two tiles into buffer
- * buf, counted by that buffer's mbarrier, whose n / 2-th phase block n
- * waits for.  The barrier after the wait stays: it tells that every warp
- * is done with the other buffer, which the next request refills. */
-#define FCL_DKDV_TMA_LOCALS                   \
-    __local ulong wg_bar_[2];                 \
-    __local ulong wg_stage_[32] __attribute__((aligned(128)));
-#undef FCL_DKDV_MAPS
-#define FCL_DKDV_MAPS(q_seq, do_seq)                                                       \
-    __global ulong *const wg_maps_ = maps + 16 + 32 * (long)get_group_id(0);               \
-    fcl_wg_maps_make(wg_maps_, maps, wg_stage_, wg_bar_, Q, (q_seq), q_ss, head_dim, dO,    \
-                     (do_seq), do_ss, head_dim_v, sq.seqlen_q, 2, lid)
+/* Q's and dO's blocks by the tensor memory accelerator (one query head a
+ * K/V head: the maps are of one head's rows; FCL_WG_STREAM_*, above) */
+#define FCL_DKDV_TMA_LOCALS FCL_WG_STREAM_LOCALS
+#define FCL_DKDV_MAPS(q_seq, do_seq) \
+    FCL_WG_STREAM_MAPS(Q, (q_seq), q_ss, head_dim, dO, (do_seq), do_ss, head_dim_v, sq.seqlen_q)
 #undef FCL_DKDV_PREFETCH_Q_DO
-#define FCL_DKDV_PREFETCH_Q_DO(q_base, q_ss, do_base, do_ss, rows, buf, r0)                  \
-    do {                                                                                     \
-        if (lid == 0) {                                                                      \
-            __local ulong *bar_ = wg_bar_ + (buf);                                           \
-            fcl_wg_bar_expect(bar_, 2 * FCL_H_HALVES(BR) * 2);                               \
-            fcl_wg_tma_tile(FCL_BUF(Qh, BR, buf), wg_maps_, Q, (r0), bar_);                  \
-            fcl_wg_tma_tile(FCL_BUF(dOh, BR, buf), wg_maps_ + 16, dO, (r0), bar_);           \
-        }                                                                                    \
-    } while (0)
+#define FCL_DKDV_PREFETCH_Q_DO(q_base, q_ss, do_base, do_ss, rows, buf, r0) \
+    FCL_WG_STREAM_REQUEST(Qh, Q, dOh, dO, (r0), (buf))
 #undef FCL_DKDV_BLOCK_BEGIN
-#define FCL_DKDV_BLOCK_BEGIN(q_base, q_ss, do_base, do_ss, rows, head_dim, buf, n)          \
-    do {                                                                                     \
-        fcl_cp_async_wait_all(); /* K and V, before the first block */                       \
-        fcl_wg_bar_wait(wg_bar_ + (buf), ((n) >> 1) & 1);                                    \
-        FCL_TILE_WRITTEN();                                                                  \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                        \
-    } while (0)
+#define FCL_DKDV_BLOCK_BEGIN(q_base, q_ss, do_base, do_ss, rows, head_dim, buf, n) \
+    FCL_WG_STREAM_ARRIVED((buf), (n))
 #else
 #define FCL_DKDV_TMA_LOCALS
 #endif
@@ -889,6 +904,21 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
 #endif
 #else
 /* s = S and dp = dP of this key tile (FCL_DQ_DP: nothing left to do) */
+#if FCL_WG_TMA
+/* K's and V's tiles by the tensor memory accelerator (the maps are of the
+ * K/V head's rows; FCL_WG_STREAM_*, above) */
+#define FCL_DQ_TMA_LOCALS FCL_WG_STREAM_LOCALS
+#define FCL_DQ_MAPS(k_seq, v_seq) \
+    FCL_WG_STREAM_MAPS(K, (k_seq), k_ss, head_dim, V, (v_seq), v_ss, head_dim_v, sq.seqlen_k)
+#undef FCL_DQ_PREFETCH_KV
+#define FCL_DQ_PREFETCH_KV(k_base, k_ss, v_base, v_ss, cols, buf, c0) \
+    FCL_WG_STREAM_REQUEST(Kh, K, Vh, V, (c0), (buf))
+#undef FCL_DQ_TILE_BEGIN
+#define FCL_DQ_TILE_BEGIN(k_base, k_ss, v_base, v_ss, cols, head_dim, buf, n) \
+    FCL_WG_STREAM_ARRIVED((buf), (n))
+#else
+#define FCL_DQ_TMA_LOCALS
+#endif
 #define FCL_DQ_S(s, buf)                                                                    \
     FCL_WG_TWO_SCORES(s, Qh, FCL_BUF(Kh, BC, buf), dp, dOh, FCL_BUF(Vh, BC, buf), BR, BC,   \
                       FCL_WG_SN, 1)

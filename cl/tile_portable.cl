@@ -326,8 +326,8 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
     } while (0)
 
 /* No background copies: K and V are loaded when a tile begins (one buffer). */
-#define FCL_DQ_PREFETCH_KV(k_base, k_ss, v_base, v_ss, cols, buf) ((void)0)
-#define FCL_DQ_TILE_BEGIN(k_base, k_ss, v_base, v_ss, cols, head_dim, buf)           \
+#define FCL_DQ_PREFETCH_KV(k_base, k_ss, v_base, v_ss, cols, buf, c0) ((void)0)
+#define FCL_DQ_TILE_BEGIN(k_base, k_ss, v_base, v_ss, cols, head_dim, buf, n)           \
     do {                                                                             \
         barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is consumed */           \
         fcl_load_tile(Ks, KS_LD, BC, K, (k_base), (k_ss), (cols), (head_dim), lid);  \

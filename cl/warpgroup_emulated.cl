@@ -158,13 +158,6 @@ inline void fcl_wg_bulk(__local ushort *dst, __global const uchar *src, uint byt
 #endif
 
 #if FCL_WG_TMA
-/* The rows of a copy's box: the forward's K and V tiles, dK/dV's Q and dO
- * blocks (tile_nv_wgmma.cl) */
-#if defined(FCL_KERNEL_DKDV)
-#define FCL_WG_BOX_ROWS BR
-#else
-#define FCL_WG_BOX_ROWS BC
-#endif
 /* The tensor memory accelerator: the work-group's "maps" hold where each
  * tensor's rows are (base, row stride, columns, rows); one work-item
  * copies a box as the accelerator would, zeros outside the tensor, into

@@ -280,13 +280,6 @@ inline uint fcl_e4m3x4(float a0, float a1, float a2, float a3)
 #endif
 
 #if FCL_WG_TMA
-/* The rows of a copy's box: the forward's K and V tiles, dK/dV's Q and dO
- * blocks (tile_nv_wgmma.cl) */
-#if defined(FCL_KERNEL_DKDV)
-#define FCL_WG_BOX_ROWS BR
-#else
-#define FCL_WG_BOX_ROWS BC
-#endif
 /* The tensor memory accelerator and mbarriers (all sm_90 but
  * tensormap.replace; written through the rewrite alike).  Shared-memory
  * operands are 32-bit __local addresses. */

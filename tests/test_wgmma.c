@@ -1043,15 +1043,17 @@ static void test_backward_fused_dq(void **state)
     assert_int_equal(unsetenv("FLASHCL_BACKWARD_DQ"), 0);
 }
 
-/* Q's and dO's blocks by the tensor memory accelerator in dK/dV (the
+/* The backward's streamed tiles by the tensor memory accelerator (the
  * default; emulated, one work-item copies each box as the accelerator
- * would): taken with one query head a K/V head, not with GQA nor with
+ * would): dK/dV's Q and dO blocks with one query head a K/V head, not with
+ * GQA; dQ's K and V tiles, also with GQA; neither with
  * FLASHCL_WGMMA_BACKWARD_TMA=0, which gives the same gradients bit for bit
- * by cp.async; both head dims and storage types, causal and not, a last Q
- * block past the sequence (its rows read as zeros), packed sequences (a map
- * of each sequence's rows), boxes of 64 and 128 rows, the tile for few
- * query rows and two warpgroups' at d 128, and non-finite Q and dO values,
- * which the guards find in the copied tiles. */
+ * by cp.async.  Both head dims and storage types, causal and not, a last
+ * block past the sequence (its rows read as zeros), packed sequences (a
+ * map of each sequence's rows), boxes of 64 and 128 rows, the tile for few
+ * query rows and two warpgroups' at d 128, and non-finite Q, dO, K and V
+ * values, which the guards find in the copied tiles.  (The other backward
+ * tests here take it too.) */
 static void cp_async_copies(void *arg)
 {
     (void)arg;
@@ -1072,15 +1074,23 @@ static void test_backward_tma(void **state)
         print_message("no dK/dV wgmma plan on this device: nothing to run\n");
         return;
     }
+    fcl_plan dq_plan;
+    assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DQ, &dq_plan), FCL_OK);
     assert_true(fcl_backward_builds_of(ctx, &d, 0).dkdv[0].features & FCL_BUILD_WG_TMA);
-    assert_non_null(strstr(plan.reason, "brought in by TMA"));
+    assert_true(fcl_backward_builds_of(ctx, &d, 0).dq.features & FCL_BUILD_WG_TMA);
+    assert_non_null(strstr(plan.reason, "Q and dO brought in by TMA"));
+    assert_non_null(strstr(dq_plan.reason, "K and V brought in by TMA"));
     assert_int_equal(setenv("FLASHCL_WGMMA_BACKWARD_TMA", "0", 1), 0);
     assert_false(fcl_backward_builds_of(ctx, &d, 0).dkdv[0].features & FCL_BUILD_WG_TMA);
+    assert_false(fcl_backward_builds_of(ctx, &d, 0).dq.features & FCL_BUILD_WG_TMA);
     assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &plan), FCL_OK);
-    assert_non_null(strstr(plan.reason, "brought in by cp.async"));
+    assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DQ, &dq_plan), FCL_OK);
+    assert_non_null(strstr(plan.reason, "Q and dO brought in by cp.async"));
+    assert_non_null(strstr(dq_plan.reason, "K and V brought in by cp.async"));
     assert_int_equal(unsetenv("FLASHCL_WGMMA_BACKWARD_TMA"), 0);
     d.heads_q = 2 * d.heads_kv;
     assert_false(fcl_backward_builds_of(ctx, &d, 0).dkdv[0].features & FCL_BUILD_WG_TMA);
+    assert_true(fcl_backward_builds_of(ctx, &d, 0).dq.features & FCL_BUILD_WG_TMA);
     assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &plan), FCL_OK);
     assert_non_null(strstr(plan.reason, "brought in by cp.async"));
     check_backward(&c);
@@ -1089,6 +1099,7 @@ static void test_backward_tma(void **state)
     fa_case e = base_case(9701);
     e.causal = 1;
     e.dtype = FCL_DTYPE_BF16;
+    e.heads_q = 2 * e.heads_kv; /* dQ by the accelerator, dK/dV by cp.async */
     check_backward(&e);
     static const int packed_q[2] = {70, 129}, packed_k[2] = {90, 60};
     fa_variants v = fa_no_variants();
@@ -1115,6 +1126,11 @@ static void test_backward_tma(void **state)
                   {NF_DO, 0, 10, 127, NAN}},
                  9703};
     assert_true(nf_check(ctx, &n));
+    /* in dQ's K and V tiles, with two query heads a K/V head */
+    nf_case kv = {2, 1, 150, 140, 64, FCL_DTYPE_BF16, 1, -1, -1, 0, 0, 1,
+                  {{NF_K, 0, 131, 3, NAN}, {NF_V, 0, 66, 60, INFINITY}},
+                  9705};
+    assert_true(nf_check(ctx, &kv));
 }
 
 /* After the accelerator's test, whether it passed or failed: the default

@@ -23,9 +23,12 @@
  *   flashcl-sm90a options-dkdv-fused ... dK/dV's with the fused dQ
  *                                        (FLASHCL_BACKWARD_DQ=ordered)
  *   flashcl-sm90a options-dkdv-tma ...   dK/dV's with Q and dO by the
- *                                        accelerator
- *                                        (FLASHCL_WGMMA_BACKWARD_TMA=1)
- *   flashcl-sm90a options-dq ...         dQ's (ROWS query rows by COLS keys)
+ *                                        accelerator (the default;
+ *                                        options-dkdv: cp.async, as with
+ *                                        FLASHCL_WGMMA_BACKWARD_TMA=0)
+ *   flashcl-sm90a options-dq ...         dQ's (ROWS query rows by COLS keys),
+ *                                        K and V by cp.async
+ *   flashcl-sm90a options-dq-tma ...     ... by the accelerator (the default)
  *   flashcl-sm90a rewrite < in > out     the PTX rewrite (ptx_rewrite.c);
  *                                        the count of instructions written
  *                                        goes to stderr
@@ -54,25 +57,29 @@ static int print_options(int argc, char **argv)
                                                                      : -1
                                     : 0;
     if ((argc != 4 && argc != 5 && argc != 6) || by_length < 0)
-        return fprintf(stderr, "options[-cpasync|-fp8-products|-dkdv|-dkdv-fused|-dkdv-tma|-dq] D "
-                               "fp16|bf16|e4m3|e5m2 "
+        return fprintf(stderr, "options[-cpasync|-fp8-products|-dkdv|-dkdv-fused|-dkdv-tma|-dq|"
+                               "-dq-tma] D fp16|bf16|e4m3|e5m2 "
                                "[ROWS COLS | short | long]\n"),
                1;
     /* "options": K and V by the tensor memory accelerator, as on an H100
      * where libcuda is found; "options-cpasync": by cp.async;
      * "options-dkdv": the backward's dK/dV, "options-dkdv-fused" with the
      * fused dQ (FLASHCL_BACKWARD_DQ=ordered), "options-dkdv-tma" with Q and
-     * dO by the accelerator (FLASHCL_WGMMA_BACKWARD_TMA=1); "options-dq": its dQ;
+     * dO by the accelerator (the default; "options-dkdv" is
+     * FLASHCL_WGMMA_BACKWARD_TMA=0's); "options-dq": its dQ, "options-dq-tma"
+     * with K and V by the accelerator (the default);
      * "options-fp8-products": the forward of E4M3 at head_dim 128 with FP8
      * products (FLASHCL_FP8_PRODUCTS=1) */
     const int products = strcmp(argv[1], "options-fp8-products") == 0;
     const int dkdv_tma = strcmp(argv[1], "options-dkdv-tma") == 0;
-    const int tma = strcmp(argv[1], "options") == 0 || products || dkdv_tma;
+    const int dq_tma = strcmp(argv[1], "options-dq-tma") == 0;
+    const int tma = strcmp(argv[1], "options") == 0 || products || dkdv_tma || dq_tma;
     const int fused = strcmp(argv[1], "options-dkdv-fused") == 0;
     const fcl_kernel_kind kind = strcmp(argv[1], "options-dkdv") == 0 || fused || dkdv_tma
                                      ? FCL_KERNEL_BACKWARD_DKDV
-                                 : strcmp(argv[1], "options-dq") == 0 ? FCL_KERNEL_BACKWARD_DQ
-                                                                      : FCL_KERNEL_FORWARD;
+                                 : strcmp(argv[1], "options-dq") == 0 || dq_tma
+                                     ? FCL_KERNEL_BACKWARD_DQ
+                                     : FCL_KERNEL_FORWARD;
     const size_t d = (size_t)atoi(argv[2]);
     /* e4m3 / e5m2: FP8 storage (the forward: "options" reads K and V
      * widened to fp16 by the call's first launch, "options-cpasync" decodes
@@ -150,12 +157,13 @@ int main(int argc, char **argv)
                       strcmp(argv[1], "options-fp8-products") == 0 ||
                       strcmp(argv[1], "options-dkdv-fused") == 0 ||
                       strcmp(argv[1], "options-dkdv-tma") == 0 ||
-                      strcmp(argv[1], "options-dq") == 0))
+                      strcmp(argv[1], "options-dq") == 0 ||
+                      strcmp(argv[1], "options-dq-tma") == 0))
         return print_options(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "rewrite") == 0)
         return rewrite();
     fprintf(stderr, "usage: flashcl-sm90a source[-backward] | "
-                    "options[-cpasync|-fp8-products|-dkdv|-dkdv-fused|-dkdv-tma|-dq] D "
+                    "options[-cpasync|-fp8-products|-dkdv|-dkdv-fused|-dkdv-tma|-dq|-dq-tma] D "
                     "fp16|bf16|e4m3|e5m2 "
                     "[ROWS COLS | short | long] | "
                     "rewrite\n");

@@ -71,6 +71,7 @@ check() {
     options-dkdv-fused) name="dkdv-fused-$name" src=backward kernel=fcl_backward_dkdv ;;
     options-dkdv-tma) name="dkdv-tma-$name" src=backward kernel=fcl_backward_dkdv ;;
     options-dq) name="dq-$name" src=backward kernel=fcl_backward_dq ;;
+    options-dq-tma) name="dq-tma-$name" src=backward kernel=fcl_backward_dq ;;
     esac
     opts=$("$tool" "$mode" "$@")
     # asm: NVIDIA's compiler takes the keyword in OpenCL C, clang its
@@ -137,7 +138,8 @@ check options-dkdv 128 bf16
 check options-dkdv 64 fp16 64 64
 check options-dkdv 128 fp16 128 128
 check options-dkdv 128 fp16 short
-# Q and dO by the accelerator (FLASHCL_WGMMA_BACKWARD_TMA=1)
+# Q and dO by the accelerator (the default; options-dkdv is
+# FLASHCL_WGMMA_BACKWARD_TMA=0's cp.async)
 check options-dkdv-tma 64 fp16
 check options-dkdv-tma 128 fp16
 check options-dkdv-tma 128 bf16 short
@@ -150,4 +152,8 @@ check options-dq 128 fp16
 check options-dq 128 bf16
 check options-dq 64 fp16 128 64
 check options-dq 128 fp16 128 128
+# K and V by the accelerator (the default)
+check options-dq-tma 64 fp16
+check options-dq-tma 128 fp16
+check options-dq-tma 128 bf16 128 128
 echo "all accepted; PTX and logs in $out"

@@ -17,9 +17,10 @@ typedef struct backward_call {
     int sem_per_head;
     int64_t failed_at;
     cl_mem sinks, dsinks;         /* attention sinks and their gradient, or NULL */
-    /* dK/dV's tensor maps (FCL_BUILD_WG_TMA: the template and each
-     * work-group's two), else the context's placeholder */
-    cl_mem maps;
+    /* dK/dV's and dQ's tensor maps (FCL_BUILD_WG_TMA: the template and
+     * each work-group's two; apart, as the two kernels may run at once),
+     * else the context's placeholder */
+    cl_mem maps, maps_dq;
 } backward_call;
 
 /* The arguments both tiled kernels start with: Q, K, V, dO, LSE, delta. */
@@ -52,6 +53,13 @@ static void common_tail(fcl_args *a, const backward_call *c, int num_groups_bh)
     fcl_arg_variants(a, c->var);
 }
 
+/* dQ's work-groups: Q blocks of r's plan times batch and query heads */
+static size_t dq_groups(const fcl_resolved *r, const fcl_attention_desc *d,
+                        const fcl_variants *var)
+{
+    return (var->longest_q + r->plan.pub.br - 1) / r->plan.pub.br * d->batch * d->heads_q;
+}
+
 static fcl_status set_dq_args(const fcl_resolved *r, cl_kernel kernel, const void *user,
                               size_t *groups)
 {
@@ -67,7 +75,8 @@ static fcl_status set_dq_args(const fcl_resolved *r, cl_kernel kernel, const voi
     fcl_arg_layout(&a, &d->dout);
     fcl_arg_layout(&a, &d->dq);
     common_tail(&a, c, (int)num_bh);
-    *groups = (c->var->longest_q + r->plan.pub.br - 1) / r->plan.pub.br * num_bh;
+    fcl_arg_mem(&a, c->maps_dq);
+    *groups = dq_groups(r, d, c->var);
     return a.err;
 }
 
@@ -226,7 +235,12 @@ fcl_backward_builds fcl_backward_builds_of(const fcl_context *ctx, const fcl_att
     fcl_backward_builds bb;
     const unsigned wgmma_dq =
         fcl_uses_wgmma(ctx, desc, FCL_KERNEL_BACKWARD_DQ, build_dq) ? FCL_BUILD_WGMMA : 0;
-    bb.dq = fcl_build_of(FCL_KERNEL_BACKWARD_DQ, D, desc->dtype, build_dq | wgmma_dq);
+    /* K and V by the accelerator (tile_nv_wgmma.cl) where it applies */
+    const unsigned tma_dq =
+        wgmma_dq && fcl_uses_wgmma_backward_tma(ctx, desc, FCL_KERNEL_BACKWARD_DQ)
+            ? FCL_BUILD_WG_TMA
+            : 0;
+    bb.dq = fcl_build_of(FCL_KERNEL_BACKWARD_DQ, D, desc->dtype, build_dq | wgmma_dq | tma_dq);
     /* dK/dV on the wgmma piece (fcl_uses_wgmma); either piece takes the
      * fused dQ forms */
     const unsigned wgmma =
@@ -238,9 +252,11 @@ fcl_backward_builds fcl_backward_builds_of(const fcl_context *ctx, const fcl_att
      * measured with) */
     const unsigned few_rows =
         wgmma ? fcl_variants_wgmma_tile(desc, FCL_KERNEL_BACKWARD_DKDV, fused != 0) : 0;
-    /* Q and dO by the accelerator (tile_nv_wgmma.cl), where asked */
+    /* Q and dO by the accelerator (tile_nv_wgmma.cl) where it applies */
     const unsigned tma =
-        wgmma && !fused && fcl_uses_wgmma_backward_tma(ctx, desc) ? FCL_BUILD_WG_TMA : 0;
+        wgmma && !fused && fcl_uses_wgmma_backward_tma(ctx, desc, FCL_KERNEL_BACKWARD_DKDV)
+            ? FCL_BUILD_WG_TMA
+            : 0;
     bb.dkdv[0] = fcl_build_of(FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype,
                               build_dkdv | wgmma | fused | few_rows | tma |
                                   (split ? FCL_BUILD_DV_ONLY : 0));
@@ -298,9 +314,14 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
     cl_mem delta = NULL;
     FCL_TRY(fcl_scratch_get(ctx, FCL_SCRATCH_DELTA, rows * sizeof(float), &delta));
     backward_call call = {desc, &var, q, k, v, o, lse, dout, dq, dk, dv, delta,
-                          NULL, NULL, 0, 0, var.sinks, dsinks, ctx->placeholder};
+                          NULL, NULL, 0, 0, var.sinks, dsinks, ctx->placeholder,
+                          ctx->placeholder};
     if (r_dkdv[0]->build.features & FCL_BUILD_WG_TMA)
-        FCL_TRY(fcl_tensor_maps_buffer(ctx, dkdv_groups(r_dkdv[0], desc, &var), &call.maps));
+        FCL_TRY(fcl_tensor_maps_buffer(ctx, FCL_SCRATCH_TENSOR_MAPS,
+                                       dkdv_groups(r_dkdv[0], desc, &var), &call.maps));
+    if (r_dq->build.features & FCL_BUILD_WG_TMA && !bb.fused_dq)
+        FCL_TRY(fcl_tensor_maps_buffer(ctx, FCL_SCRATCH_TENSOR_MAPS_DQ,
+                                       dq_groups(r_dq, desc, &var), &call.maps_dq));
     size_t acc_bytes = 0, sem_bytes = 0;
     if (bb.fused_dq) {
         /* counters per Q block of the dK/dV plan (flash_bwd.cl,

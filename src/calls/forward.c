@@ -246,7 +246,7 @@ static fcl_status set_forward_args(const fcl_resolved *r, cl_kernel kernel, cons
      * (none emulated) and room for each work-group's two maps (FP8
      * products take none: their tiles come by plain bulk copies) */
     if ((r->build.features & FCL_BUILD_WG_TMA) && !(r->build.features & FCL_BUILD_FP8_PRODUCTS))
-        FCL_TRY(fcl_tensor_maps_buffer(c->ctx, *groups, &c->maps));
+        FCL_TRY(fcl_tensor_maps_buffer(c->ctx, FCL_SCRATCH_TENSOR_MAPS, *groups, &c->maps));
     (void)arg_optional(&a, c->ctx, c->maps, 0);
     return a.err;
 }

@@ -46,10 +46,7 @@ fcl_status fcl_probe_local_mem(cl_device_id device, uint64_t reported, uint64_t 
 /* Encodes ctx->map_template (has_map_template 1) on a real sm_90 device
  * where NVIDIA's driver library does, else sets has_map_template 0. */
 void fcl_tensor_maps_setup(fcl_context *ctx);
-/* The workspace of a launch of `groups` work-groups of the wgmma forward
- * with bulk tensor copies: the template (where the context has one) and
- * 2 x 128 bytes a work-group for its own K and V maps. */
-fcl_status fcl_tensor_maps_buffer(fcl_context *ctx, size_t groups, cl_mem *out);
+/* fcl_tensor_maps_buffer: with the workspaces, below */
 
 /* ---- device selection (device_select.c) ----------------------------------- */
 
@@ -67,7 +64,8 @@ typedef enum fcl_scratch_slot {
     FCL_SCRATCH_PART_O,           /* split-KV partial outputs, fp32 */
     FCL_SCRATCH_PART_LSE,         /* split-KV partial LSE, fp32 */
     FCL_SCRATCH_ROTARY_Q,         /* KV-cache rotary: the rotated Q, storage type */
-    FCL_SCRATCH_TENSOR_MAPS,      /* the wgmma forward: each work-group's K and V tensor maps */
+    FCL_SCRATCH_TENSOR_MAPS,      /* the wgmma forward's and dK/dV's tensor maps, two a group */
+    FCL_SCRATCH_TENSOR_MAPS_DQ,   /* the wgmma dQ's (it may run beside dK/dV) */
     FCL_SCRATCH_WIDE_K,           /* the FP8 wgmma forward's K widened to fp16 (forward.c) */
     FCL_SCRATCH_WIDE_V,           /* ... and V (FP8 products: K's and V^T's tiles, bytes) */
     FCL_SCRATCH_DELTA,            /* the backward's rowsum(dO * O), fp32 (backward.c) */
@@ -75,6 +73,13 @@ typedef enum fcl_scratch_slot {
     FCL_SCRATCH_DQ_SEM,           /* ... its counters per Q block and failure flag */
     FCL_SCRATCH_COUNT
 } fcl_scratch_slot;
+
+/* The workspace in `slot` (FCL_SCRATCH_TENSOR_MAPS or _DQ) of a launch of
+ * `groups` work-groups of a wgmma kernel with bulk tensor copies
+ * (tensor_maps.c): the template (where the context has one) and 2 x 128
+ * bytes a work-group for its own two maps. */
+fcl_status fcl_tensor_maps_buffer(fcl_context *ctx, fcl_scratch_slot slot, size_t groups,
+                                  cl_mem *out);
 
 typedef struct fcl_scratch {
     cl_mem mem;

@@ -154,10 +154,11 @@ void fcl_tensor_maps_setup(fcl_context *ctx)
     ctx->has_map_template = encode_template(ctx->device, ctx->map_template);
 }
 
-fcl_status fcl_tensor_maps_buffer(fcl_context *ctx, size_t groups, cl_mem *out)
+fcl_status fcl_tensor_maps_buffer(fcl_context *ctx, fcl_scratch_slot slot, size_t groups,
+                                  cl_mem *out)
 {
-    const cl_mem before = ctx->scratch[FCL_SCRATCH_TENSOR_MAPS].mem;
-    FCL_TRY(fcl_scratch_get(ctx, FCL_SCRATCH_TENSOR_MAPS,
+    const cl_mem before = ctx->scratch[slot].mem;
+    FCL_TRY(fcl_scratch_get(ctx, slot,
                             FCL_MAP_TEMPLATE_BYTES + groups * 2 * FCL_MAP_TEMPLATE_BYTES, out));
     /* a new buffer (made before the old one is released: never the same
      * handle), which no command uses yet: the template goes in once */

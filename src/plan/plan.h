@@ -257,16 +257,18 @@ bool fcl_uses_wgmma_tma(const fcl_context *ctx, const fcl_attention_desc *desc);
  * accelerator: the forward (K and V), of every storage type it takes (the
  * accelerator copies bytes as they are: FP8's K and V are first widened to
  * fp16 in the workspace by the forward call, forward.c, and the kernel
- * reads those; cl/common.cl's FCL_KV_WIDENED), and dK/dV (Q and dO, where
- * fcl_uses_wgmma_backward_tma says).  The plan asks it (and drops `tma`
- * elsewhere, so its wg_tma is the build's). */
+ * reads those; cl/common.cl's FCL_KV_WIDENED), dK/dV (Q and dO) and dQ
+ * (K and V; both where fcl_uses_wgmma_backward_tma says).  The plan asks
+ * it (and drops `tma` elsewhere, so its wg_tma is the build's). */
 bool fcl_wgmma_tma_allowed(fcl_kernel_kind kind);
-/* Whether a wgmma dK/dV kernel takes Q's and dO's blocks by the accelerator
- * (FCL_BUILD_WG_TMA; not with the fused dQ): one query head a K/V head, a
- * context with a tensor map template (or emulated tensor cores), Q's and
- * dO's rows suiting a map, and FLASHCL_WGMMA_BACKWARD_TMA=0 not set in the
- * environment (read at each call; other values count as unset). */
-bool fcl_uses_wgmma_backward_tma(const fcl_context *ctx, const fcl_attention_desc *desc);
+/* Whether a wgmma backward kernel of `kind` takes its streamed tiles by the
+ * accelerator (FCL_BUILD_WG_TMA): a context with a tensor map template (or
+ * emulated tensor cores), FLASHCL_WGMMA_BACKWARD_TMA=0 not set in the
+ * environment (read at each call; other values count as unset), and for
+ * dQ, K's and V's rows suiting a map; for dK/dV (not with the fused dQ,
+ * which the caller checks), Q's and dO's, and one query head a K/V head. */
+bool fcl_uses_wgmma_backward_tma(const fcl_context *ctx, const fcl_attention_desc *desc,
+                                 fcl_kernel_kind kind);
 /* Whether a wgmma forward on the accelerator's path (`features` with
  * FCL_BUILD_WGMMA and FCL_BUILD_WG_TMA) takes FP8 products
  * (FCL_BUILD_FP8_PRODUCTS): asked for by FLASHCL_FP8_PRODUCTS=1 in the

@@ -89,6 +89,9 @@ static uint64_t wgmma_bytes(fcl_kernel_kind kind, int d, wgmma_shape s, int emul
             bytes += m * inner * 2u + inner * ((uint64_t)d + 4u) * 4u;
     } else if (kind == FCL_KERNEL_BACKWARD_DQ) {
         bytes = (2u * m + 4u * inner) * (uint64_t)d * 2u + 4u;
+        /* K and V by the accelerator: as dK/dV's Q and dO */
+        if (tma)
+            bytes += 2u * 8u + 2u * 128u;
     } else {
         bytes = (m + 4u * inner) * (uint64_t)d * 2u + 4u;
         if (tma)

@@ -69,15 +69,20 @@ static bool maps_available(const fcl_context *ctx)
 
 bool fcl_wgmma_tma_allowed(fcl_kernel_kind kind)
 {
-    return kind == FCL_KERNEL_FORWARD || kind == FCL_KERNEL_BACKWARD_DKDV;
+    return kind == FCL_KERNEL_FORWARD || kind == FCL_KERNEL_BACKWARD_DKDV ||
+           kind == FCL_KERNEL_BACKWARD_DQ;
 }
 
-bool fcl_uses_wgmma_backward_tma(const fcl_context *ctx, const fcl_attention_desc *d)
+bool fcl_uses_wgmma_backward_tma(const fcl_context *ctx, const fcl_attention_desc *d,
+                                 fcl_kernel_kind kind)
 {
     const char *env = getenv("FLASHCL_WGMMA_BACKWARD_TMA");
     const bool off = env != NULL && strcmp(env, "0") == 0;
-    return !off && d->heads_q == d->heads_kv &&
-           maps_available(ctx) && map_rows_ok(&d->q) && map_rows_ok(&d->dout);
+    if (off || !maps_available(ctx))
+        return false;
+    if (kind == FCL_KERNEL_BACKWARD_DQ)
+        return map_rows_ok(&d->k) && map_rows_ok(&d->v);
+    return d->heads_q == d->heads_kv && map_rows_ok(&d->q) && map_rows_ok(&d->dout);
 }
 
 bool fcl_uses_fp8_products(const fcl_attention_desc *d, unsigned features)
