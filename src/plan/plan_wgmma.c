@@ -65,14 +65,15 @@ typedef struct wgmma_shape {
  * keys (K and V twice):
  *     (2 * rows + 4 * keys) * d * 2 bytes
  * plus one int; registers per lane: dQ d / 2 floats, S and dP keys / 2
- * each.  The default: 64 keys, in two warpgroups (128 rows) at d 128, one
- * at d 64.
+ * each.  The default: two warpgroups (128 rows) and 128 keys at d 128 (192
+ * KiB), one warpgroup and 64 keys at d 64.
  *
  * Those defaults measured best or level on an H100 at N 4096 (flashcl-tune,
  * NOTES.md run 40): at d 64, dK/dV's 128 rows 1.13x its 64 and dQ's one
  * warpgroup 1.06x two; at d 128 the others lose or tie (dK/dV: 128 rows
  * 0.92x, one warpgroup 0.55-0.98x; dQ: one warpgroup 0.68-0.96x, 128 keys
- * 1.00x). */
+ * 1.00x).  Once the streamed tiles came by the accelerator (run 62, H200),
+ * dQ's 128 keys at d 128 ran the backward 1.04-1.05x its 64. */
 static uint64_t wgmma_bytes(fcl_kernel_kind kind, int d, wgmma_shape s, int emulated, int tma,
                             int fused_dq)
 {
@@ -174,6 +175,8 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
         s.warpgroups = 1;
     else if (!fwd && !dkdv && d == 64)
         s.warpgroups = 1;
+    else if (!fwd && !dkdv)
+        s.inner = 128; /* dQ at d 128: 128 keys a step (NOTES.md, run 62) */
     if (target != NULL &&
         (!target_shape(kind, target, &s) || (fused_dq && !fused_split_ok(d, s)) ||
          (fp8_products && s.inner != 128)))
