@@ -202,12 +202,12 @@ for step in $steps; do
         "ordered=$(rounds_of fused_ordered)" "any-order=$(rounds_of fused_any-order)" 2>&1 \
         | tee -a "$OUT/fused_dq.txt" ;;
     bwd-tma)
-      # dK/dV's Q and dO by the tensor memory accelerator
-      # (FLASHCL_WGMMA_BACKWARD_TMA=1, tile_nv_wgmma.cl): test_wgmma's
-      # backward on the real instructions (test_backward_tma sets the
-      # switch), then the backward with the switch off and on, alternated
-      # TMA_ROUNDS times (fp16, d 64 and 128, N 1k-16k, causal off and on,
-      # device spans)
+      # the backward's streamed tiles by the tensor memory accelerator
+      # (dK/dV's Q and dO, dQ's K and V; tile_nv_wgmma.cl, the default):
+      # test_wgmma's backward on the real instructions, then the backward
+      # with FLASHCL_WGMMA_BACKWARD_TMA=0 (cp.async) and =1 (unset: the
+      # default), alternated TMA_ROUNDS times (fp16, d 64 and 128, N
+      # 1k-16k, causal off and on, device spans)
       ( time timeout 200 "$B/tests/test_wgmma" backward ) > "$OUT/test_wgmma_backward.log" 2>&1
       echo "test_wgmma backward: rc=$?"; grep -E "PASSED|FAILED|ERROR|real" \
         "$OUT/test_wgmma_backward.log" | head -12
