@@ -806,13 +806,14 @@ FCL_API fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_d
  * 64 or 128 run on the Hopper piece, "nvidia-wgmma" in their plans (on an
  * H100 1.02-1.41x the mma.sync piece, NOTES.md run 40): the same outputs
  * to the storage type's rounding as the mma.sync piece, deterministic, the
- * same extra memory but for the tensor maps' below.  FLASHCL_WGMMA_BACKWARD
- * in the environment, read at each call, set to 0 keeps the mma.sync piece
- * there instead; other values count as unset.  That piece's dQ kernel brings K and V in by the tensor
- * memory accelerator, and where each query head has its own K/V head and
- * the separate dQ kernel runs, its dK/dV kernel brings Q and dO in so too;
- * each with a workspace of 256 bytes per work-group for its tensor maps
- * (and 128 for their template), kept as the forward's is.
+ * same extra memory plus the tensor maps' workspace below.
+ * FLASHCL_WGMMA_BACKWARD in the environment, read at each call, set to 0
+ * keeps the mma.sync piece there instead; other values count as unset.
+ * That piece's dQ kernel brings K and V in by the tensor memory
+ * accelerator, and where each query head has its own K/V head and the
+ * separate dQ kernel runs, its dK/dV kernel brings Q and dO in so too; each
+ * with a workspace of 256 bytes per work-group for its tensor maps (and 128
+ * for their template), kept as the forward's is.
  * FLASHCL_WGMMA_BACKWARD_TMA=0 in the environment (read at each call; other
  * values count as unset) copies them by cp.async instead, with no such
  * workspace.  Both give the same gradients bit for bit.

@@ -233,20 +233,21 @@ fcl_backward_builds fcl_backward_builds_of(const fcl_context *ctx, const fcl_att
     const bool wide = (build_dkdv & mma) && D > 128;
     const bool split = wide && fcl_mma_dkdv_split(&ctx->caps, ctx->emulate_tensor_cores, fcl_dkdv_forced_tile(ctx), D);
     fcl_backward_builds bb;
+    /* either piece of dK/dV takes the fused dQ forms; the dQ kernel's
+     * program then serves delta alone */
+    const unsigned fused = fused_dq_bits(ctx, build_dkdv, wide);
+    bb.fused_dq = fused != 0;
     const unsigned wgmma_dq =
         fcl_uses_wgmma(ctx, desc, FCL_KERNEL_BACKWARD_DQ, build_dq) ? FCL_BUILD_WGMMA : 0;
     /* K and V by the accelerator (tile_nv_wgmma.cl) where it applies */
     const unsigned tma_dq =
-        wgmma_dq && fcl_uses_wgmma_backward_tma(ctx, desc, FCL_KERNEL_BACKWARD_DQ)
+        wgmma_dq && !fused && fcl_uses_wgmma_backward_tma(ctx, desc, FCL_KERNEL_BACKWARD_DQ)
             ? FCL_BUILD_WG_TMA
             : 0;
     bb.dq = fcl_build_of(FCL_KERNEL_BACKWARD_DQ, D, desc->dtype, build_dq | wgmma_dq | tma_dq);
-    /* dK/dV on the wgmma piece (fcl_uses_wgmma); either piece takes the
-     * fused dQ forms */
+    /* dK/dV on the wgmma piece (fcl_uses_wgmma) */
     const unsigned wgmma =
         fcl_uses_wgmma(ctx, desc, FCL_KERNEL_BACKWARD_DKDV, build_dkdv) ? FCL_BUILD_WGMMA : 0;
-    const unsigned fused = fused_dq_bits(ctx, build_dkdv, wide);
-    bb.fused_dq = fused != 0;
     /* the tile by the call's lengths: one warpgroup at head_dim 128 with
      * few query rows a key block (the fused dQ keeps the tile it was
      * measured with) */
@@ -319,7 +320,7 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
     if (r_dkdv[0]->build.features & FCL_BUILD_WG_TMA)
         FCL_TRY(fcl_tensor_maps_buffer(ctx, FCL_SCRATCH_TENSOR_MAPS,
                                        dkdv_groups(r_dkdv[0], desc, &var), &call.maps));
-    if (r_dq->build.features & FCL_BUILD_WG_TMA && !bb.fused_dq)
+    if (r_dq->build.features & FCL_BUILD_WG_TMA)
         FCL_TRY(fcl_tensor_maps_buffer(ctx, FCL_SCRATCH_TENSOR_MAPS_DQ,
                                        dq_groups(r_dq, desc, &var), &call.maps_dq));
     size_t acc_bytes = 0, sem_bytes = 0;
