@@ -7,6 +7,8 @@
  * with --head-dim-v dv (V, O, dO, dV dv wide, standard attention not run)
  * forward 2 * B * H * N^2 * (d + dv), backward 2 * B * H * N^2 * (3d + 2dv)
  * (Q K^T, P V; backward: Q K^T, dO V^T, P^T dO, dS K, dS^T Q).
+ * With --q-per-kv G, K and V (dK, dV) have H / G heads, each shared by G
+ * query heads (GQA; the FLOPs are the same; standard attention not run).
  * Each timing is the median of --reps runs after two warm-up runs, from
  * enqueue to clFinish.  The fp32 FMA ceiling of the device is measured in the
  * same run.  Our outputs are checked against the standard attention's where
@@ -57,6 +59,7 @@ typedef struct config {
     const char *out;
     size_t head_dim_v;          /* V's columns; 0: each head_dim */
     int profile;                /* --profile: also the device's span of each call */
+    size_t q_per_kv;            /* --q-per-kv: query heads a K/V head (GQA); 1: one each */
 } config;
 
 static double g_start;
@@ -373,13 +376,13 @@ static void usage(void)
             "usage: flashcl-bench [--device P:D] [--dtype fp32|fp16|bf16|e4m3|e5m2] [--head-dims 64,128]\n"
             "       [--seqlens 512,1024,...] [--causal 0,1] [--tokens 16384] [--hidden 2048]\n"
             "       [--reps 10] [--backward] [--no-naive] [--portable-only] [--out results.csv]\n"
-            "       [--head-dim-v DV] [--profile]\n");
+            "       [--head-dim-v DV] [--profile] [--q-per-kv G]\n");
 }
 
 int main(int argc, char **argv)
 {
     config c = {NULL, FCL_DTYPE_FP32, {64, 128}, 2, {512, 1024, 2048, 4096, 8192, 16384}, 6,
-                {0, 1}, 2, 16384, 2048, 10, 0, 1, 0, NULL, 0, 0};
+                {0, 1}, 2, 16384, 2048, 10, 0, 1, 0, NULL, 0, 0, 1};
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(a, "--device")) c.device = v, ++i;
@@ -406,10 +409,17 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--out")) c.out = v, ++i;
         else if (!strcmp(a, "--head-dim-v")) c.head_dim_v = strtoull(v, NULL, 10), ++i;
         else if (!strcmp(a, "--profile")) c.profile = 1;
+        else if (!strcmp(a, "--q-per-kv")) c.q_per_kv = strtoull(v, NULL, 10), ++i;
         else { usage(); return 2; }
     }
     if (c.head_dim_v)
         c.naive = 0; /* standard attention (cl/reference.cl) takes V as wide as K */
+    if (c.q_per_kv < 1 || c.hidden % c.q_per_kv) {
+        usage();
+        return 2;
+    }
+    if (c.q_per_kv > 1)
+        c.naive = 0; /* and a K/V head for each query head */
     if (bench_is_fp8(c.dtype) && c.backward) {
         fprintf(stderr, "flashcl-bench: FP8 storage has no backward (flashcl.h)\n");
         return 2;
@@ -460,6 +470,8 @@ int main(int argc, char **argv)
                 ceiling, c.tokens, c.hidden, c.reps);
         if (c.head_dim_v)
             fprintf(out, "# head_dim_v: %zu\n", c.head_dim_v);
+        if (c.q_per_kv > 1)
+            fprintf(out, "# q_per_kv: %zu\n", c.q_per_kv);
         fprintf(out, "pass,dtype,d,causal,N,B,H,variant,ours_ms,ours_tflops,pct_of_fp32_ceiling,"
                      "naive_ms,naive_tflops,speedup,ours_extra_mib,naive_extra_mib,rel_diff_vs_naive,"
                      "note,ours_device_ms,ours_device_tflops\n");
@@ -483,20 +495,24 @@ int main(int argc, char **argv)
                 t.H = c.hidden / t.d ? c.hidden / t.d : 1;
                 const int causal = c.causals[ci];
                 const size_t dv = c.head_dim_v ? c.head_dim_v : t.d;
+                /* K/V heads: H / q_per_kv (at least one) */
+                const size_t hk = t.H / c.q_per_kv ? t.H / c.q_per_kv : 1;
                 const size_t n = t.B * t.H * t.N * t.d, n_v = t.B * t.H * t.N * dv;
+                const size_t n_k = t.B * hk * t.N * t.d, n_kv = t.B * hk * t.N * dv;
                 progress("inputs", t.N, t.d);
                 t.q = random_tensor(ctx, n, c.dtype, 1, &t.qf);
-                t.k = random_tensor(ctx, n, c.dtype, 2, &t.kf);
-                t.v = random_tensor(ctx, n_v, c.dtype, 3, &t.vf);
+                t.k = random_tensor(ctx, n_k, c.dtype, 2, &t.kf);
+                t.v = random_tensor(ctx, n_kv, c.dtype, 3, &t.vf);
                 t.dout = random_tensor(ctx, n_v, c.dtype, 4, &t.doutf);
                 t.o = make_buffer(ctx, n_v * fcl_dtype_size(o_dtype), NULL);
                 t.of = make_buffer(ctx, n_v * 4, NULL);
                 t.lse = make_buffer(ctx, t.B * t.H * t.N * 4, NULL);
                 fcl_attention_desc desc;
-                fcl_attention_desc_init(&desc, t.B, t.H, t.H, t.N, t.N, t.d, c.dtype, FCL_LAYOUT_BHSD);
+                fcl_attention_desc_init(&desc, t.B, t.H, hk, t.N, t.N, t.d, c.dtype, FCL_LAYOUT_BHSD);
                 desc.causal = causal;
                 desc.head_dim_v = dv;
-                desc.v = desc.o = desc.dout = desc.dv = fcl_layout_contiguous(FCL_LAYOUT_BHSD, t.H, t.N, dv);
+                desc.o = desc.dout = fcl_layout_contiguous(FCL_LAYOUT_BHSD, t.H, t.N, dv);
+                desc.v = desc.dv = fcl_layout_contiguous(FCL_LAYOUT_BHSD, hk, t.N, dv);
                 /* FLOPs of the products over d and over dv (the header comment) */
                 const double pairs = 2.0 * t.B * t.H * (double)t.N * t.N * (causal ? 0.5 : 1.0);
 
@@ -504,8 +520,8 @@ int main(int argc, char **argv)
                     const int bwd = pass == 1;
                     if (bwd) {
                         t.dq = make_buffer(ctx, n * es, NULL);
-                        t.dk = make_buffer(ctx, n * es, NULL);
-                        t.dv = make_buffer(ctx, n_v * es, NULL);
+                        t.dk = make_buffer(ctx, n_k * es, NULL);
+                        t.dv = make_buffer(ctx, n_kv * es, NULL);
                         t.dqf = make_buffer(ctx, n * 4, NULL);
                         t.dkf = make_buffer(ctx, n * 4, NULL);
                         t.dvf = make_buffer(ctx, n_v * 4, NULL);

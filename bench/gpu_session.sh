@@ -221,6 +221,33 @@ for step in $steps; do
       done
       python3 bench/compare_ab.py "$OUT/bwd-tma" "cp.async=$(rounds_of bwd_tma_0)" \
         "accelerator=$(rounds_of bwd_tma_1)" 2>&1 | tee -a "$OUT/bwd_tma.txt" ;;
+    gqa-tma)
+      # dK/dV's Q and dO by the tensor memory accelerator under GQA (a pair
+      # of maps a query head; FLASHCL_WGMMA_BACKWARD_TMA=1 asks, unset
+      # keeps cp.async there): test_wgmma's backward on the real
+      # instructions, then the backward unset and =1 alternated TMA_ROUNDS
+      # times (fp16, GQA_QPERKV query heads a K/V head, d 64 and 128, N
+      # 1k-16k, causal off and on, device spans); dQ takes the accelerator
+      # in both; GQA_TESTS=0 leaves the test out
+      if [ "${GQA_TESTS:-1}" = 1 ]; then
+        ( time timeout 200 "$B/tests/test_wgmma" backward ) > "$OUT/test_wgmma_backward.log" 2>&1
+        echo "test_wgmma backward: rc=$?"; grep -E "PASSED|FAILED|ERROR|real" \
+          "$OUT/test_wgmma_backward.log" | head -12
+      fi
+      for g in ${GQA_QPERKV:-4}; do
+        for r in ${TMA_ROUNDS:-1 2}; do
+          for m in unset 1; do
+            echo "== q_per_kv $g, FLASHCL_WGMMA_BACKWARD_TMA=$m round $r" >> "$OUT/gqa_tma.txt"
+            ( [ $m = 1 ] && export FLASHCL_WGMMA_BACKWARD_TMA=1
+              timeout 150 "$B/bench/flashcl-bench" --dtype fp16 --q-per-kv "$g" \
+              --head-dims 64,128 --seqlens 1024,4096,16384 --backward --no-naive --reps 5 \
+              --profile --out "$OUT/gqa${g}_tma_${m}_$r.csv" ) 2>&1 | grep -v '^\[' \
+              >> "$OUT/gqa_tma.txt"
+          done
+        done
+        python3 bench/compare_ab.py "$OUT/gqa${g}-tma" "cp.async=$(rounds_of gqa${g}_tma_unset)" \
+          "accelerator=$(rounds_of gqa${g}_tma_1)" 2>&1 | tee -a "$OUT/gqa_tma.txt"
+      done ;;
     ab-builds)
       # this build against BASE's (another tree's build: its flashcl-bench),
       # alternated over AB_ROUNDS, for each value in AB_WGMMA of both
