@@ -29,8 +29,9 @@
  * may fetch the next streamed tile into a second buffer, named by `buf`,
  * while the current one is used, or load it when the tile begins; the
  * hooks also get the tile's first row in its sequence (r0, or the key c0)
- * and its ordinal n, and FCL_DKDV_MAPS / FCL_DQ_MAPS ready a piece's
- * copies by the tensor memory accelerator),
+ * and its ordinal n, dK/dV's the query head's place g among those of its
+ * K/V head, and FCL_DKDV_MAPS / FCL_DQ_MAPS ready a piece's copies by the
+ * tensor memory accelerator),
  * the two
  * products that rebuild S and dP (FCL_DQ_S / FCL_DQ_DP,
  * FCL_DKDV_ST / FCL_DKDV_DPT), where P and dS go (FCL_DQ_SET_DS,
@@ -100,7 +101,10 @@ inline float2 fcl_backward_score(float s, float dp, float lse_units, float delta
 #define FCL_BACKWARD_LANES (FCL_RW > 1 && !FCL_MODIFIED_SCORES && !FCL_HAS(FCL_FEAT_DROPOUT))
 
 #ifndef FCL_DKDV_MAPS /* a piece without the accelerator's copies */
-#define FCL_DKDV_MAPS(q_seq, do_seq) (void)maps
+#define FCL_DKDV_MAPS(q_seq0, do_seq0) (void)maps
+#endif
+#ifndef FCL_DKDV_MAP_HEADS /* the query heads of a K/V head FCL_DKDV_MAPS maps */
+#define FCL_DKDV_MAP_HEADS 1
 #endif
 #ifndef FCL_DQ_MAPS
 #define FCL_DQ_MAPS(k_seq, v_seq) (void)maps
@@ -419,9 +423,13 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
                      v_off + fcl_batch_offset(b, v_sb) + hk * v_sh + k_row * v_ss, v_ss, cols,
                      head_dim);
     /* a piece whose Q and dO blocks come by the tensor memory accelerator:
-     * its maps of this sequence's rows (every work-item; q_per_kv = 1) */
-    FCL_DKDV_MAPS(q_off + fcl_batch_offset(b, q_sb) + hk * q_sh + sq.q_row0 * q_ss,
-                  do_off + fcl_batch_offset(b, do_sb) + hk * do_sh + sq.q_row0 * do_ss);
+     * its maps of this sequence's rows, of each of the FCL_DKDV_MAP_HEADS
+     * query heads it maps (every work-item; the bases of the K/V head's
+     * first query head's rows) */
+    FCL_DKDV_MAPS(q_off + fcl_batch_offset(b, q_sb) + hk * FCL_DKDV_MAP_HEADS * q_sh +
+                      sq.q_row0 * q_ss,
+                  do_off + fcl_batch_offset(b, do_sb) + hk * FCL_DKDV_MAP_HEADS * do_sh +
+                      sq.q_row0 * do_ss);
 #if FCL_FUSED_DQ
     /* whether K holds a non-finite value, for dQ's exact path (rare) */
     FCL_DKDV_KV_ARRIVED();
@@ -468,7 +476,7 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
         FCL_DKDV_PREFETCH_Q_DO(q_off + fcl_batch_offset(b, q_sb) + h_ * q_sh + (sq.q_row0 + r0_) * q_ss, \
                                q_ss,                                                       \
                                do_off + fcl_batch_offset(b, do_sb) + h_ * do_sh + (sq.q_row0 + r0_) * do_ss, \
-                               do_ss, rows_, buf_, r0_);                                   \
+                               do_ss, rows_, buf_, r0_, h_ - hk * q_per_kv);               \
         if (FCL_STATS_IN_REGS) {                                                           \
             stats_buf = buf_;                                                              \
             stats_ok = lid < rows_;                                                        \

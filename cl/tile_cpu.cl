@@ -336,7 +336,7 @@ inline fcl_cpu_src fcl_cpu_stage(__local float *dst, long *at, int n,
         fcl_load_tile_t(Kt, BC, BC, K, (k_base), (k_ss), (cols), (head_dim), false, lid); \
         fcl_load_tile_t(Vt, BC, BC, V, (v_base), (v_ss), (cols), head_dim_v, false, lid); \
     } while (0)
-#define FCL_DKDV_PREFETCH_Q_DO(q_base, q_ss, do_base, do_ss, rows, buf, r0) ((void)0)
+#define FCL_DKDV_PREFETCH_Q_DO(q_base, q_ss, do_base, do_ss, rows, buf, r0, g) ((void)0)
 #define FCL_DKDV_BLOCK_BEGIN(q_base, q_ss, do_base, do_ss, rows, head_dim, buf, n)         \
     do {                                                                                  \
         q_finite = do_finite = false;                                                     \

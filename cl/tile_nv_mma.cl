@@ -979,7 +979,7 @@ inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t
         FCL_BWD_LOAD_STATIONARY(Vh, BC, V, (v_base), (v_ss), (cols), head_dim_v);            \
     } while (0)
 
-#define FCL_DKDV_PREFETCH_Q_DO(q_base, q_ss, do_base, do_ss, rows, buf, r0)                     \
+#define FCL_DKDV_PREFETCH_Q_DO(q_base, q_ss, do_base, do_ss, rows, buf, r0, g)                     \
     do {                                                                                        \
         fcl_load_tile_h_async(FCL_BUF(Qh, BR, buf), BR, Q, (q_base), (q_ss), (rows), D_PAD, lid); \
         fcl_load_tile_h_async(FCL_BUF(dOh, BR, buf), BR, dO, (do_base), (do_ss), (rows),          \

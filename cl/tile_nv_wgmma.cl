@@ -761,28 +761,33 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
  * and V (plan_wgmma.c, fcl_uses_wgmma_backward_tma): dK/dV's Q and dO
  * blocks, dQ's K and V tiles, two of each (buf 0 and 1).  The work-group
  * maps the two tensors' rows of its sequence (rows past it read as zeros,
- * as the cp.async loads make them), boxes of FCL_WG_BOX_ROWS rows (common.cl);
- * work-item 0 requests the streamed tile at sequence row `at` into buffer
- * buf, counted by that buffer's mbarrier, whose n / 2-th phase the n-th
- * tile (n from 0) waits for.  The stationary tiles still come by cp.async,
+ * as the cp.async loads make them), boxes of FCL_WG_BOX_ROWS rows (common.cl):
+ * `pairs` pairs of maps, pair g of the rows a_step (b_step) elements past
+ * pair 0's (dK/dV's query heads sharing a K/V head), 32 ulongs a pair;
+ * work-item 0 requests the streamed tile at sequence row `at` of pair g
+ * into buffer buf, counted by that buffer's mbarrier, whose n / 2-th phase
+ * the n-th tile (n from 0) waits for.  The stationary tiles still come by cp.async,
  * waited for with the first streamed one.  The barrier after the wait
  * stays: it tells that every warp is done with the other buffer, which the
  * next request refills. */
 #define FCL_WG_STREAM_LOCALS                  \
     __local ulong wg_bar_[2];                 \
     __local ulong wg_stage_[32] __attribute__((aligned(128)));
-#define FCL_WG_STREAM_MAPS(A, a_seq, a_ss, a_cols, B, b_seq, b_ss, b_cols, rows)         \
-    __global ulong *const wg_maps_ = maps + 16 + 32 * (long)get_group_id(0);               \
-    fcl_wg_maps_make(wg_maps_, maps, wg_stage_, wg_bar_, A, a_seq, a_ss, a_cols, B, b_seq, \
-                     b_ss, b_cols, rows, 2, lid)
-#define FCL_WG_STREAM_REQUEST(TA, A, TB, B, at, buf)                                       \
+#define FCL_WG_STREAM_MAPS(pairs, a_step, b_step, A, a_seq, a_ss, a_cols, B, b_seq, b_ss, \
+                           b_cols, rows)                                                   \
+    __global ulong *const wg_maps_ = maps + 16 + 32 * (long)(pairs) * get_group_id(0);     \
+    for (int g_ = 0; g_ < (pairs); ++g_)                                                   \
+    fcl_wg_maps_make(wg_maps_ + 32 * g_, maps, wg_stage_, wg_bar_, A, (a_seq) + g_ * (a_step), \
+                     a_ss, a_cols, B, (b_seq) + g_ * (b_step), b_ss, b_cols, rows,         \
+                     g_ == 0 ? 2 : 0, lid)
+#define FCL_WG_STREAM_REQUEST(TA, A, TB, B, at, buf, g)                                    \
     do {                                                                                   \
         if (lid == 0) {                                                                    \
             __local ulong *bar_ = wg_bar_ + (buf);                                         \
+            __global const ulong *map_ = wg_maps_ + 32 * (g);                              \
             fcl_wg_bar_expect(bar_, 2 * FCL_H_HALVES(FCL_WG_BOX_ROWS) * 2);                \
-            fcl_wg_tma_tile(FCL_BUF(TA, FCL_WG_BOX_ROWS, buf), wg_maps_, A, (at), bar_);   \
-            fcl_wg_tma_tile(FCL_BUF(TB, FCL_WG_BOX_ROWS, buf), wg_maps_ + 16, B, (at),     \
-                            bar_);                                                         \
+            fcl_wg_tma_tile(FCL_BUF(TA, FCL_WG_BOX_ROWS, buf), map_, A, (at), bar_);       \
+            fcl_wg_tma_tile(FCL_BUF(TB, FCL_WG_BOX_ROWS, buf), map_ + 16, B, (at), bar_);  \
         }                                                                                  \
     } while (0)
 #define FCL_WG_STREAM_ARRIVED(buf, n)                                                      \
@@ -817,14 +822,25 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
     FCL_WG_ACCUMULATE(dv, st, FCL_BUF(dOh, BR, buf), dk, dpt, FCL_BUF(Qh, BR, buf), BR, 1)
 
 #if FCL_WG_TMA
-/* Q's and dO's blocks by the tensor memory accelerator (one query head a
- * K/V head: the maps are of one head's rows; FCL_WG_STREAM_*, above) */
+/* Q's and dO's blocks by the tensor memory accelerator (FCL_WG_STREAM_*,
+ * above): a pair of maps of one query head's rows, or with FCL_WG_TMA 2
+ * (GQA, plan_wgmma.c) one for each of the q_per_kv query heads sharing the
+ * K/V head, the one of query head g (its place among them) for its blocks;
+ * with one, MHA's code is that of a map pair alone */
+#if FCL_WG_TMA == 2
+#define FCL_DKDV_MAP_HEADS q_per_kv
+#define FCL_DKDV_MAP_PAIR(g) (g)
+#else
+#define FCL_DKDV_MAP_HEADS 1
+#define FCL_DKDV_MAP_PAIR(g) 0
+#endif
 #define FCL_DKDV_TMA_LOCALS FCL_WG_STREAM_LOCALS
-#define FCL_DKDV_MAPS(q_seq, do_seq) \
-    FCL_WG_STREAM_MAPS(Q, (q_seq), q_ss, head_dim, dO, (do_seq), do_ss, head_dim_v, sq.seqlen_q)
+#define FCL_DKDV_MAPS(q_seq0, do_seq0)                                                     \
+    FCL_WG_STREAM_MAPS(FCL_DKDV_MAP_HEADS, q_sh, do_sh, Q, (q_seq0), q_ss, head_dim, dO,    \
+                       (do_seq0), do_ss, head_dim_v, sq.seqlen_q)
 #undef FCL_DKDV_PREFETCH_Q_DO
-#define FCL_DKDV_PREFETCH_Q_DO(q_base, q_ss, do_base, do_ss, rows, buf, r0) \
-    FCL_WG_STREAM_REQUEST(Qh, Q, dOh, dO, (r0), (buf))
+#define FCL_DKDV_PREFETCH_Q_DO(q_base, q_ss, do_base, do_ss, rows, buf, r0, g) \
+    FCL_WG_STREAM_REQUEST(Qh, Q, dOh, dO, (r0), (buf), FCL_DKDV_MAP_PAIR(g))
 #undef FCL_DKDV_BLOCK_BEGIN
 #define FCL_DKDV_BLOCK_BEGIN(q_base, q_ss, do_base, do_ss, rows, head_dim, buf, n) \
     FCL_WG_STREAM_ARRIVED((buf), (n))
@@ -908,11 +924,12 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
 /* K's and V's tiles by the tensor memory accelerator (the maps are of the
  * K/V head's rows; FCL_WG_STREAM_*, above) */
 #define FCL_DQ_TMA_LOCALS FCL_WG_STREAM_LOCALS
-#define FCL_DQ_MAPS(k_seq, v_seq) \
-    FCL_WG_STREAM_MAPS(K, (k_seq), k_ss, head_dim, V, (v_seq), v_ss, head_dim_v, sq.seqlen_k)
+#define FCL_DQ_MAPS(k_seq, v_seq)                                                          \
+    FCL_WG_STREAM_MAPS(1, 0, 0, K, (k_seq), k_ss, head_dim, V, (v_seq), v_ss, head_dim_v,   \
+                       sq.seqlen_k)
 #undef FCL_DQ_PREFETCH_KV
 #define FCL_DQ_PREFETCH_KV(k_base, k_ss, v_base, v_ss, cols, buf, c0) \
-    FCL_WG_STREAM_REQUEST(Kh, K, Vh, V, (c0), (buf))
+    FCL_WG_STREAM_REQUEST(Kh, K, Vh, V, (c0), (buf), 0)
 #undef FCL_DQ_TILE_BEGIN
 #define FCL_DQ_TILE_BEGIN(k_base, k_ss, v_base, v_ss, cols, head_dim, buf, n) \
     FCL_WG_STREAM_ARRIVED((buf), (n))

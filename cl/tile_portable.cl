@@ -386,7 +386,7 @@ inline void fcl_load_tile_t(__local float *dst, int ld, int nrows, __global cons
     } while (0)
 
 /* No background copies: Q and dO are loaded when a block begins. */
-#define FCL_DKDV_PREFETCH_Q_DO(q_base, q_ss, do_base, do_ss, rows, buf, r0) ((void)0)
+#define FCL_DKDV_PREFETCH_Q_DO(q_base, q_ss, do_base, do_ss, rows, buf, r0, g) ((void)0)
 #define FCL_DKDV_BLOCK_BEGIN(q_base, q_ss, do_base, do_ss, rows, head_dim, buf, n)         \
     do {                                                                                   \
         barrier(CLK_LOCAL_MEM_FENCE); /* the previous block is consumed */                \

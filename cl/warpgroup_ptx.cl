@@ -70,7 +70,8 @@
  *       elements apart and boxes of FCL_WG_BOX_ROWS rows (BC; dK/dV's
  *       BR: its Q and dO in K's and V's places) put in (tensormap.replace,
  *       in the 256 bytes of __local `stage`, 128-byte aligned), and
- *       readies the mbarriers bars[0..nbars - 1]
+ *       readies the mbarriers bars[0..nbars - 1] (none with nbars 0: a
+ *       further pair of maps, made with the same stage after the first)
  *   fcl_wg_tma_tile(dst, map, src, row0, bar) one work-item: rows row0 ..
  *       row0 + FCL_WG_BOX_ROWS - 1 of the map's tensor (src: the tensor, for the
  *       emulation) into the tile dst, signalling bar

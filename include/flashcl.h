@@ -810,10 +810,11 @@ FCL_API fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_d
  * FLASHCL_WGMMA_BACKWARD in the environment, read at each call, set to 0
  * keeps the mma.sync piece there instead; other values count as unset.
  * That piece's dQ kernel brings K and V in by the tensor memory
- * accelerator, and where each query head has its own K/V head and the
- * separate dQ kernel runs, its dK/dV kernel brings Q and dO in so too; each
- * with a workspace of 256 bytes per work-group for its tensor maps (and 128
- * for their template), kept as the forward's is.
+ * accelerator, and where the separate dQ kernel runs, its dK/dV kernel
+ * brings Q and dO in so too; each with a workspace of 256 bytes per
+ * work-group for its tensor maps (dK/dV's times the query heads a K/V head
+ * shares, heads_q / heads_kv) and 128 for their template, kept as the
+ * forward's is.
  * FLASHCL_WGMMA_BACKWARD_TMA=0 in the environment (read at each call; other
  * values count as unset) copies them by cp.async instead, with no such
  * workspace.  Both give the same gradients bit for bit.

@@ -890,7 +890,9 @@ static void test_backward_forced_tiles(void **state)
 
 /* dK/dV at head_dim 128 takes one warpgroup up to 4096 query rows a key
  * block visits (half of seqlen_q, rounded up, under a causal mask, also as
- * window_right = 0), two past them; head_dim 64 keeps its default. */
+ * window_right = 0), two past them; head_dim 64 keeps its default.  dQ at
+ * head_dim 64 takes two warpgroups past 4096 keys with no mask and no
+ * window (a window of 100 keys to the left, or a causal mask, keeps one). */
 static void test_backward_tile_boundaries(void **state)
 {
     (void)state;
@@ -915,6 +917,25 @@ static void test_backward_tile_boundaries(void **state)
                     assert_int_equal(plan.bc, 64);
                 else
                     assert_true(plan.bc <= 128);
+            }
+    const size_t keys[3] = {4096, 4097, 16384};
+    for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 2; ++j)
+            for (int mask = 0; mask < 3; ++mask) {
+                fcl_attention_desc d;
+                fcl_attention_desc_init(&d, 1, 2, 2, 512, keys[i], dims[j], FCL_DTYPE_FP16,
+                                        FCL_LAYOUT_BSHD);
+                d.causal = mask == 1;
+                if (mask == 2)
+                    d.window_left = 100;
+                fcl_plan plan;
+                assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DQ, &plan), FCL_OK);
+                const bool many = dims[j] == 64 && mask == 0 && keys[i] > 4096;
+                assert_int_equal(strstr(plan.reason, "tile for many keys") != NULL, many);
+                if (many)
+                    assert_int_equal(plan.br, 128);
+                else if (dims[j] == 64)
+                    assert_int_equal(plan.br, 64);
             }
 }
 
@@ -1045,8 +1066,9 @@ static void test_backward_fused_dq(void **state)
 
 /* The backward's streamed tiles by the tensor memory accelerator (the
  * default; emulated, one work-item copies each box as the accelerator
- * would): dK/dV's Q and dO blocks with one query head a K/V head, not with
- * GQA; dQ's K and V tiles, also with GQA; neither with
+ * would): dK/dV's Q and dO blocks (under GQA a pair of maps for each query
+ * head of a K/V head, FCL_BUILD_WG_TMA_HEADS; with one query head a K/V
+ * head a pair alone), dQ's K and V tiles; neither with
  * FLASHCL_WGMMA_BACKWARD_TMA=0, which gives the same gradients bit for bit
  * by cp.async.  Both head dims and storage types, causal and not, a last
  * block past the sequence (its rows read as zeros), packed sequences (a
@@ -1077,6 +1099,7 @@ static void test_backward_tma(void **state)
     fcl_plan dq_plan;
     assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DQ, &dq_plan), FCL_OK);
     assert_true(fcl_backward_builds_of(ctx, &d, 0).dkdv[0].features & FCL_BUILD_WG_TMA);
+    assert_false(fcl_backward_builds_of(ctx, &d, 0).dkdv[0].features & FCL_BUILD_WG_TMA_HEADS);
     assert_true(fcl_backward_builds_of(ctx, &d, 0).dq.features & FCL_BUILD_WG_TMA);
     assert_non_null(strstr(plan.reason, "Q and dO brought in by TMA"));
     assert_non_null(strstr(dq_plan.reason, "K and V brought in by TMA"));
@@ -1089,17 +1112,19 @@ static void test_backward_tma(void **state)
     assert_non_null(strstr(dq_plan.reason, "K and V brought in by cp.async"));
     assert_int_equal(unsetenv("FLASHCL_WGMMA_BACKWARD_TMA"), 0);
     d.heads_q = 2 * d.heads_kv;
-    assert_false(fcl_backward_builds_of(ctx, &d, 0).dkdv[0].features & FCL_BUILD_WG_TMA);
+    const unsigned gqa_tma = FCL_BUILD_WG_TMA | FCL_BUILD_WG_TMA_HEADS;
+    assert_int_equal(fcl_backward_builds_of(ctx, &d, 0).dkdv[0].features & gqa_tma, gqa_tma);
+    assert_false(fcl_backward_builds_of(ctx, &d, 0).dq.features & FCL_BUILD_WG_TMA_HEADS);
     assert_true(fcl_backward_builds_of(ctx, &d, 0).dq.features & FCL_BUILD_WG_TMA);
     assert_int_equal(fcl_plan_query(ctx, &d, FCL_KERNEL_BACKWARD_DKDV, &plan), FCL_OK);
-    assert_non_null(strstr(plan.reason, "brought in by cp.async"));
+    assert_non_null(strstr(plan.reason, "Q and dO brought in by TMA"));
     check_backward(&c);
     assert_true(fa_check_same_after(ctx, &c, 1, cp_async_copies, NULL));
     assert_int_equal(unsetenv("FLASHCL_WGMMA_BACKWARD_TMA"), 0);
     fa_case e = base_case(9701);
     e.causal = 1;
     e.dtype = FCL_DTYPE_BF16;
-    e.heads_q = 2 * e.heads_kv; /* dQ by the accelerator, dK/dV by cp.async */
+    e.heads_q = 2 * e.heads_kv; /* both by the accelerator, dK/dV a map pair a query head */
     check_backward(&e);
     static const int packed_q[2] = {70, 129}, packed_k[2] = {90, 60};
     fa_variants v = fa_no_variants();
@@ -1126,6 +1151,24 @@ static void test_backward_tma(void **state)
                   {NF_DO, 0, 10, 127, NAN}},
                  9703};
     assert_true(nf_check(ctx, &n));
+    /* dK/dV under GQA: a pair of maps for each query head of a K/V head,
+     * three query heads a K/V head, then two in packed sequences */
+    assert_int_equal(unsetenv("FLASHCL_WGMMA_BACKWARD_TMA"), 0);
+    fa_case g = base_case(9706);
+    g.heads_q = 3 * g.heads_kv;
+    g.layout = FCL_LAYOUT_BHSD;
+    g.seqlen_q = 150;
+    g.seqlen_k = 140;
+    g.causal = 1;
+    check_backward(&g);
+    assert_true(fa_check_same_after(ctx, &g, 1, cp_async_copies, NULL));
+    assert_int_equal(unsetenv("FLASHCL_WGMMA_BACKWARD_TMA"), 0);
+    p.heads_q = 2 * p.heads_kv; /* packed sequences */
+    check_backward(&p);
+    nf_case gn = {2, 1, 150, 140, 64, FCL_DTYPE_BF16, 0, -1, -1, 0, 0, 1,
+                  {{NF_Q, 1, 133, 7, NAN}, {NF_DO, 1, 20, 50, INFINITY}, {NF_DO, 0, 90, 3, NAN}},
+                  9707};
+    assert_true(nf_check(ctx, &gn));
     /* in dQ's K and V tiles, with two query heads a K/V head */
     nf_case kv = {2, 1, 150, 140, 64, FCL_DTYPE_BF16, 1, -1, -1, 0, 0, 1,
                   {{NF_K, 0, 131, 3, NAN}, {NF_V, 0, 66, 60, INFINITY}},

@@ -26,6 +26,8 @@
  *                                        accelerator (the default;
  *                                        options-dkdv: cp.async, as with
  *                                        FLASHCL_WGMMA_BACKWARD_TMA=0)
+ *   flashcl-sm90a options-dkdv-gqa ...   ... under GQA (a pair of maps for
+ *                                        each query head of a K/V head)
  *   flashcl-sm90a options-dq ...         dQ's (ROWS query rows by COLS keys),
  *                                        K and V by cp.async
  *   flashcl-sm90a options-dq-tma ...     ... by the accelerator (the default)
@@ -57,8 +59,8 @@ static int print_options(int argc, char **argv)
                                                                      : -1
                                     : 0;
     if ((argc != 4 && argc != 5 && argc != 6) || by_length < 0)
-        return fprintf(stderr, "options[-cpasync|-fp8-products|-dkdv|-dkdv-fused|-dkdv-tma|-dq|"
-                               "-dq-tma] D fp16|bf16|e4m3|e5m2 "
+        return fprintf(stderr, "options[-cpasync|-fp8-products|-dkdv|-dkdv-fused|-dkdv-tma|"
+                               "-dkdv-gqa|-dq|-dq-tma] D fp16|bf16|e4m3|e5m2 "
                                "[ROWS COLS | short | long]\n"),
                1;
     /* "options": K and V by the tensor memory accelerator, as on an H100
@@ -66,12 +68,14 @@ static int print_options(int argc, char **argv)
      * "options-dkdv": the backward's dK/dV, "options-dkdv-fused" with the
      * fused dQ (FLASHCL_BACKWARD_DQ=ordered), "options-dkdv-tma" with Q and
      * dO by the accelerator (the default; "options-dkdv" is
-     * FLASHCL_WGMMA_BACKWARD_TMA=0's); "options-dq": its dQ, "options-dq-tma"
+     * FLASHCL_WGMMA_BACKWARD_TMA=0's), "options-dkdv-gqa" so under GQA
+     * (FCL_BUILD_WG_TMA_HEADS); "options-dq": its dQ, "options-dq-tma"
      * with K and V by the accelerator (the default);
      * "options-fp8-products": the forward of E4M3 at head_dim 128 with FP8
      * products (FLASHCL_FP8_PRODUCTS=1) */
     const int products = strcmp(argv[1], "options-fp8-products") == 0;
-    const int dkdv_tma = strcmp(argv[1], "options-dkdv-tma") == 0;
+    const int gqa = strcmp(argv[1], "options-dkdv-gqa") == 0;
+    const int dkdv_tma = strcmp(argv[1], "options-dkdv-tma") == 0 || gqa;
     const int dq_tma = strcmp(argv[1], "options-dq-tma") == 0;
     const int tma = strcmp(argv[1], "options") == 0 || products || dkdv_tma || dq_tma;
     const int fused = strcmp(argv[1], "options-dkdv-fused") == 0;
@@ -101,7 +105,8 @@ static int print_options(int argc, char **argv)
     fcl_plan_full plan;
     const unsigned build = (unsigned)by_length | (tma ? FCL_BUILD_WG_TMA : 0) |
                            (fused ? FCL_BUILD_FUSED_DQ : 0) |
-                           (products ? FCL_BUILD_FP8_PRODUCTS : 0);
+                           (products ? FCL_BUILD_FP8_PRODUCTS : 0) |
+                           (gqa ? FCL_BUILD_WG_TMA_HEADS : 0);
     const fcl_status st = fcl_plan_make_wgmma(&h100->caps, kind, d, dtype, NULL,
                                               argc == 6 ? &forced : NULL, 0, build, &plan);
     if (st != FCL_OK)
@@ -157,13 +162,15 @@ int main(int argc, char **argv)
                       strcmp(argv[1], "options-fp8-products") == 0 ||
                       strcmp(argv[1], "options-dkdv-fused") == 0 ||
                       strcmp(argv[1], "options-dkdv-tma") == 0 ||
+                      strcmp(argv[1], "options-dkdv-gqa") == 0 ||
                       strcmp(argv[1], "options-dq") == 0 ||
                       strcmp(argv[1], "options-dq-tma") == 0))
         return print_options(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "rewrite") == 0)
         return rewrite();
     fprintf(stderr, "usage: flashcl-sm90a source[-backward] | "
-                    "options[-cpasync|-fp8-products|-dkdv|-dkdv-fused|-dkdv-tma|-dq|-dq-tma] D "
+                    "options[-cpasync|-fp8-products|-dkdv|-dkdv-fused|-dkdv-tma|-dkdv-gqa|-dq|"
+                    "-dq-tma] D "
                     "fp16|bf16|e4m3|e5m2 "
                     "[ROWS COLS | short | long] | "
                     "rewrite\n");

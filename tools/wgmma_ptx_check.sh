@@ -70,6 +70,7 @@ check() {
     options-dkdv) name="dkdv-$name" src=backward kernel=fcl_backward_dkdv ;;
     options-dkdv-fused) name="dkdv-fused-$name" src=backward kernel=fcl_backward_dkdv ;;
     options-dkdv-tma) name="dkdv-tma-$name" src=backward kernel=fcl_backward_dkdv ;;
+    options-dkdv-gqa) name="dkdv-gqa-$name" src=backward kernel=fcl_backward_dkdv ;;
     options-dq) name="dq-$name" src=backward kernel=fcl_backward_dq ;;
     options-dq-tma) name="dq-tma-$name" src=backward kernel=fcl_backward_dq ;;
     esac
@@ -143,6 +144,10 @@ check options-dkdv 128 fp16 short
 check options-dkdv-tma 64 fp16
 check options-dkdv-tma 128 fp16
 check options-dkdv-tma 128 bf16 short
+# ... under GQA: a pair of maps for each query head of a K/V head
+check options-dkdv-gqa 64 fp16
+check options-dkdv-gqa 128 fp16
+check options-dkdv-gqa 128 bf16 short
 check options-dkdv-fused 64 fp16
 check options-dkdv-fused 128 bf16
 check options-dkdv-fused 128 fp16 64 64

@@ -244,7 +244,12 @@ fcl_backward_builds fcl_backward_builds_of(const fcl_context *ctx, const fcl_att
         wgmma_dq && !fused && fcl_uses_wgmma_backward_tma(ctx, desc, FCL_KERNEL_BACKWARD_DQ)
             ? FCL_BUILD_WG_TMA
             : 0;
-    bb.dq = fcl_build_of(FCL_KERNEL_BACKWARD_DQ, D, desc->dtype, build_dq | wgmma_dq | tma_dq);
+    /* the tile by the call's lengths: two warpgroups at head_dim 64 with many
+     * keys and no mask */
+    const unsigned many_keys =
+        wgmma_dq && !fused ? fcl_variants_wgmma_tile(desc, FCL_KERNEL_BACKWARD_DQ, false) : 0;
+    bb.dq = fcl_build_of(FCL_KERNEL_BACKWARD_DQ, D, desc->dtype,
+                         build_dq | wgmma_dq | tma_dq | many_keys);
     /* dK/dV on the wgmma piece (fcl_uses_wgmma) */
     const unsigned wgmma =
         fcl_uses_wgmma(ctx, desc, FCL_KERNEL_BACKWARD_DKDV, build_dkdv) ? FCL_BUILD_WGMMA : 0;
@@ -253,11 +258,13 @@ fcl_backward_builds fcl_backward_builds_of(const fcl_context *ctx, const fcl_att
      * measured with) */
     const unsigned few_rows =
         wgmma ? fcl_variants_wgmma_tile(desc, FCL_KERNEL_BACKWARD_DKDV, fused != 0) : 0;
-    /* Q and dO by the accelerator (tile_nv_wgmma.cl) where it applies */
+    /* Q and dO by the accelerator (tile_nv_wgmma.cl) where it applies, under
+     * GQA by a pair of maps for each query head of a K/V head */
     const unsigned tma =
-        wgmma && !fused && fcl_uses_wgmma_backward_tma(ctx, desc, FCL_KERNEL_BACKWARD_DKDV)
-            ? FCL_BUILD_WG_TMA
-            : 0;
+        !wgmma || fused || !fcl_uses_wgmma_backward_tma(ctx, desc, FCL_KERNEL_BACKWARD_DKDV)
+            ? 0
+        : desc->heads_q != desc->heads_kv ? FCL_BUILD_WG_TMA | FCL_BUILD_WG_TMA_HEADS
+                                          : FCL_BUILD_WG_TMA;
     bb.dkdv[0] = fcl_build_of(FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype,
                               build_dkdv | wgmma | fused | few_rows | tma |
                                   (split ? FCL_BUILD_DV_ONLY : 0));
@@ -317,9 +324,15 @@ fcl_status fcl_attention_backward_ex(fcl_context *ctx, const fcl_attention_desc 
     backward_call call = {desc, &var, q, k, v, o, lse, dout, dq, dk, dv, delta,
                           NULL, NULL, 0, 0, var.sinks, dsinks, ctx->placeholder,
                           ctx->placeholder};
-    if (r_dkdv[0]->build.features & FCL_BUILD_WG_TMA)
-        FCL_TRY(fcl_tensor_maps_buffer(ctx, FCL_SCRATCH_TENSOR_MAPS,
-                                       dkdv_groups(r_dkdv[0], desc, &var), &call.maps));
+    /* dK/dV: a pair of maps a work-group, under GQA one for each query head
+     * of its K/V head */
+    const unsigned dkdv_features = r_dkdv[0]->build.features;
+    if (dkdv_features & FCL_BUILD_WG_TMA)
+        FCL_TRY(fcl_tensor_maps_buffer(
+            ctx, FCL_SCRATCH_TENSOR_MAPS,
+            dkdv_groups(r_dkdv[0], desc, &var) *
+                (dkdv_features & FCL_BUILD_WG_TMA_HEADS ? desc->heads_q / desc->heads_kv : 1),
+            &call.maps));
     if (r_dq->build.features & FCL_BUILD_WG_TMA)
         FCL_TRY(fcl_tensor_maps_buffer(ctx, FCL_SCRATCH_TENSOR_MAPS_DQ,
                                        dq_groups(r_dq, desc, &var), &call.maps_dq));

@@ -130,6 +130,10 @@ unsigned fcl_variants_wgmma_tile(const fcl_attention_desc *d, fcl_kernel_kind ki
         const size_t rows = causal ? (d->seqlen_q + 1) / 2 : d->seqlen_q;
         return rows <= FCL_WG_FEW_ROWS ? FCL_BUILD_WG_SHORT : 0;
     }
+    if (kind == FCL_KERNEL_BACKWARD_DQ && d->head_dim == 64) {
+        const bool unmasked = !causal && d->window_left < 0 && d->window_right < 0;
+        return unmasked && d->seqlen_k > FCL_WG_DQ_LONG_KEYS ? FCL_BUILD_WG_LONG : 0;
+    }
     return 0;
 }
 

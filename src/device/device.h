@@ -75,9 +75,9 @@ typedef enum fcl_scratch_slot {
 } fcl_scratch_slot;
 
 /* The workspace in `slot` (FCL_SCRATCH_TENSOR_MAPS or _DQ) of a launch of
- * `groups` work-groups of a wgmma kernel with bulk tensor copies
- * (tensor_maps.c): the template (where the context has one) and 2 x 128
- * bytes a work-group for its own two maps. */
+ * a wgmma kernel with bulk tensor copies (tensor_maps.c): the template
+ * (where the context has one) and 2 x 128 bytes for each of `groups` pairs
+ * of maps (a work-group's, or under GQA dK/dV's one a query head). */
 fcl_status fcl_tensor_maps_buffer(fcl_context *ctx, fcl_scratch_slot slot, size_t groups,
                                   cl_mem *out);
 

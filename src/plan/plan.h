@@ -46,9 +46,15 @@ enum {
      * under a causal mask with no left window).  With FCL_BUILD_WGMMA, dK/dV
      * at head_dim 128 of few query rows (FCL_BUILD_WG_SHORT: at most
      * FCL_WG_FEW_ROWS rows a key block visits): one warpgroup of 64 keys.
+     * With FCL_BUILD_WGMMA, dQ at head_dim 64 of many keys with no mask
+     * (FCL_BUILD_WG_LONG: past FCL_WG_DQ_LONG_KEYS, no window): two
+     * warpgroups of query rows.
      * calls/variants.c's fcl_variants_wgmma_tile holds these rules */
     FCL_BUILD_WG_SHORT = 0x10000,
-    FCL_BUILD_WG_LONG = 0x20000
+    FCL_BUILD_WG_LONG = 0x20000,
+    /* with FCL_BUILD_WG_TMA, dK/dV under GQA: a pair of tensor maps for
+     * each query head of a K/V head (cl/tile_nv_wgmma.cl, FCL_WG_TMA 2) */
+    FCL_BUILD_WG_TMA_HEADS = 0x40000
 };
 /* The keys up to which a wgmma forward at head_dim 64 takes the tile for
  * few keys (FCL_BUILD_WG_SHORT), without and with a causal mask */
@@ -60,6 +66,9 @@ enum {
 /* The query rows a key block visits (seqlen_q, half of it under a causal
  * mask) up to which dK/dV at head_dim 128 takes one warpgroup */
 #define FCL_WG_FEW_ROWS 4096
+/* The keys past which dQ at head_dim 64 with no mask and no window takes two
+ * warpgroups (FCL_BUILD_WG_LONG) */
+#define FCL_WG_DQ_LONG_KEYS 4096
 
 /* What a kernel is built for: the resolved-kernel cache's key. */
 typedef struct fcl_build {
@@ -266,7 +275,8 @@ bool fcl_wgmma_tma_allowed(fcl_kernel_kind kind);
  * emulated tensor cores), FLASHCL_WGMMA_BACKWARD_TMA=0 not set in the
  * environment (read at each call; other values count as unset), and for
  * dQ, K's and V's rows suiting a map; for dK/dV (not with the fused dQ,
- * which the caller checks), Q's and dO's, and one query head a K/V head. */
+ * which the caller checks), Q's and dO's (under GQA a pair of maps a query
+ * head: the caller adds FCL_BUILD_WG_TMA_HEADS). */
 bool fcl_uses_wgmma_backward_tma(const fcl_context *ctx, const fcl_attention_desc *desc,
                                  fcl_kernel_kind kind);
 /* Whether a wgmma forward on the accelerator's path (`features` with

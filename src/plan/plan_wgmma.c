@@ -66,7 +66,10 @@ typedef struct wgmma_shape {
  *     (2 * rows + 4 * keys) * d * 2 bytes
  * plus one int; registers per lane: dQ d / 2 floats, S and dP keys / 2
  * each.  The default: two warpgroups (128 rows) and 128 keys at d 128 (192
- * KiB), one warpgroup and 64 keys at d 64.
+ * KiB), one warpgroup and 64 keys at d 64, two past FCL_WG_DQ_LONG_KEYS
+ * keys with no mask (FCL_BUILD_WG_LONG, fcl_variants_wgmma_tile: on an H200
+ * 1.05x the backward at N 16384, but 0.93-0.98x under a causal mask,
+ * NOTES.md run 63).
  *
  * Those defaults measured best or level on an H100 at N 4096 (flashcl-tune,
  * NOTES.md run 40): at d 64, dK/dV's 128 rows 1.13x its 64 and dQ's one
@@ -150,6 +153,7 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
     const bool short_keys = fwd && (by_length & FCL_BUILD_WG_SHORT);
     const bool long_keys = fwd && (by_length & FCL_BUILD_WG_LONG);
     const bool few_rows = dkdv && (by_length & FCL_BUILD_WG_SHORT);
+    const bool dq_many_keys = kind == FCL_KERNEL_BACKWARD_DQ && (by_length & FCL_BUILD_WG_LONG);
     /* FP8 (the forward only) is held as fp16 tiles: the same tiles and
      * bytes as 16-bit storage (on the accelerator's path K and V widened
      * to fp16 before the forward, forward.c; on cp.async their bytes
@@ -174,7 +178,7 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
     else if (few_rows)
         s.warpgroups = 1;
     else if (!fwd && !dkdv && d == 64)
-        s.warpgroups = 1;
+        s.warpgroups = dq_many_keys ? 2 : 1; /* NOTES.md, run 63 */
     else if (!fwd && !dkdv)
         s.inner = 128; /* dQ at d 128: 128 keys a step (NOTES.md, run 62) */
     if (target != NULL &&
@@ -207,7 +211,8 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
     out->mma_emulated = emulated;
     out->wd = 1;
     out->wgmma = 1;
-    out->wg_tma = tma != 0;
+    /* 2: dK/dV's maps, a pair for each query head of a K/V head (GQA) */
+    out->wg_tma = !tma ? 0 : dkdv && (build & FCL_BUILD_WG_TMA_HEADS) ? 2 : 1;
     fcl_plan_describe(pub, caps, kind, dtype, head_dim, head_dim, caps->local_mem_usable, 2);
     pub->br = (size_t)(dkdv ? s.inner : m);
     pub->bc = (size_t)(dkdv ? m : s.inner);
@@ -230,7 +235,10 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
                     s.inner % 128 == 0 ? 128 : 64, dkdv ? "S^T and dP^T" : "S and dP",
                     d % 128 == 0 ? 128 : 64, dkdv ? "dV and dK" : "dQ", fcl_dtype_name(dtype),
                     dkdv ? "dK/dV" : "dQ", s.warpgroups, s.warpgroups > 1 ? "s" : "",
-                    dkdv ? "keys" : "query rows", few_rows ? " (the tile for few query rows)" : "",
+                    dkdv ? "keys" : "query rows",
+                    few_rows       ? " (the tile for few query rows)"
+                    : dq_many_keys ? " (the tile for many keys)"
+                                   : "",
                     s.inner, dkdv ? "query rows" : "keys",
                     dkdv ? "P^T and dS^T" : "dS", dkdv ? "Q and dO" : "K and V",
                     tma ? "TMA" : "cp.async",

@@ -82,7 +82,7 @@ bool fcl_uses_wgmma_backward_tma(const fcl_context *ctx, const fcl_attention_des
         return false;
     if (kind == FCL_KERNEL_BACKWARD_DQ)
         return map_rows_ok(&d->k) && map_rows_ok(&d->v);
-    return d->heads_q == d->heads_kv && map_rows_ok(&d->q) && map_rows_ok(&d->dout);
+    return map_rows_ok(&d->q) && map_rows_ok(&d->dout);
 }
 
 bool fcl_uses_fp8_products(const fcl_attention_desc *d, unsigned features)
