@@ -846,6 +846,12 @@ inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t
 #define FCL_BWD_LOAD_STATIONARY(T, rows, src, base, ss, n, width) \
     fcl_load_tile_h(T, rows, src, base, ss, n, width, false, lid)
 #endif
+/* The backward's locals for its streamed tiles' copies by the tensor memory
+ * accelerator: the wgmma piece's (tile_nv_wgmma.cl, FCL_WG_STREAM_LOCALS),
+ * none here */
+#if !FCL_WGMMA || !FCL_WG_TMA
+#define FCL_BWD_STREAM_LOCALS
+#endif
 #if defined(FCL_KERNEL_DQ)
 
 /* Warps own query rows; S, dP and dS stay in registers. */
@@ -855,15 +861,12 @@ inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t
 #define DN (D_PAD / 4)
 #define FCL_BWD_IDS FCL_MMA_IDS
 
-#if !FCL_WGMMA /* the wgmma piece's accelerator path: tile_nv_wgmma.cl */
-#define FCL_DQ_TMA_LOCALS
-#endif
 #define FCL_DQ_LOCALS                                       \
     __local ushort Qh[FCL_H_HALVES(BR)] FCL_H_ALIGNED;      \
     __local ushort dOh[FCL_H_HALVES(BR)] FCL_H_ALIGNED;     \
     __local ushort Kh[2 * FCL_H_HALVES(BC)] FCL_H_ALIGNED;  \
     __local ushort Vh[2 * FCL_H_HALVES(BC)] FCL_H_ALIGNED;  \
-    FCL_DQ_TMA_LOCALS                                       \
+    FCL_BWD_STREAM_LOCALS                                   \
     FCL_WARP_SCRATCH
 
 #define FCL_DQ_LOAD_Q_DO(q_base, q_ss, do_base, do_ss, rows, head_dim)                       \
@@ -956,9 +959,6 @@ inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t
 #endif
 #define FCL_BWD_IDS FCL_MMA_IDS
 
-#if !FCL_WGMMA /* the wgmma piece's accelerator path: tile_nv_wgmma.cl */
-#define FCL_DKDV_TMA_LOCALS
-#endif
 #define FCL_DKDV_LOCALS                                     \
     __local ushort Kh[FCL_H_HALVES(BC)] FCL_H_ALIGNED;      \
     __local ushort Vh[FCL_H_HALVES(BC)] FCL_H_ALIGNED;      \
@@ -968,7 +968,7 @@ inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t
     __local float dlt_s[2 * BR] FCL_ALIGNED;                \
     FCL_DQ_LOCALS_FUSED                                     \
     FCL_DKDV_LOCALS_SPLIT                                   \
-    FCL_DKDV_TMA_LOCALS                                     \
+    FCL_BWD_STREAM_LOCALS                                   \
     FCL_WARP_SCRATCH
 
 /* As dQ's (above): visible after the first block's FCL_TILES_ARRIVED, or

@@ -773,6 +773,7 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
 #define FCL_WG_STREAM_LOCALS                  \
     __local ulong wg_bar_[2];                 \
     __local ulong wg_stage_[32] __attribute__((aligned(128)));
+#define FCL_BWD_STREAM_LOCALS FCL_WG_STREAM_LOCALS /* tile_nv_mma.cl's locals */
 #define FCL_WG_STREAM_MAPS(pairs, a_step, b_step, A, a_seq, a_ss, a_cols, B, b_seq, b_ss, \
                            b_cols, rows)                                                   \
     __global ulong *const wg_maps_ = maps + 16 + 32 * (long)(pairs) * get_group_id(0);     \
@@ -834,7 +835,6 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
 #define FCL_DKDV_MAP_HEADS 1
 #define FCL_DKDV_MAP_PAIR(g) 0
 #endif
-#define FCL_DKDV_TMA_LOCALS FCL_WG_STREAM_LOCALS
 #define FCL_DKDV_MAPS(q_seq0, do_seq0)                                                     \
     FCL_WG_STREAM_MAPS(FCL_DKDV_MAP_HEADS, q_sh, do_sh, Q, (q_seq0), q_ss, head_dim, dO,    \
                        (do_seq0), do_ss, head_dim_v, sq.seqlen_q)
@@ -844,8 +844,6 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
 #undef FCL_DKDV_BLOCK_BEGIN
 #define FCL_DKDV_BLOCK_BEGIN(q_base, q_ss, do_base, do_ss, rows, head_dim, buf, n) \
     FCL_WG_STREAM_ARRIVED((buf), (n))
-#else
-#define FCL_DKDV_TMA_LOCALS
 #endif
 
 #if FCL_FUSED_DQ
@@ -923,7 +921,6 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
 #if FCL_WG_TMA
 /* K's and V's tiles by the tensor memory accelerator (the maps are of the
  * K/V head's rows; FCL_WG_STREAM_*, above) */
-#define FCL_DQ_TMA_LOCALS FCL_WG_STREAM_LOCALS
 #define FCL_DQ_MAPS(k_seq, v_seq)                                                          \
     FCL_WG_STREAM_MAPS(1, 0, 0, K, (k_seq), k_ss, head_dim, V, (v_seq), v_ss, head_dim_v,   \
                        sq.seqlen_k)
@@ -933,8 +930,6 @@ inline void fcl_wg_zero_tile(__local ushort *t, int lid)
 #undef FCL_DQ_TILE_BEGIN
 #define FCL_DQ_TILE_BEGIN(k_base, k_ss, v_base, v_ss, cols, head_dim, buf, n) \
     FCL_WG_STREAM_ARRIVED((buf), (n))
-#else
-#define FCL_DQ_TMA_LOCALS
 #endif
 #define FCL_DQ_S(s, buf)                                                                    \
     FCL_WG_TWO_SCORES(s, Qh, FCL_BUF(Kh, BC, buf), dp, dOh, FCL_BUF(Vh, BC, buf), BR, BC,   \
