@@ -68,8 +68,8 @@ typedef struct wgmma_shape {
  * each.  The default: two warpgroups (128 rows) and 128 keys at d 128 (192
  * KiB), one warpgroup and 64 keys at d 64, two past FCL_WG_DQ_LONG_KEYS
  * keys with no mask (FCL_BUILD_WG_LONG, fcl_variants_wgmma_tile: on an H200
- * 1.05x the backward at N 16384, but 0.93-0.98x under a causal mask,
- * NOTES.md run 63).
+ * 1.03-1.04x the backward at N 8192-16384, but 0.93-0.98x under a causal
+ * mask, NOTES.md run 63).
  *
  * Those defaults measured best or level on an H100 at N 4096 (flashcl-tune,
  * NOTES.md run 40): at d 64, dK/dV's 128 rows 1.13x its 64 and dQ's one
