@@ -2,6 +2,7 @@
  * head_dim and dtype), the tuned table's choices, the paper's rule, plan
  * limits, agreement of the planned local memory with what the compiler
  * allocates, and the resource fallback after a failed launch. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -639,6 +640,68 @@ static void test_failed_replan_recovers(void **state)
     fcl_context_destroy(ctx);
 }
 
+/* The environment of one form of the tensor-core plans: the fused dQ's
+ * (FLASHCL_BACKWARD_DQ: NULL, "ordered", "any-order") and, by `copies`,
+ * the accelerator's copies (0), cp.async (1) or FP8 products (2). */
+static void reason_form(const char *dq_form, int copies)
+{
+    if (dq_form != NULL)
+        assert_int_equal(setenv("FLASHCL_BACKWARD_DQ", dq_form, 1), 0);
+    else
+        assert_int_equal(unsetenv("FLASHCL_BACKWARD_DQ"), 0);
+    const char *off = copies == 1 ? "0" : "";
+    assert_int_equal(setenv("FLASHCL_WGMMA_TMA", off, 1), 0);
+    assert_int_equal(setenv("FLASHCL_WGMMA_BACKWARD_TMA", off, 1), 0);
+    assert_int_equal(setenv("FLASHCL_FP8_PRODUCTS", copies == 2 ? "1" : "", 1), 0);
+}
+
+/* No plan's reason is cut at fcl_plan's 384 bytes (plan_mma.c and
+ * plan_wgmma.c size their texts for the longest forms): both tensor-core
+ * pieces emulated, every kernel, head_dim 64 to 256, 16-bit and FP8
+ * storage, few and many keys and rows, causal or not, under GQA, with the
+ * fused dQ forms, the accelerator's copies, cp.async and FP8 products. */
+static void test_reasons_whole(void **state)
+{
+    (void)state;
+    static const char *const dq_forms[3] = {NULL, "ordered", "any-order"};
+    static const size_t dims[3] = {64, 128, 256}, lens[3] = {512, 2000, 20000};
+    static const fcl_dtype dtypes[3] = {FCL_DTYPE_BF16, FCL_DTYPE_FP16, FCL_DTYPE_FP8_E4M3};
+    fcl_context *ctx = test_context(NULL);
+    assert_non_null(ctx);
+    assert_int_equal(fcl_debug_emulate_tensor_cores(ctx, 1), FCL_OK);
+    int planned = 0;
+    for (int w = 0; w < 2; ++w) {
+        assert_int_equal(fcl_debug_use_wgmma(ctx, w), FCL_OK);
+        assert_int_equal(fcl_debug_use_wgmma_backward(ctx, w), FCL_OK);
+        for (int f = 0; f < 3; ++f)
+            for (int copies = 0; copies < 3; ++copies) {
+                reason_form(dq_forms[f], copies);
+                for (int i = 0; i < 27 * 2 * 3; ++i) {
+                    const int k = i % 3, causal = i / 3 % 2, n = i / 6 % 3, j = i / 18 % 3;
+                    const fcl_dtype dt = dtypes[i / 54];
+                    if (fcl_dtype_is_fp8(dt) && k != 0)
+                        continue; /* FP8 has no backward */
+                    fcl_attention_desc d;
+                    fcl_attention_desc_init(&d, 1, 4, 2, lens[n], lens[n], dims[j], dt,
+                                            FCL_LAYOUT_BSHD);
+                    d.causal = causal;
+                    fcl_plan plan;
+                    if (fcl_plan_query(ctx, &d, kinds[k], &plan) != FCL_OK)
+                        continue;
+                    ++planned;
+                    if (strlen(plan.reason) >= sizeof plan.reason - 1)
+                        fail_msg("a reason cut: %s", plan.reason);
+                }
+            }
+    }
+    assert_int_equal(unsetenv("FLASHCL_BACKWARD_DQ"), 0);
+    assert_int_equal(unsetenv("FLASHCL_WGMMA_TMA"), 0);
+    assert_int_equal(unsetenv("FLASHCL_WGMMA_BACKWARD_TMA"), 0);
+    assert_int_equal(unsetenv("FLASHCL_FP8_PRODUCTS"), 0);
+    assert_true(planned > 100);
+    fcl_context_destroy(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -656,6 +719,7 @@ int main(void)
         cmocka_unit_test(test_tensor_core_plans),
         cmocka_unit_test(test_tensor_core_local_bytes),
         cmocka_unit_test(test_tensor_core_split_plans),
+        cmocka_unit_test(test_reasons_whole),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -307,14 +307,15 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
     if (s.wd > 1 && !dkdv) /* the forward's split: warps share rows */
         fcl_appendf(shared_rows, sizeof shared_rows, " (%d warps a block: keys, O's columns split)",
                     s.wd);
+    /* sized to fit fcl_plan's reason (383 characters) in the longest form:
+     * dK/dV's columns split, emulated */
     fcl_appendf(pub->reason, sizeof pub->reason,
-                "tensor cores: mma.sync m16n8k16 (%s inputs, fp32 accumulation); %s: "
-                "%d warps x %d rows each%s, %d per step; 16-bit tiles (M counted in 16-bit "
-                "elements); the paper's rule ignores registers: every product of a warp stays "
-                "in its registers%s",
+                "tensor cores: mma.sync m16n8k16 (%s inputs, fp32 sums); %s: %d warps x %d "
+                "rows each%s, %d per step; 16-bit tiles; every product of a warp stays in its "
+                "registers (the paper's rule ignores registers)%s",
                 fcl_dtype_name(dtype), kernel_words(kind), s.warps, 16 * s.mb,
                 shared_rows, s.inner,
-                emulated ? "; warp operations emulated in OpenCL C (a test mode)" : "");
+                emulated ? "; warp operations emulated (a test mode)" : "");
     if (s.wd > 1 && dkdv)
         fcl_appendf(pub->reason, sizeof pub->reason,
                     "; dK and dV columns split over %d warps each (P^T, dS^T shared through "

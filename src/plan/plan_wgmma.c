@@ -136,7 +136,9 @@ static bool target_shape(fcl_kernel_kind kind, const fcl_tuned_tile *t, wgmma_sh
 
 /* the end of an emulated plan's reason (short: the forward's reason nears
  * the 384 bytes of fcl_plan.reason) */
-static const char emulated_note[] = "; wgmma emulated in OpenCL C (a test mode)";
+/* The reasons' texts are sized to fit fcl_plan's reason (383 characters)
+ * in their longest form: the fused dQ, FP8's widened K and V, emulated */
+static const char emulated_note[] = "; emulated (a test mode)";
 
 fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
                                fcl_dtype dtype, const fcl_plan_limits *limits,
@@ -228,10 +230,10 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
     fcl_copy_string(pub->source, sizeof pub->source, target ? target->entry : "wgmma default");
     if (!fwd)
         fcl_appendf(pub->reason, sizeof pub->reason,
-                    "tensor cores: wgmma m64nNk16, N %d for %s and %d for %s (%s inputs, fp32 "
-                    "accumulation; FLASHCL_WGMMA_BACKWARD=0 turns it off); %s: %d warpgroup%s "
-                    "of 64 %s%s, %d %s per step; K, V, Q, dO as 16-bit tiles in the 128-byte "
-                    "swizzle, from descriptors, %s from registers; %s brought in by %s%s%s",
+                    "wgmma m64nNk16, N %d for %s, %d for %s (%s inputs, fp32 sums; "
+                    "FLASHCL_WGMMA_BACKWARD=0 turns it off); %s: %d warpgroup%s of 64 %s%s, "
+                    "%d %s a step; K, V, Q, dO in the 128-byte swizzle, %s in registers; %s "
+                    "brought in by %s%s%s",
                     s.inner % 128 == 0 ? 128 : 64, dkdv ? "S^T and dP^T" : "S and dP",
                     d % 128 == 0 ? 128 : 64, dkdv ? "dV and dK" : "dQ", fcl_dtype_name(dtype),
                     dkdv ? "dK/dV" : "dQ", s.warpgroups, s.warpgroups > 1 ? "s" : "",
@@ -242,8 +244,8 @@ fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_
                     s.inner, dkdv ? "query rows" : "keys",
                     dkdv ? "P^T and dS^T" : "dS", dkdv ? "Q and dO" : "K and V",
                     tma ? "TMA" : "cp.async",
-                    fused_dq ? "; dQ's share dS K of each key block on wgmma too (dS^T "
-                               "through __local), added in here (FLASHCL_BACKWARD_DQ)"
+                    fused_dq ? "; dQ's shares dS K on wgmma too, added in here "
+                               "(FLASHCL_BACKWARD_DQ)"
                              : "",
                     emulated ? emulated_note : "");
     else if (fp8_products)
