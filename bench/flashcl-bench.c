@@ -414,9 +414,19 @@ int main(int argc, char **argv)
     }
     if (c.head_dim_v)
         c.naive = 0; /* standard attention (cl/reference.cl) takes V as wide as K */
-    if (c.q_per_kv < 1 || c.hidden % c.q_per_kv) {
+    if (c.q_per_kv < 1) {
         usage();
         return 2;
+    }
+    for (size_t di = 0; di < c.n_head_dims; ++di) {
+        /* every shape's query heads (hidden / head_dim, at least one) in
+         * whole groups, or the call would run another grouping */
+        const size_t d = c.head_dims[di], h = d && c.hidden / d ? c.hidden / d : 1;
+        if (h % c.q_per_kv) {
+            fprintf(stderr, "flashcl-bench: %zu query heads at head_dim %zu are not groups of %zu\n",
+                    h, d, c.q_per_kv);
+            return 2;
+        }
     }
     if (c.q_per_kv > 1)
         c.naive = 0; /* and a K/V head for each query head */
@@ -495,8 +505,7 @@ int main(int argc, char **argv)
                 t.H = c.hidden / t.d ? c.hidden / t.d : 1;
                 const int causal = c.causals[ci];
                 const size_t dv = c.head_dim_v ? c.head_dim_v : t.d;
-                /* K/V heads: H / q_per_kv (at least one) */
-                const size_t hk = t.H / c.q_per_kv ? t.H / c.q_per_kv : 1;
+                const size_t hk = t.H / c.q_per_kv; /* K/V heads (checked above) */
                 const size_t n = t.B * t.H * t.N * t.d, n_v = t.B * t.H * t.N * dv;
                 const size_t n_k = t.B * hk * t.N * t.d, n_kv = t.B * hk * t.N * dv;
                 progress("inputs", t.N, t.d);

@@ -308,7 +308,7 @@ fcl_status fcl_plan_make_mma(const fcl_caps *caps, fcl_kernel_kind kind, size_t 
         fcl_appendf(shared_rows, sizeof shared_rows, " (%d warps a block: keys, O's columns split)",
                     s.wd);
     /* sized to fit fcl_plan's reason (383 characters) in the longest form:
-     * dK/dV's columns split, emulated */
+     * dK/dV's columns split, emulated (test_plan's test_reasons_whole) */
     fcl_appendf(pub->reason, sizeof pub->reason,
                 "tensor cores: mma.sync m16n8k16 (%s inputs, fp32 sums); %s: %d warps x %d "
                 "rows each%s, %d per step; 16-bit tiles; every product of a warp stays in its "

@@ -134,10 +134,9 @@ static bool target_shape(fcl_kernel_kind kind, const fcl_tuned_tile *t, wgmma_sh
            s->inner % 64 == 0 && t->wd <= 1;
 }
 
-/* the end of an emulated plan's reason (short: the forward's reason nears
- * the 384 bytes of fcl_plan.reason) */
-/* The reasons' texts are sized to fit fcl_plan's reason (383 characters)
- * in their longest form: the fused dQ, FP8's widened K and V, emulated */
+/* The end of an emulated plan's reason.  The reasons' texts are sized to fit
+ * fcl_plan's reason (383 characters) in their longest forms: the fused dQ,
+ * FP8's widened K and V, emulated (test_plan's test_reasons_whole) */
 static const char emulated_note[] = "; emulated (a test mode)";
 
 fcl_status fcl_plan_make_wgmma(const fcl_caps *caps, fcl_kernel_kind kind, size_t head_dim,
