@@ -672,8 +672,13 @@ typedef struct fcl_plan {
                                       fcl_attention_forward; "emulated-wgmma" in tests); "cpu-simd16" / "cpu-simd8" (CPUs with
                                       16- or 8-float SIMD: one work-item a group, tile rows
                                       as vector lanes) */
-    char source[64];               /* "analytic", "tuned: <entry>", ... */
-    char reason[384];              /* why (d) differs from (c) */
+    char source[64];               /* "analytic", "tuned: <entry>", ...; " + fallback"
+                                      appended where the built kernel's limits made the
+                                      library plan again, smaller */
+    char reason[384];              /* why (d) differs from (c); after such a fallback it
+                                      ends with "; fallback: " and what the kernel
+                                      reported, whole (the text before gives way to
+                                      " ..." where both do not fit) */
     /* (e): how a forward or KV-cache call with this plan is launched (1, 1
      * and 0 for the backward kernels) */
     size_t pack;                   /* query heads sharing a K/V head in one row block (GQA

@@ -702,8 +702,44 @@ static void test_reasons_whole(void **state)
     fcl_context_destroy(ctx);
 }
 
+/* A resource fallback's note ends the plan's reason whole, with the
+ * reason's last words giving way (" ...") where both do not fit: a
+ * fallback after the longest reasons above (377 characters) used to be cut
+ * off. */
+static void test_fallback_note_whole(void **state)
+{
+    (void)state;
+    char reason[sizeof ((fcl_plan *)NULL)->reason];
+    const char *note = "launch out of resources at local bytes 232448; kernel needs local bytes "
+                       "240000";
+    for (size_t len = 0; len < sizeof reason; len += 7) {
+        for (size_t i = 0; i < len; ++i)
+            reason[i] = i % 6 == 5 ? ' ' : (char)('a' + i % 26);
+        reason[len < sizeof reason ? len : sizeof reason - 1] = '\0';
+        const size_t before = strlen(reason);
+        fcl_reason_add_fallback(reason, sizeof reason, note);
+        const size_t after = strlen(reason), tail = strlen("; fallback: ") + strlen(note);
+        assert_true(after < sizeof reason);
+        assert_true(after >= tail);
+        assert_string_equal(reason + after - strlen(note), note);
+        assert_memory_equal(reason + after - tail, "; fallback: ", 12);
+        if (before + tail < sizeof reason) { /* it fitted: nothing else changed */
+            assert_int_equal(after, before + tail);
+        } else { /* cut at a word's end, marked */
+            assert_true(after - tail >= 5);
+            assert_memory_equal(reason + after - tail - 4, " ...", 4);
+            assert_true(reason[after - tail - 5] != ' ');
+        }
+    }
+}
+
 int main(void)
 {
+    /* FCL_TEST_FILTER: only the tests whose names match it (cmocka's
+     * patterns: * and ?) */
+    const char *filter = getenv("FCL_TEST_FILTER");
+    if (filter != NULL)
+        cmocka_set_test_filter(filter);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_profile_plans),
         cmocka_unit_test(test_paper_rule),
@@ -720,6 +756,7 @@ int main(void)
         cmocka_unit_test(test_tensor_core_local_bytes),
         cmocka_unit_test(test_tensor_core_split_plans),
         cmocka_unit_test(test_reasons_whole),
+        cmocka_unit_test(test_fallback_note_whole),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -101,6 +101,11 @@ void fcl_forget_resolved(fcl_context *ctx);
  * re-resolves it in place.  Returns FCL_OK if a smaller plan is ready. */
 fcl_status fcl_resolve_after_launch_failure(fcl_context *ctx, fcl_resolved *r, cl_int cl_err);
 
+/* Appends "; fallback: " and `fallback` to the plan's reason (a string of
+ * `size` bytes) whole: where both do not fit, the reason's last words give
+ * way to " ..." first. */
+void fcl_reason_add_fallback(char *reason, size_t size, const char *fallback);
+
 /* ---- kernel arguments and launches (launch.c) ------------------------------ */
 
 typedef struct fcl_args {

@@ -46,6 +46,20 @@ static void note_fallback(fcl_resolved *r, const char *what, unsigned long long 
                 value);
 }
 
+void fcl_reason_add_fallback(char *reason, size_t size, const char *fallback)
+{
+    static const char lead[] = "; fallback: ", cut[] = " ...";
+    const size_t tail = sizeof lead - 1 + strlen(fallback);
+    /* (with no room for the note whole, as much of it as fits) */
+    if (size > tail + sizeof cut && strlen(reason) + tail >= size) {
+        size_t keep = size - tail - sizeof cut; /* leaves the cut, the note and the end */
+        while (keep > 0 && reason[keep] != ' ')
+            --keep;
+        memcpy(reason + keep, cut, sizeof cut);
+    }
+    fcl_appendf(reason, size, "%s%s", lead, fallback);
+}
+
 static const char *const helper_names[FCL_HELPER_COUNT] = {
     [FCL_HELPER_COMBINE] = "fcl_combine",
     [FCL_HELPER_KVCACHE_APPEND] = "fcl_kvcache_append",
@@ -255,8 +269,7 @@ static fcl_status build_checked(fcl_context *ctx, fcl_resolved *r)
             return helpers;
         }
         if (r->fallback[0] != '\0') {
-            fcl_appendf(r->plan.pub.reason, sizeof r->plan.pub.reason, "; fallback: %s",
-                        r->fallback);
+            fcl_reason_add_fallback(r->plan.pub.reason, sizeof r->plan.pub.reason, r->fallback);
             fcl_appendf(r->plan.pub.source, sizeof r->plan.pub.source, " + fallback");
         }
         return FCL_OK;
