@@ -676,8 +676,8 @@ typedef struct fcl_plan {
                                       appended where the built kernel's limits made the
                                       library plan again, smaller */
     char reason[384];              /* why (d) differs from (c); after such a fallback it
-                                      ends with "; fallback: " and what the kernel
-                                      reported, whole (the text before gives way to
+                                      ends with "; fallback: " and what made the library
+                                      plan again, whole (the text before gives way to
                                       " ..." where both do not fit) */
     /* (e): how a forward or KV-cache call with this plan is launched (1, 1
      * and 0 for the backward kernels) */
