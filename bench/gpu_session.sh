@@ -143,7 +143,12 @@ for step in $steps; do
         done
       done ;;
     tests|tests-fast|tests-tc|tests-cpu)
-      # tests-cpu: the same programs on the machine's CPU device (PoCL)
+      # tests-cpu: the same programs on the machine's CPU device (PoCL).
+      # TEST_JOBS (default 1) runs that many test programs at once: on the
+      # GPU their time is mostly NVIDIA's compiler building each program
+      # cold, one CPU core a process, and the machine has 16 (the programs
+      # share the GPU and the disk cache, whose entries are renamed into
+      # place whole); each test keeps its own log and limit
       dev=""
       [ "$step" = tests-cpu ] && \
         dev=$(cpu_device)
@@ -151,11 +156,18 @@ for step in $steps; do
       [ "$step" = tests-fast ] && all="test_forward test_variants test_plan test_api test_errors"
       [ "$step" = tests-tc ] && all="test_tensor_cores test_backward test_forward"
       [ -n "${TESTS:-}" ] && all=$TESTS
+      run_test() { # <test>: its log, then its lines of the summary, in $OUT
+        ( time FLASHCL_DEVICE=${dev:-${FLASHCL_DEVICE:-}} timeout "${TEST_TIMEOUT:-300}" "$B/tests/$1" ) > "$OUT/$1.log" 2>&1
+        { echo "$1${dev:+ on $dev}: rc=$?"; grep -E "PASSED|FAILED|FAIL |^real" "$OUT/$1.log" | head -20
+        } > "$OUT/$1.summary"
+      }
       for t in $all; do
-        ( time FLASHCL_DEVICE=${dev:-${FLASHCL_DEVICE:-}} timeout "${TEST_TIMEOUT:-300}" "$B/tests/$t" ) > "$OUT/$t.log" 2>&1
-        echo "$t${dev:+ on $dev}: rc=$?"; grep -E "PASSED|FAILED|FAIL " "$OUT/$t.log" | head -20
+        while [ "$(jobs -rp | wc -l)" -ge "${TEST_JOBS:-1}" ]; do wait -n; done
+        run_test "$t" &
       done
-      cat "$OUT"/test_*.log > "$OUT/${step}.log"; rm -f "$OUT"/test_*.log ;;
+      wait
+      for t in $all; do cat "$OUT/$t.summary"; done
+      cat "$OUT"/test_*.log > "$OUT/${step}.log"; rm -f "$OUT"/test_*.log "$OUT"/test_*.summary ;;
     fast)
       for dt in fp16 bf16; do
         timeout 280 "$B/bench/flashcl-bench" --dtype $dt --head-dims 64,128,256 --seqlens 1024,4096,16384 \
