@@ -200,19 +200,26 @@ for step in $steps; do
       done ;;
     fused-dq)
       # dQ in the dK/dV kernel (flash_bwd.cl, FCL_FUSED_DQ): the dQ kernel
-      # (separate), the fused kernel in key order (ordered, the default) and
-      # in any order (atomics), alternated FUSED_ROUNDS times in one run
+      # (separate, the default), the fused kernel in key order (ordered) and
+      # in any order (atomics), each of FUSED_FORMS, alternated FUSED_ROUNDS
+      # times in one run; a form ending in +tma runs with
+      # FLASHCL_WGMMA_BACKWARD_TMA=1 (the fused dK/dV's Q and dO by the
+      # accelerator)
+      forms=${FUSED_FORMS:-separate ordered any-order}
       for r in ${FUSED_ROUNDS:-1 2}; do
-        for m in separate ordered any-order; do
+        for m in $forms; do
           echo "== FLASHCL_BACKWARD_DQ=$m round $r" | tee -a "$OUT/fused_dq.txt"
-          FLASHCL_BACKWARD_DQ=$m timeout 200 "$B/bench/flashcl-bench" --dtype "${FUSED_DTYPE:-fp16}" \
+          tma=""
+          [ "${m%+tma}" != "$m" ] && tma=1
+          FLASHCL_BACKWARD_DQ=${m%+tma} FLASHCL_WGMMA_BACKWARD_TMA=$tma timeout 200 \
+            "$B/bench/flashcl-bench" --dtype "${FUSED_DTYPE:-fp16}" \
             --head-dims "${FUSED_DIMS:-64,128}" --seqlens 1024,4096,16384 --backward --no-naive --reps 5 \
             --profile --out "$OUT/fused_${m}_$r.csv" 2>&1 | grep -v '^\[' | tee -a "$OUT/fused_dq.txt"
         done
       done
-      python3 bench/compare_ab.py "$OUT/fused-dq" "separate=$(rounds_of fused_separate)" \
-        "ordered=$(rounds_of fused_ordered)" "any-order=$(rounds_of fused_any-order)" 2>&1 \
-        | tee -a "$OUT/fused_dq.txt" ;;
+      sides=()
+      for m in $forms; do sides+=("$m=$(rounds_of "fused_$m")"); done
+      python3 bench/compare_ab.py "$OUT/fused-dq" "${sides[@]}" 2>&1 | tee -a "$OUT/fused_dq.txt" ;;
     bwd-tma)
       # the backward's streamed tiles by the tensor memory accelerator
       # (dK/dV's Q and dO, dQ's K and V; tile_nv_wgmma.cl, the default):

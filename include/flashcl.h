@@ -822,7 +822,11 @@ FCL_API fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_d
  * forward's is.
  * FLASHCL_WGMMA_BACKWARD_TMA=0 in the environment (read at each call; other
  * values count as unset) copies them by cp.async instead, with no such
- * workspace.  Both give the same gradients bit for bit.
+ * workspace.  Both give the same gradients bit for bit.  With a fused dQ
+ * form (FLASHCL_BACKWARD_DQ) dK/dV copies Q and dO by cp.async, unless
+ * FLASHCL_WGMMA_BACKWARD_TMA=1 asks for the accelerator there too (a
+ * measurement's form, with the same workspace per work-group; the same
+ * gradients bit for bit as cp.async with "ordered").
  * A NaN
  * or infinity in q, k, v, o, lse or dout reaches only the gradients
  * fcl_attention_desc's "Non-finite inputs" names: it moves only along

@@ -1074,8 +1074,9 @@ static void test_backward_fused_dq(void **state)
  * block past the sequence (its rows read as zeros), packed sequences (a
  * map of each sequence's rows), boxes of 64 and 128 rows, the tile for few
  * query rows and two warpgroups' at d 128, and non-finite Q, dO, K and V
- * values, which the guards find in the copied tiles.  (The other backward
- * tests here take it too.) */
+ * values, which the guards find in the copied tiles; and the fused dQ's
+ * dK/dV by the accelerator where FLASHCL_WGMMA_BACKWARD_TMA=1 asks.  (The
+ * other backward tests here take it too.) */
 static void cp_async_copies(void *arg)
 {
     (void)arg;
@@ -1174,13 +1175,36 @@ static void test_backward_tma(void **state)
                   {{NF_K, 0, 131, 3, NAN}, {NF_V, 0, 66, 60, INFINITY}},
                   9705};
     assert_true(nf_check(ctx, &kv));
+    /* the fused dQ keeps cp.async for dK/dV's Q and dO unless
+     * FLASHCL_WGMMA_BACKWARD_TMA=1 asks: then the accelerator, and in key
+     * order the same gradients bit for bit as cp.async (GQA: map pairs) */
+    if (ctx->loop_limit != 0)
+        return; /* such a device keeps the dQ kernel */
+    assert_int_equal(setenv("FLASHCL_BACKWARD_DQ", "ordered", 1), 0);
+    fa_case f = base_case(9708);
+    f.heads_q = 2 * f.heads_kv;
+    f.seqlen_q = 150;
+    f.seqlen_k = 140;
+    f.causal = 1;
+    const fcl_attention_desc fd = case_desc(&f);
+    assert_false(fcl_backward_builds_of(ctx, &fd, 0).dkdv[0].features & FCL_BUILD_WG_TMA);
+    assert_int_equal(setenv("FLASHCL_WGMMA_BACKWARD_TMA", "1", 1), 0);
+    const fcl_backward_builds fb = fcl_backward_builds_of(ctx, &fd, 0);
+    assert_true(fb.fused_dq);
+    assert_true(fb.dkdv[0].features & FCL_BUILD_WG_TMA);
+    assert_true(fb.dkdv[0].features & FCL_BUILD_WG_TMA_HEADS);
+    check_backward(&f);
+    assert_true(fa_check_same_after(ctx, &f, 1, cp_async_copies, NULL));
+    assert_int_equal(unsetenv("FLASHCL_BACKWARD_DQ"), 0);
 }
 
 /* After the accelerator's test, whether it passed or failed: the default
  * again. */
 static int backward_tma_off(void **state)
 {
-    return unsetenv("FLASHCL_WGMMA_BACKWARD_TMA") == 0 ? backward_off(state) : -1;
+    return unsetenv("FLASHCL_WGMMA_BACKWARD_TMA") == 0 && unsetenv("FLASHCL_BACKWARD_DQ") == 0
+               ? backward_off(state)
+               : -1;
 }
 
 /* After the fused dQ's test, whether it passed or failed: the separate

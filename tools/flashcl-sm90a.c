@@ -28,6 +28,9 @@
  *                                        FLASHCL_WGMMA_BACKWARD_TMA=0)
  *   flashcl-sm90a options-dkdv-gqa ...   ... under GQA (a pair of maps for
  *                                        each query head of a K/V head)
+ *   flashcl-sm90a options-dkdv-fused-tma ...
+ *                                        the fused dQ's with Q and dO by the
+ *                                        accelerator
  *   flashcl-sm90a options-dq ...         dQ's (ROWS query rows by COLS keys),
  *                                        K and V by cp.async
  *   flashcl-sm90a options-dq-tma ...     ... by the accelerator (the default)
@@ -59,7 +62,7 @@ static int print_options(int argc, char **argv)
                                                                      : -1
                                     : 0;
     if ((argc != 4 && argc != 5 && argc != 6) || by_length < 0)
-        return fprintf(stderr, "options[-cpasync|-fp8-products|-dkdv|-dkdv-fused|-dkdv-tma|"
+        return fprintf(stderr, "options[-cpasync|-fp8-products|-dkdv|-dkdv-fused[-tma]|-dkdv-tma|"
                                "-dkdv-gqa|-dq|-dq-tma] D fp16|bf16|e4m3|e5m2 "
                                "[ROWS COLS | short | long]\n"),
                1;
@@ -69,16 +72,18 @@ static int print_options(int argc, char **argv)
      * fused dQ (FLASHCL_BACKWARD_DQ=ordered), "options-dkdv-tma" with Q and
      * dO by the accelerator (the default; "options-dkdv" is
      * FLASHCL_WGMMA_BACKWARD_TMA=0's), "options-dkdv-gqa" so under GQA
-     * (FCL_BUILD_WG_TMA_HEADS); "options-dq": its dQ, "options-dq-tma"
+     * (FCL_BUILD_WG_TMA_HEADS), "options-dkdv-fused-tma" the fused dQ's
+     * so; "options-dq": its dQ, "options-dq-tma"
      * with K and V by the accelerator (the default);
      * "options-fp8-products": the forward of E4M3 at head_dim 128 with FP8
      * products (FLASHCL_FP8_PRODUCTS=1) */
     const int products = strcmp(argv[1], "options-fp8-products") == 0;
     const int gqa = strcmp(argv[1], "options-dkdv-gqa") == 0;
-    const int dkdv_tma = strcmp(argv[1], "options-dkdv-tma") == 0 || gqa;
+    const int fused_tma = strcmp(argv[1], "options-dkdv-fused-tma") == 0;
+    const int dkdv_tma = strcmp(argv[1], "options-dkdv-tma") == 0 || gqa || fused_tma;
     const int dq_tma = strcmp(argv[1], "options-dq-tma") == 0;
     const int tma = strcmp(argv[1], "options") == 0 || products || dkdv_tma || dq_tma;
-    const int fused = strcmp(argv[1], "options-dkdv-fused") == 0;
+    const int fused = strcmp(argv[1], "options-dkdv-fused") == 0 || fused_tma;
     const fcl_kernel_kind kind = strcmp(argv[1], "options-dkdv") == 0 || fused || dkdv_tma
                                      ? FCL_KERNEL_BACKWARD_DKDV
                                  : strcmp(argv[1], "options-dq") == 0 || dq_tma
@@ -161,6 +166,7 @@ int main(int argc, char **argv)
                       strcmp(argv[1], "options-dkdv") == 0 ||
                       strcmp(argv[1], "options-fp8-products") == 0 ||
                       strcmp(argv[1], "options-dkdv-fused") == 0 ||
+                      strcmp(argv[1], "options-dkdv-fused-tma") == 0 ||
                       strcmp(argv[1], "options-dkdv-tma") == 0 ||
                       strcmp(argv[1], "options-dkdv-gqa") == 0 ||
                       strcmp(argv[1], "options-dq") == 0 ||
@@ -169,8 +175,8 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "rewrite") == 0)
         return rewrite();
     fprintf(stderr, "usage: flashcl-sm90a source[-backward] | "
-                    "options[-cpasync|-fp8-products|-dkdv|-dkdv-fused|-dkdv-tma|-dkdv-gqa|-dq|"
-                    "-dq-tma] D "
+                    "options[-cpasync|-fp8-products|-dkdv|-dkdv-fused[-tma]|-dkdv-tma|"
+                    "-dkdv-gqa|-dq|-dq-tma] D "
                     "fp16|bf16|e4m3|e5m2 "
                     "[ROWS COLS | short | long] | "
                     "rewrite\n");

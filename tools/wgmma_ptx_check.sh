@@ -69,6 +69,7 @@ check() {
     options-fp8-products) name="$name-products" ;;
     options-dkdv) name="dkdv-$name" src=backward kernel=fcl_backward_dkdv ;;
     options-dkdv-fused) name="dkdv-fused-$name" src=backward kernel=fcl_backward_dkdv ;;
+    options-dkdv-fused-tma) name="dkdv-fused-tma-$name" src=backward kernel=fcl_backward_dkdv ;;
     options-dkdv-tma) name="dkdv-tma-$name" src=backward kernel=fcl_backward_dkdv ;;
     options-dkdv-gqa) name="dkdv-gqa-$name" src=backward kernel=fcl_backward_dkdv ;;
     options-dq) name="dq-$name" src=backward kernel=fcl_backward_dq ;;
@@ -152,6 +153,9 @@ check options-dkdv-fused 64 fp16
 check options-dkdv-fused 128 bf16
 check options-dkdv-fused 128 fp16 64 64
 check options-dkdv-fused 64 fp16 128 64
+# ... with Q and dO by the accelerator
+check options-dkdv-fused-tma 64 fp16
+check options-dkdv-fused-tma 128 bf16
 check options-dq 64 fp16
 check options-dq 128 fp16
 check options-dq 128 bf16

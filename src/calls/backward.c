@@ -259,9 +259,12 @@ fcl_backward_builds fcl_backward_builds_of(const fcl_context *ctx, const fcl_att
     const unsigned few_rows =
         wgmma ? fcl_variants_wgmma_tile(desc, FCL_KERNEL_BACKWARD_DKDV, fused != 0) : 0;
     /* Q and dO by the accelerator (tile_nv_wgmma.cl) where it applies, under
-     * GQA by a pair of maps for each query head of a K/V head */
+     * GQA by a pair of maps for each query head of a K/V head; with the
+     * fused dQ only where FLASHCL_WGMMA_BACKWARD_TMA=1 asks (a measurement's
+     * form, not yet timed on a GPU) */
     const unsigned tma =
-        !wgmma || fused || !fcl_uses_wgmma_backward_tma(ctx, desc, FCL_KERNEL_BACKWARD_DKDV)
+        !wgmma || (fused && !fcl_wgmma_backward_tma_asked()) ||
+                !fcl_uses_wgmma_backward_tma(ctx, desc, FCL_KERNEL_BACKWARD_DKDV)
             ? 0
         : desc->heads_q != desc->heads_kv ? FCL_BUILD_WG_TMA | FCL_BUILD_WG_TMA_HEADS
                                           : FCL_BUILD_WG_TMA;

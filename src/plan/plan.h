@@ -274,11 +274,16 @@ bool fcl_wgmma_tma_allowed(fcl_kernel_kind kind);
  * accelerator (FCL_BUILD_WG_TMA): a context with a tensor map template (or
  * emulated tensor cores), FLASHCL_WGMMA_BACKWARD_TMA=0 not set in the
  * environment (read at each call; other values count as unset), and for
- * dQ, K's and V's rows suiting a map; for dK/dV (not with the fused dQ,
- * which the caller checks), Q's and dO's (under GQA a pair of maps a query
- * head: the caller adds FCL_BUILD_WG_TMA_HEADS). */
+ * dQ, K's and V's rows suiting a map; for dK/dV (with the fused dQ only
+ * where fcl_wgmma_backward_tma_asked, which the caller checks), Q's and
+ * dO's (under GQA a pair of maps a query head: the caller adds
+ * FCL_BUILD_WG_TMA_HEADS). */
 bool fcl_uses_wgmma_backward_tma(const fcl_context *ctx, const fcl_attention_desc *desc,
                                  fcl_kernel_kind kind);
+/* Whether FLASHCL_WGMMA_BACKWARD_TMA=1 is set (read at each call): the
+ * fused dQ's dK/dV then takes Q and dO by the accelerator too, where
+ * fcl_uses_wgmma_backward_tma allows it. */
+bool fcl_wgmma_backward_tma_asked(void);
 /* Whether a wgmma forward on the accelerator's path (`features` with
  * FCL_BUILD_WGMMA and FCL_BUILD_WG_TMA) takes FP8 products
  * (FCL_BUILD_FP8_PRODUCTS): asked for by FLASHCL_FP8_PRODUCTS=1 in the

@@ -85,6 +85,12 @@ bool fcl_uses_wgmma_backward_tma(const fcl_context *ctx, const fcl_attention_des
     return map_rows_ok(&d->q) && map_rows_ok(&d->dout);
 }
 
+bool fcl_wgmma_backward_tma_asked(void)
+{
+    const char *env = getenv("FLASHCL_WGMMA_BACKWARD_TMA");
+    return env != NULL && strcmp(env, "1") == 0;
+}
+
 bool fcl_uses_fp8_products(const fcl_attention_desc *d, unsigned features)
 {
     const char *env = getenv("FLASHCL_FP8_PRODUCTS");
