@@ -820,9 +820,9 @@ FCL_API fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_d
  * work-group for its tensor maps (dK/dV's times the query heads a K/V head
  * shares, heads_q / heads_kv) and 128 for their template, kept as the
  * forward's is.
- * FLASHCL_WGMMA_BACKWARD_TMA=0 in the environment (read at each call; other
- * values count as unset) copies them by cp.async instead, with no such
- * workspace.  Both give the same gradients bit for bit.  With a fused dQ
+ * FLASHCL_WGMMA_BACKWARD_TMA=0 in the environment (read at each call;
+ * values other than 0 and 1 count as unset) copies them by cp.async
+ * instead, with no such workspace.  Both give the same gradients bit for bit.  With a fused dQ
  * form (FLASHCL_BACKWARD_DQ) dK/dV copies Q and dO by cp.async, unless
  * FLASHCL_WGMMA_BACKWARD_TMA=1 asks for the accelerator there too (a
  * measurement's form, with the same workspace per work-group; the same
