@@ -50,7 +50,7 @@ void fcl_reason_add_fallback(char *reason, size_t size, const char *fallback)
 {
     static const char lead[] = "; fallback: ", cut[] = " ...";
     const size_t tail = sizeof lead - 1 + strlen(fallback);
-    /* (with no room for the note whole, as much of it as fits) */
+    /* a note too long for `size` by itself is appended as far as it fits */
     if (size > tail + sizeof cut && strlen(reason) + tail >= size) {
         size_t keep = size - tail - sizeof cut; /* leaves the cut, the note and the end */
         while (keep > 0 && reason[keep] != ' ')
