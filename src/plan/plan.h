@@ -274,9 +274,9 @@ bool fcl_wgmma_tma_allowed(fcl_kernel_kind kind);
  * accelerator (FCL_BUILD_WG_TMA): a context with a tensor map template (or
  * emulated tensor cores), FLASHCL_WGMMA_BACKWARD_TMA not 0 in the
  * environment (read at each call), and for dQ, K's and V's rows suiting a
- * map; for dK/dV (with the fused dQ only
- * where fcl_wgmma_backward_tma_asked, which the caller checks), Q's and
- * dO's (under GQA a pair of maps a query head: the caller adds
+ * map; for dK/dV (with the fused dQ only where
+ * fcl_wgmma_backward_tma_asked, which the caller checks), Q's and dO's
+ * (under GQA a pair of maps a query head: the caller adds
  * FCL_BUILD_WG_TMA_HEADS). */
 bool fcl_uses_wgmma_backward_tma(const fcl_context *ctx, const fcl_attention_desc *desc,
                                  fcl_kernel_kind kind);
