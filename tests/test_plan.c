@@ -11,6 +11,7 @@
 
 #include "internal.h"
 #include "kvcache_support.h"
+#include "test_filters.h"
 #include "test_support.h"
 
 #include <stdio.h>
@@ -735,13 +736,7 @@ static void test_fallback_note_whole(void **state)
 
 int main(void)
 {
-    /* FCL_TEST_FILTER: only the tests whose names match it; FCL_TEST_SKIP:
-     * not those (cmocka's patterns: * and ?) */
-    const char *filter = getenv("FCL_TEST_FILTER"), *skip = getenv("FCL_TEST_SKIP");
-    if (filter != NULL)
-        cmocka_set_test_filter(filter);
-    if (skip != NULL)
-        cmocka_set_skip_filter(skip);
+    fa_test_filters();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_profile_plans),
         cmocka_unit_test(test_paper_rule),

@@ -24,6 +24,7 @@
 
 #include "internal.h"
 #include "nonfinite_support.h"
+#include "test_filters.h"
 #include "test_support.h"
 
 #define ctx fa_ctx
@@ -1221,13 +1222,7 @@ static int backward_fused_off(void **state)
 int main(int argc, char **argv)
 {
     const char *part = argc > 1 ? argv[1] : "";
-    /* FCL_TEST_FILTER: only the tests whose names match it; FCL_TEST_SKIP:
-     * not those (cmocka's patterns: * and ?) */
-    const char *filter = getenv("FCL_TEST_FILTER"), *skip = getenv("FCL_TEST_SKIP");
-    if (filter != NULL)
-        cmocka_set_test_filter(filter);
-    if (skip != NULL)
-        cmocka_set_skip_filter(skip);
+    fa_test_filters();
     const struct CMUnitTest forward[] = {
         cmocka_unit_test_teardown(test_selection, clear_forced_tile),
         cmocka_unit_test_teardown(test_default_tile, clear_forced_tile),
