@@ -73,23 +73,24 @@ bool fcl_wgmma_tma_allowed(fcl_kernel_kind kind)
            kind == FCL_KERNEL_BACKWARD_DQ;
 }
 
+/* Whether FLASHCL_WGMMA_BACKWARD_TMA is `value` (read at each call) */
+static bool backward_tma_env_is(const char *value)
+{
+    const char *env = getenv("FLASHCL_WGMMA_BACKWARD_TMA");
+    return env != NULL && strcmp(env, value) == 0;
+}
+
 bool fcl_uses_wgmma_backward_tma(const fcl_context *ctx, const fcl_attention_desc *d,
                                  fcl_kernel_kind kind)
 {
-    const char *env = getenv("FLASHCL_WGMMA_BACKWARD_TMA");
-    const bool off = env != NULL && strcmp(env, "0") == 0;
-    if (off || !maps_available(ctx))
+    if (backward_tma_env_is("0") || !maps_available(ctx))
         return false;
     if (kind == FCL_KERNEL_BACKWARD_DQ)
         return map_rows_ok(&d->k) && map_rows_ok(&d->v);
     return map_rows_ok(&d->q) && map_rows_ok(&d->dout);
 }
 
-bool fcl_wgmma_backward_tma_asked(void)
-{
-    const char *env = getenv("FLASHCL_WGMMA_BACKWARD_TMA");
-    return env != NULL && strcmp(env, "1") == 0;
-}
+bool fcl_wgmma_backward_tma_asked(void) { return backward_tma_env_is("1"); }
 
 bool fcl_uses_fp8_products(const fcl_attention_desc *d, unsigned features)
 {
