@@ -771,8 +771,17 @@ inline bool fcl_score_visible(const fcl_mask m, const fcl_blocks bl, int cover, 
  * sees their positions.  On a piece with rows as lanes and no block mask,
  * HIDE_LANES runs instead, written on iv_, j_ and hid_ (fcl_hidden_lanes):
  * one vector of rows at a time. */
+/* FCL_WHOLE_KEYS (the host's FCL_BUILD_WHOLE_TILES: no mask, no window, no
+ * block mask, fixed lengths, seqlen_k a multiple of it): every key tile
+ * is whole and inside, so where BC divides it no tile is an edge tile and
+ * the tests, the masking and the guards of edge tiles compile away
+ * (measured: NOTES.md, run 65) */
+#if FCL_WHOLE_KEYS > 0 && FCL_WHOLE_KEYS % BC == 0
+#define FCL_EDGE_TILE(mask, cover, r0, rows, c0) false
+#else
 #define FCL_EDGE_TILE(mask, cover, r0, rows, c0) \
     fcl_tile_edge(mask, cover, FCL_POS(r0), FCL_POS((r0) + (rows) - 1) + 1, c0, (c0) + BC)
+#endif
 #if FCL_RW > 1 && !FCL_HAS(FCL_FEAT_BLOCKMASK)
 #define FCL_HIDE_MASKED(TRANSPOSED, mask, blocks, cover, seqlen_q, r0, rows, c0, HIDE, HIDE_LANES) \
     do {                                                                                   \

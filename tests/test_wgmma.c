@@ -983,6 +983,57 @@ static void test_backward_nonfinite(void **state)
     }
 }
 
+/* Calls with no edge tile (no mask, no window, seqlen_k a multiple of 256,
+ * so every key tile is whole) build the wgmma kernels with their edge tests
+ * compiled away (FCL_BUILD_WHOLE_TILES, common.cl's FCL_WHOLE_KEYS); masks,
+ * windows and other lengths keep them.  Results against float64 at both
+ * head dims, and non-finite inputs reaching the rows and keys they should
+ * (with no score masked: all of them). */
+static void test_whole_tiles(void **state)
+{
+    (void)state;
+    const struct {
+        size_t seqlen_k;
+        int causal;
+        long window_left;
+        int whole;
+    } cases[] = {{256, 0, -1, 1}, {1024, 0, -1, 1}, {2048, 0, -1, 1}, {320, 0, -1, 0},
+                 {256, 1, -1, 0}, {256, 0, 100, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        fcl_attention_desc d;
+        fcl_attention_desc_init(&d, 1, 2, 2, 130, cases[i].seqlen_k, 64, FCL_DTYPE_FP16,
+                                FCL_LAYOUT_BSHD);
+        d.causal = cases[i].causal;
+        d.window_left = cases[i].window_left;
+        const unsigned features = fcl_variants_features(&d);
+        const fcl_build f = fcl_forward_build(ctx, &d, features, 0);
+        const fcl_backward_builds bb = fcl_backward_builds_of(ctx, &d, features);
+        const fcl_build *builds[3] = {&f, &bb.dq, &bb.dkdv[0]};
+        for (int k = 0; k < 3; ++k) {
+            const unsigned bits = builds[k]->features;
+            /* the forward's tile for many keys keeps its tests */
+            const bool long_fwd = k == 0 && (bits & FCL_BUILD_WG_LONG);
+            assert_int_equal((bits & FCL_BUILD_WHOLE_TILES) != 0,
+                             (bits & FCL_BUILD_WGMMA) != 0 && cases[i].whole && !long_fwd);
+        }
+        assert_true((f.features & FCL_BUILD_WGMMA) || wgmma_refused);
+        if (f.features & FCL_BUILD_WGMMA) /* 2048 keys: the forward's tile for many keys */
+            assert_int_equal((f.features & FCL_BUILD_WG_LONG) != 0, cases[i].seqlen_k == 2048);
+    }
+    for (int j = 0; j < 2; ++j) {
+        fa_case c = base_case(9940 + (uint64_t)j);
+        c.seqlen_k = 256;
+        c.head_dim = j ? 128 : 64;
+        check(&c);
+        check_backward(&c);
+    }
+    nf_case n = {2, 1, 150, 256, 128, FCL_DTYPE_FP16, 0, -1, -1, 0, 0, 1,
+                 {{NF_Q, 0, 133, 70, INFINITY}, {NF_DO, 1, 72, 5, -INFINITY},
+                  {NF_K, 0, 93, 100, NAN}, {NF_V, 0, 255, 127, NAN}},
+                 9950};
+    assert_true(nf_check(ctx, &n));
+}
+
 /* The fused dQ forms (FLASHCL_BACKWARD_DQ, README.md) on the wgmma piece:
  * the dK/dV kernel adds each key block's share dS K (mma.sync, K read from
  * its swizzled tile) into an fp32 buffer, in key-block order ("ordered",
@@ -1246,6 +1297,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_backward_tile_boundaries, backward_on, backward_off),
         cmocka_unit_test_setup_teardown(test_backward_variants, backward_on, backward_off),
         cmocka_unit_test_setup_teardown(test_backward_nonfinite, backward_on, backward_off),
+        cmocka_unit_test_setup_teardown(test_whole_tiles, backward_on, backward_off),
         cmocka_unit_test_setup_teardown(test_backward_fused_dq, backward_on, backward_fused_off),
         cmocka_unit_test_setup_teardown(test_backward_tma, backward_on, backward_tma_off),
     };

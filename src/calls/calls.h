@@ -118,6 +118,14 @@ unsigned fcl_variants_features(const fcl_attention_desc *desc);
  * fcl_forward_build and fcl_backward_builds_of, which ask here. */
 unsigned fcl_variants_wgmma_tile(const fcl_attention_desc *desc, fcl_kernel_kind kind,
                                  bool fused_dq);
+/* FCL_BUILD_WHOLE_TILES where a wgmma kernel of `kind` (FCL_BUILD_WGMMA in
+ * `features`, the call's build bits) has no edge tile: no mask (not causal,
+ * no window), no packed sequences, block mask or KV cache, and seqlen_k a
+ * multiple of FCL_WHOLE_TILE_KEYS; but not the forward's tile for many keys
+ * (FCL_BUILD_WG_LONG), measured slower so; else 0.  Asked by
+ * fcl_forward_build and fcl_backward_builds_of. */
+unsigned fcl_variants_whole_tiles(const fcl_attention_desc *desc, fcl_kernel_kind kind,
+                                  unsigned features);
 /* cu_seqlens values: 0 first, never decreasing, no sequence longer than
  * max_len, the last within total (FCL_ERROR_INVALID_CU_SEQLENS); gives the
  * longest sequence. */

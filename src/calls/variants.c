@@ -137,6 +137,20 @@ unsigned fcl_variants_wgmma_tile(const fcl_attention_desc *d, fcl_kernel_kind ki
     return 0;
 }
 
+unsigned fcl_variants_whole_tiles(const fcl_attention_desc *d, fcl_kernel_kind kind,
+                                  unsigned features)
+{
+    const bool masked = variants_causal(d) || d->window_left >= 0 || d->window_right >= 0;
+    const unsigned per_sequence = FCL_FEAT_VARLEN | FCL_FEAT_BLOCKMASK | FCL_FEAT_KVCACHE;
+    /* the forward's tile for many keys read 0.98-0.99x so (NOTES.md, run
+     * 65): it keeps its tests */
+    const bool many_keys_forward = kind == FCL_KERNEL_FORWARD && (features & FCL_BUILD_WG_LONG);
+    return (features & FCL_BUILD_WGMMA) && !masked && !(features & per_sequence) &&
+                   !many_keys_forward && d->seqlen_k % FCL_WHOLE_TILE_KEYS == 0
+               ? FCL_BUILD_WHOLE_TILES
+               : 0;
+}
+
 unsigned fcl_variants_features(const fcl_attention_desc *d)
 {
     unsigned f = 0;

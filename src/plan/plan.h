@@ -54,8 +54,16 @@ enum {
     FCL_BUILD_WG_LONG = 0x20000,
     /* with FCL_BUILD_WG_TMA, dK/dV under GQA: a pair of tensor maps for
      * each query head of a K/V head (cl/tile_nv_wgmma.cl, FCL_WG_TMA 2) */
-    FCL_BUILD_WG_TMA_HEADS = 0x40000
+    FCL_BUILD_WG_TMA_HEADS = 0x40000,
+    /* with FCL_BUILD_WGMMA: the call has no edge tile (no mask, no window,
+     * no block mask, no packed sequences or KV cache, seqlen_k a multiple of
+     * FCL_WHOLE_TILE_KEYS), so the kernels' edge tests compile as false
+     * (cl/common.cl, FCL_WHOLE_KEYS); fcl_variants_whole_tiles decides */
+    FCL_BUILD_WHOLE_TILES = 0x80000
 };
+/* The keys of which seqlen_k is a multiple for FCL_BUILD_WHOLE_TILES: every
+ * key tile of 256 keys or of a divisor of 256 is whole */
+#define FCL_WHOLE_TILE_KEYS 256
 /* The keys up to which a wgmma forward at head_dim 64 takes the tile for
  * few keys (FCL_BUILD_WG_SHORT), without and with a causal mask */
 #define FCL_WG_SHORT_KEYS 1024
