@@ -5,35 +5,17 @@
  *   flashcl-sm90a source                 the forward program's OpenCL C, as
  *                                        the library builds it
  *   flashcl-sm90a source-backward        the backward program's
- *   flashcl-sm90a options D fp16|bf16|e4m3|e5m2 [ROWS COLS]
+ *   flashcl-sm90a MODE D fp16|bf16|e4m3|e5m2 [ROWS COLS | short | long]
  *                                        the build options of the wgmma plan
+ *                                        of MODE (option_modes below: the
+ *                                        kernel, its copies, its build bits)
  *                                        for head_dim D on the nvidia-h100
- *                                        profile (the default tile, or the
- *                                        forced ROWS x COLS one), K and V by
- *                                        the tensor memory accelerator (FP8:
- *                                        by the warps' decoding loads); with
- *                                        "short" or "long" in place of ROWS
- *                                        COLS, the tile a call's lengths ask
- *                                        for (few or many keys; dK/dV: few
- *                                        query rows with "short")
- *   flashcl-sm90a options-cpasync ...    the same, K and V by cp.async
- *   flashcl-sm90a options-dkdv D fp16|bf16 [ROWS COLS]
- *                                        dK/dV's wgmma plan (ROWS query rows
- *                                        by COLS keys when forced)
- *   flashcl-sm90a options-dkdv-fused ... dK/dV's with the fused dQ
- *                                        (FLASHCL_BACKWARD_DQ=ordered)
- *   flashcl-sm90a options-dkdv-tma ...   dK/dV's with Q and dO by the
- *                                        accelerator (the default;
- *                                        options-dkdv: cp.async, as with
- *                                        FLASHCL_WGMMA_BACKWARD_TMA=0)
- *   flashcl-sm90a options-dkdv-gqa ...   ... under GQA (a pair of maps for
- *                                        each query head of a K/V head)
- *   flashcl-sm90a options-dkdv-fused-tma ...
- *                                        the fused dQ's with Q and dO by the
- *                                        accelerator
- *   flashcl-sm90a options-dq ...         dQ's (ROWS query rows by COLS keys),
- *                                        K and V by cp.async
- *   flashcl-sm90a options-dq-tma ...     ... by the accelerator (the default)
+ *                                        profile: the default tile, the
+ *                                        forced ROWS x COLS one (dK/dV: query
+ *                                        rows by keys), or with "short" or
+ *                                        "long" the tile a call's lengths
+ *                                        ask for (few or many keys; dK/dV:
+ *                                        few query rows with "short")
  *   flashcl-sm90a rewrite < in > out     the PTX rewrite (ptx_rewrite.c);
  *                                        the count of instructions written
  *                                        goes to stderr
@@ -53,7 +35,59 @@ static int print_source(fcl_program_id id)
     return 0;
 }
 
-static int print_options(int argc, char **argv)
+/* The option modes: the kernel, whether its streamed tiles come by the
+ * tensor memory accelerator, and the build bits.  "options": the forward,
+ * K and V by the accelerator, as on an H100 where libcuda is found;
+ * "options-cpasync": by cp.async; "options-fp8-products": E4M3 at head_dim
+ * 128 with FP8 products (FLASHCL_FP8_PRODUCTS=1); "options-dkdv": dK/dV,
+ * Q and dO by cp.async (FLASHCL_WGMMA_BACKWARD_TMA=0's), "-tma" by the
+ * accelerator (the default), "-gqa" so under GQA (FCL_BUILD_WG_TMA_HEADS),
+ * "-fused" with the fused dQ (FLASHCL_BACKWARD_DQ=ordered), "-fused-tma"
+ * so by the accelerator; "options-dq": dQ, K and V by cp.async, "-tma" by
+ * the accelerator (the default); "-whole": a call with no edge tile
+ * (FCL_BUILD_WHOLE_TILES). */
+typedef struct option_mode {
+    const char *name;
+    fcl_kernel_kind kind;
+    int tma;
+    unsigned build;
+} option_mode;
+static const option_mode option_modes[] = {
+    {"options", FCL_KERNEL_FORWARD, 1, 0},
+    {"options-cpasync", FCL_KERNEL_FORWARD, 0, 0},
+    {"options-fp8-products", FCL_KERNEL_FORWARD, 1, FCL_BUILD_FP8_PRODUCTS},
+    {"options-whole", FCL_KERNEL_FORWARD, 1, FCL_BUILD_WHOLE_TILES},
+    {"options-dkdv", FCL_KERNEL_BACKWARD_DKDV, 0, 0},
+    {"options-dkdv-tma", FCL_KERNEL_BACKWARD_DKDV, 1, 0},
+    {"options-dkdv-gqa", FCL_KERNEL_BACKWARD_DKDV, 1, FCL_BUILD_WG_TMA_HEADS},
+    {"options-dkdv-fused", FCL_KERNEL_BACKWARD_DKDV, 0, FCL_BUILD_FUSED_DQ},
+    {"options-dkdv-fused-tma", FCL_KERNEL_BACKWARD_DKDV, 1, FCL_BUILD_FUSED_DQ},
+    {"options-dkdv-whole", FCL_KERNEL_BACKWARD_DKDV, 1, FCL_BUILD_WHOLE_TILES},
+    {"options-dq", FCL_KERNEL_BACKWARD_DQ, 0, 0},
+    {"options-dq-tma", FCL_KERNEL_BACKWARD_DQ, 1, 0},
+    {"options-dq-whole", FCL_KERNEL_BACKWARD_DQ, 1, FCL_BUILD_WHOLE_TILES},
+};
+#define OPTION_MODES (sizeof option_modes / sizeof option_modes[0])
+
+static const option_mode *find_mode(const char *name)
+{
+    for (size_t i = 0; i < OPTION_MODES; ++i)
+        if (strcmp(option_modes[i].name, name) == 0)
+            return &option_modes[i];
+    return NULL;
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: flashcl-sm90a source[-backward] | rewrite | MODE D "
+                    "fp16|bf16|e4m3|e5m2 [ROWS COLS | short | long], MODE one of:");
+    for (size_t i = 0; i < OPTION_MODES; ++i)
+        fprintf(stderr, " %s", option_modes[i].name);
+    fputc('\n', stderr);
+    return 1;
+}
+
+static int print_options(const option_mode *mode, int argc, char **argv)
 {
     /* short / long: the tile a call's lengths ask for (plan.h's
      * FCL_BUILD_WG_SHORT, FCL_BUILD_WG_LONG), where the call would take it */
@@ -62,33 +96,8 @@ static int print_options(int argc, char **argv)
                                                                      : -1
                                     : 0;
     if ((argc != 4 && argc != 5 && argc != 6) || by_length < 0)
-        return fprintf(stderr, "options[-cpasync|-fp8-products|-dkdv|-dkdv-fused[-tma]|-dkdv-tma|"
-                               "-dkdv-gqa|-dq|-dq-tma] D fp16|bf16|e4m3|e5m2 "
-                               "[ROWS COLS | short | long]\n"),
-               1;
-    /* "options": K and V by the tensor memory accelerator, as on an H100
-     * where libcuda is found; "options-cpasync": by cp.async;
-     * "options-dkdv": the backward's dK/dV, "options-dkdv-fused" with the
-     * fused dQ (FLASHCL_BACKWARD_DQ=ordered), "options-dkdv-tma" with Q and
-     * dO by the accelerator (the default; "options-dkdv" is
-     * FLASHCL_WGMMA_BACKWARD_TMA=0's), "options-dkdv-gqa" so under GQA
-     * (FCL_BUILD_WG_TMA_HEADS), "options-dkdv-fused-tma" the fused dQ's
-     * so; "options-dq": its dQ, "options-dq-tma"
-     * with K and V by the accelerator (the default);
-     * "options-fp8-products": the forward of E4M3 at head_dim 128 with FP8
-     * products (FLASHCL_FP8_PRODUCTS=1) */
-    const int products = strcmp(argv[1], "options-fp8-products") == 0;
-    const int gqa = strcmp(argv[1], "options-dkdv-gqa") == 0;
-    const int fused_tma = strcmp(argv[1], "options-dkdv-fused-tma") == 0;
-    const int dkdv_tma = strcmp(argv[1], "options-dkdv-tma") == 0 || gqa || fused_tma;
-    const int dq_tma = strcmp(argv[1], "options-dq-tma") == 0;
-    const int tma = strcmp(argv[1], "options") == 0 || products || dkdv_tma || dq_tma;
-    const int fused = strcmp(argv[1], "options-dkdv-fused") == 0 || fused_tma;
-    const fcl_kernel_kind kind = strcmp(argv[1], "options-dkdv") == 0 || fused || dkdv_tma
-                                     ? FCL_KERNEL_BACKWARD_DKDV
-                                 : strcmp(argv[1], "options-dq") == 0 || dq_tma
-                                     ? FCL_KERNEL_BACKWARD_DQ
-                                     : FCL_KERNEL_FORWARD;
+        return usage();
+    const fcl_kernel_kind kind = mode->kind;
     const size_t d = (size_t)atoi(argv[2]);
     /* e4m3 / e5m2: FP8 storage (the forward: "options" reads K and V
      * widened to fp16 by the call's first launch, "options-cpasync" decodes
@@ -108,10 +117,8 @@ static int print_options(int argc, char **argv)
         forced.ty = (kind == FCL_KERNEL_BACKWARD_DKDV ? forced.cols : forced.rows) / 16;
     }
     fcl_plan_full plan;
-    const unsigned build = (unsigned)by_length | (tma ? FCL_BUILD_WG_TMA : 0) |
-                           (fused ? FCL_BUILD_FUSED_DQ : 0) |
-                           (products ? FCL_BUILD_FP8_PRODUCTS : 0) |
-                           (gqa ? FCL_BUILD_WG_TMA_HEADS : 0);
+    const unsigned build =
+        (unsigned)by_length | (mode->tma ? FCL_BUILD_WG_TMA : 0) | mode->build;
     const fcl_status st = fcl_plan_make_wgmma(&h100->caps, kind, d, dtype, NULL,
                                               argc == 6 ? &forced : NULL, 0, build, &plan);
     if (st != FCL_OK)
@@ -162,23 +169,10 @@ int main(int argc, char **argv)
         return print_source(FCL_PROGRAM_FORWARD);
     if (argc >= 2 && strcmp(argv[1], "source-backward") == 0)
         return print_source(FCL_PROGRAM_BACKWARD);
-    if (argc >= 2 && (strcmp(argv[1], "options") == 0 || strcmp(argv[1], "options-cpasync") == 0 ||
-                      strcmp(argv[1], "options-dkdv") == 0 ||
-                      strcmp(argv[1], "options-fp8-products") == 0 ||
-                      strcmp(argv[1], "options-dkdv-fused") == 0 ||
-                      strcmp(argv[1], "options-dkdv-fused-tma") == 0 ||
-                      strcmp(argv[1], "options-dkdv-tma") == 0 ||
-                      strcmp(argv[1], "options-dkdv-gqa") == 0 ||
-                      strcmp(argv[1], "options-dq") == 0 ||
-                      strcmp(argv[1], "options-dq-tma") == 0))
-        return print_options(argc, argv);
+    const option_mode *mode = argc >= 2 ? find_mode(argv[1]) : NULL;
+    if (mode != NULL)
+        return print_options(mode, argc, argv);
     if (argc >= 2 && strcmp(argv[1], "rewrite") == 0)
         return rewrite();
-    fprintf(stderr, "usage: flashcl-sm90a source[-backward] | "
-                    "options[-cpasync|-fp8-products|-dkdv|-dkdv-fused[-tma]|-dkdv-tma|"
-                    "-dkdv-gqa|-dq|-dq-tma] D "
-                    "fp16|bf16|e4m3|e5m2 "
-                    "[ROWS COLS | short | long] | "
-                    "rewrite\n");
-    return 1;
+    return usage();
 }

@@ -70,6 +70,9 @@ check() {
     options-dkdv) name="dkdv-$name" src=backward kernel=fcl_backward_dkdv ;;
     options-dkdv-fused) name="dkdv-fused-$name" src=backward kernel=fcl_backward_dkdv ;;
     options-dkdv-fused-tma) name="dkdv-fused-tma-$name" src=backward kernel=fcl_backward_dkdv ;;
+    options-whole) name="$name-whole" ;;
+    options-dkdv-whole) name="dkdv-whole-$name" src=backward kernel=fcl_backward_dkdv ;;
+    options-dq-whole) name="dq-whole-$name" src=backward kernel=fcl_backward_dq ;;
     options-dkdv-tma) name="dkdv-tma-$name" src=backward kernel=fcl_backward_dkdv ;;
     options-dkdv-gqa) name="dkdv-gqa-$name" src=backward kernel=fcl_backward_dkdv ;;
     options-dq) name="dq-$name" src=backward kernel=fcl_backward_dq ;;
@@ -165,4 +168,11 @@ check options-dq 128 fp16 128 128
 check options-dq-tma 64 fp16
 check options-dq-tma 128 fp16
 check options-dq-tma 128 bf16 128 128
+# a call with no edge tile (FCL_BUILD_WHOLE_TILES): the edge tests compiled away
+check options-whole 64 fp16 short
+check options-whole 128 fp16
+check options-dkdv-whole 64 fp16
+check options-dkdv-whole 128 bf16
+check options-dq-whole 64 fp16 long
+check options-dq-whole 128 fp16
 echo "all accepted; PTX and logs in $out"
