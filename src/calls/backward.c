@@ -248,9 +248,10 @@ fcl_backward_builds fcl_backward_builds_of(const fcl_context *ctx, const fcl_att
      * keys and no mask */
     const unsigned many_keys =
         wgmma_dq && !fused ? fcl_variants_wgmma_tile(desc, FCL_KERNEL_BACKWARD_DQ, false) : 0;
-    const unsigned dq_bits = build_dq | wgmma_dq | tma_dq | many_keys;
-    bb.dq = fcl_build_of(FCL_KERNEL_BACKWARD_DQ, D, desc->dtype,
-                         dq_bits | fcl_variants_whole_tiles(desc, FCL_KERNEL_BACKWARD_DQ, dq_bits));
+    /* ... and where the call has no edge tile, none of the tests for them */
+    unsigned dq_bits = build_dq | wgmma_dq | tma_dq | many_keys;
+    dq_bits |= fcl_variants_whole_tiles(desc, FCL_KERNEL_BACKWARD_DQ, dq_bits);
+    bb.dq = fcl_build_of(FCL_KERNEL_BACKWARD_DQ, D, desc->dtype, dq_bits);
     /* dK/dV on the wgmma piece (fcl_uses_wgmma) */
     const unsigned wgmma =
         fcl_uses_wgmma(ctx, desc, FCL_KERNEL_BACKWARD_DKDV, build_dkdv) ? FCL_BUILD_WGMMA : 0;
@@ -269,10 +270,10 @@ fcl_backward_builds fcl_backward_builds_of(const fcl_context *ctx, const fcl_att
             ? 0
         : desc->heads_q != desc->heads_kv ? FCL_BUILD_WG_TMA | FCL_BUILD_WG_TMA_HEADS
                                           : FCL_BUILD_WG_TMA;
-    const unsigned dkdv_bits =
+    unsigned dkdv_bits =
         build_dkdv | wgmma | fused | few_rows | tma | (split ? FCL_BUILD_DV_ONLY : 0);
-    bb.dkdv[0] = fcl_build_of(FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype,
-                              dkdv_bits | fcl_variants_whole_tiles(desc, FCL_KERNEL_BACKWARD_DKDV, dkdv_bits));
+    dkdv_bits |= fcl_variants_whole_tiles(desc, FCL_KERNEL_BACKWARD_DKDV, dkdv_bits);
+    bb.dkdv[0] = fcl_build_of(FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype, dkdv_bits);
     bb.dkdv[1] = fcl_build_of(FCL_KERNEL_BACKWARD_DKDV, D, desc->dtype,
                               build_dkdv | FCL_BUILD_DK_ONLY);
     bb.dkdv_launches = split ? 2 : 1;
