@@ -263,7 +263,7 @@ fcl_backward_builds fcl_backward_builds_of(const fcl_context *ctx, const fcl_att
     /* Q and dO by the accelerator (tile_nv_wgmma.cl) where it applies, under
      * GQA by a pair of maps for each query head of a K/V head; with the
      * fused dQ only where FLASHCL_WGMMA_BACKWARD_TMA=1 asks (a measurement's
-     * form, not yet timed on a GPU) */
+     * form: NOTES.md, run 65) */
     const unsigned tma =
         !wgmma || (fused && !fcl_wgmma_backward_tma_asked()) ||
                 !fcl_uses_wgmma_backward_tma(ctx, desc, FCL_KERNEL_BACKWARD_DKDV)

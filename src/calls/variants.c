@@ -111,6 +111,12 @@ static bool variants_causal(const fcl_attention_desc *d)
     return d->causal || d->window_right == 0;
 }
 
+/* Whether d has no mask at all: not causal, no window on either side. */
+static bool variants_unmasked(const fcl_attention_desc *d)
+{
+    return !variants_causal(d) && d->window_left < 0 && d->window_right < 0;
+}
+
 unsigned fcl_variants_wgmma_tile(const fcl_attention_desc *d, fcl_kernel_kind kind,
                                  bool fused_dq)
 {
@@ -120,10 +126,9 @@ unsigned fcl_variants_wgmma_tile(const fcl_attention_desc *d, fcl_kernel_kind ki
             return 0;
         if (d->seqlen_k <= (causal ? FCL_WG_SHORT_CAUSAL_KEYS : FCL_WG_SHORT_KEYS))
             return FCL_BUILD_WG_SHORT;
-        const bool unmasked = !causal && d->window_left < 0 && d->window_right < 0;
         const bool long_causal =
             causal && d->window_left < 0 && d->seqlen_k > FCL_WG_LONG_CAUSAL_KEYS;
-        return unmasked || long_causal ? FCL_BUILD_WG_LONG : 0;
+        return variants_unmasked(d) || long_causal ? FCL_BUILD_WG_LONG : 0;
     }
     if (kind == FCL_KERNEL_BACKWARD_DKDV && d->head_dim == 128 && !fused_dq) {
         /* the query rows a key block visits */
@@ -131,8 +136,7 @@ unsigned fcl_variants_wgmma_tile(const fcl_attention_desc *d, fcl_kernel_kind ki
         return rows <= FCL_WG_FEW_ROWS ? FCL_BUILD_WG_SHORT : 0;
     }
     if (kind == FCL_KERNEL_BACKWARD_DQ && d->head_dim == 64) {
-        const bool unmasked = !causal && d->window_left < 0 && d->window_right < 0;
-        return unmasked && d->seqlen_k > FCL_WG_DQ_LONG_KEYS ? FCL_BUILD_WG_LONG : 0;
+        return variants_unmasked(d) && d->seqlen_k > FCL_WG_DQ_LONG_KEYS ? FCL_BUILD_WG_LONG : 0;
     }
     return 0;
 }
@@ -140,12 +144,11 @@ unsigned fcl_variants_wgmma_tile(const fcl_attention_desc *d, fcl_kernel_kind ki
 unsigned fcl_variants_whole_tiles(const fcl_attention_desc *d, fcl_kernel_kind kind,
                                   unsigned features)
 {
-    const bool masked = variants_causal(d) || d->window_left >= 0 || d->window_right >= 0;
     const unsigned per_sequence = FCL_FEAT_VARLEN | FCL_FEAT_BLOCKMASK | FCL_FEAT_KVCACHE;
     /* the forward's tile for many keys read 0.98-0.99x so (NOTES.md, run
      * 65): it keeps its tests */
     const bool many_keys_forward = kind == FCL_KERNEL_FORWARD && (features & FCL_BUILD_WG_LONG);
-    return (features & FCL_BUILD_WGMMA) && !masked && !(features & per_sequence) &&
+    return (features & FCL_BUILD_WGMMA) && variants_unmasked(d) && !(features & per_sequence) &&
                    !many_keys_forward && d->seqlen_k % FCL_WHOLE_TILE_KEYS == 0
                ? FCL_BUILD_WHOLE_TILES
                : 0;
