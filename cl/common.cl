@@ -392,6 +392,28 @@ inline bool fcl_tile_inside(const fcl_mask m, int r0, int r1, int c0, int c1)
     return true;
 }
 
+/* The end of the run of whole tiles (inside the mask, fcl_tile_inside)
+ * that a loop over the key tiles of bc keys of rows [r0, r1), from key c,
+ * begins with: its tiles that start before it.  The left bound's test is
+ * met by every tile after the first that meets it, the others by every
+ * tile before the last. */
+inline int fcl_whole_keys_end(const fcl_mask m, int r0, int r1, int c, int bc)
+{
+    if (m.left >= 0 && c < (r1 - 1) + m.diag - m.left) return c;
+    int lim = m.seqlen_k;
+    if (m.right >= 0) lim = min(lim, r0 + m.diag + m.right + 1);
+    return max(c, lim - bc + 1);
+}
+
+/* The first query position whose row sees every key of [c0, c1), and so
+ * does every row after it (no left bound); INT_MAX where no run of such
+ * rows ends the rows (a left bound, or keys past seqlen_k). */
+inline int fcl_whole_rows_begin(const fcl_mask m, int c0, int c1)
+{
+    if (c1 > m.seqlen_k || m.left >= 0) return INT_MAX;
+    return m.right < 0 ? 0 : max(0, c1 - 1 - m.diag - m.right);
+}
+
 /* The same question from the key side (backward dK/dV): rows that can see
  * any of keys [c0, c1), as [begin, end) clamped to [0, seqlen_q). */
 inline int fcl_row_begin(const fcl_mask m, int c0)
@@ -775,12 +797,52 @@ inline bool fcl_score_visible(const fcl_mask m, const fcl_blocks bl, int cover, 
  * block mask, fixed lengths, seqlen_k a multiple of it): every key tile
  * is whole and inside, so where BC divides it no tile is an edge tile and
  * the tests, the masking and the guards of edge tiles compile away
- * (measured: NOTES.md, run 65) */
-#if FCL_WHOLE_KEYS > 0 && FCL_WHOLE_KEYS % BC == 0
-#define FCL_EDGE_TILE(mask, cover, r0, rows, c0) false
+ * (measured: NOTES.md, run 65).
+ *
+ * Elsewhere FCL_SPLIT_EDGES splits the loops so that the edge tiles' code
+ * costs registers, and spills, only in the tiles that run it: on the wgmma
+ * piece, and on mma.sync's at head_dim 64 (at 128 NVIDIA's compiler made
+ * mma.sync's causal forward 3-5% slower so; NOTES.md, run 66).  A kernel's
+ * loop over tiles is written
+ *     FCL_FOR_RUNS FCL_TILE_LOOP(cond) { body }
+ * with `cond` bounded by FCL_LAST_RUN, and the compiler builds the body
+ * twice (the loop over the two runs is unrolled): once for the run of whole
+ * tiles, inside the mask, where FCL_EDGE_TILE is false at compile time, and
+ * once for the run that holds the edge tiles.  The tiles' order is
+ * unchanged.  The whole tiles are one run at the loop's start for the loops
+ * over key tiles (forward, dQ: the keys before the causal diagonal;
+ * fcl_whole_keys_end) and at its end for dK/dV's loop over query blocks
+ * (the rows after it; fcl_whole_rows_begin); FCL_EDGE_RUN is the run of
+ * edge tiles.  Where a loop has no such run (a left window, a block mask,
+ * GQA's several heads in dK/dV's loop) every tile goes to the edge run and
+ * is tested as before.  Without the split, one run and the test per tile. */
+#ifndef FCL_SPLIT_EDGES
+#define FCL_SPLIT_EDGES (FCL_WGMMA || (FCL_TILE_MMA && D_PAD == 64))
+#endif
+#if defined(FCL_KERNEL_DKDV)
+#define FCL_EDGE_RUN 0
 #else
+#define FCL_EDGE_RUN 1
+#endif
+#if FCL_WHOLE_KEYS > 0 && FCL_WHOLE_KEYS % BC == 0
+#define FCL_EDGE_RUNS 1
+#define FCL_EDGE_TILE(mask, cover, r0, rows, c0) false
+#elif FCL_SPLIT_EDGES && !FCL_HAS(FCL_FEAT_BLOCKMASK)
+#define FCL_EDGE_RUNS 2
+#define FCL_EDGE_TILE(mask, cover, r0, rows, c0)                                             \
+    (fcl_run_ == FCL_EDGE_RUN &&                                                           \
+     fcl_tile_edge(mask, cover, FCL_POS(r0), FCL_POS((r0) + (rows) - 1) + 1, c0, (c0) + BC))
+#else
+#define FCL_EDGE_RUNS 1
 #define FCL_EDGE_TILE(mask, cover, r0, rows, c0) \
     fcl_tile_edge(mask, cover, FCL_POS(r0), FCL_POS((r0) + (rows) - 1) + 1, c0, (c0) + BC)
+#endif
+#if FCL_EDGE_RUNS == 2
+#define FCL_FOR_RUNS FCL_UNROLL for (int fcl_run_ = 0; fcl_run_ < 2; ++fcl_run_)
+#define FCL_LAST_RUN (fcl_run_ == 1)
+#else
+#define FCL_FOR_RUNS
+#define FCL_LAST_RUN true
 #endif
 #if FCL_RW > 1 && !FCL_HAS(FCL_FEAT_BLOCKMASK)
 #define FCL_HIDE_MASKED(TRANSPOSED, mask, blocks, cover, seqlen_q, r0, rows, c0, HIDE, HIDE_LANES) \

@@ -241,7 +241,10 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
                            sq.seqlen_k - c0, issued & 1, c0);
         ++issued;
     }
-    FCL_TILE_LOOP(c0 < key_end) {
+    /* whole tiles first, then those on the mask's edge (FCL_FOR_RUNS, common.cl) */
+    const int whole_end = min(key_end, fcl_whole_keys_end(mask, r0, r0 + rows, c0, BC));
+    FCL_FOR_RUNS
+    FCL_TILE_LOOP(c0 < (FCL_LAST_RUN ? key_end : whole_end)) {
         const int cols = min(BC, sq.seqlen_k - c0);
         const int next =
             fcl_next_key_tile(blocks, BC, r0, r0 + rows, c0 + BC, key_end, sq.seqlen_k);
@@ -514,7 +517,18 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
         FCL_REQUEST_Q_BLOCK(t);
         FCL_STORE_Q_BLOCK_STATS();
     }
-    FCL_TILE_LOOP(t < total) {
+    /* the blocks on the mask's edge first, then the whole ones (FCL_FOR_RUNS,
+     * common.cl): of one head, the blocks from the first row that sees
+     * every key of the tile; with several heads, every block is in the first
+     * run unless all are whole */
+    const int whole_pos = fcl_whole_rows_begin(mask, c0, c0 + BC);
+    const int whole_t =
+        whole_pos == INT_MAX
+            ? blocks_per_head
+            : clamp((int)(((long)whole_pos * FCL_PACK + BR - 1) / BR) - rb0, 0, blocks_per_head);
+    const int edge_end = q_per_kv == 1 || whole_t == 0 ? whole_t : total;
+    FCL_FOR_RUNS
+    FCL_TILE_LOOP(t < (FCL_LAST_RUN ? total : edge_end)) {
         const int h = FCL_Q_BLOCK_HEAD(t), r0 = FCL_Q_BLOCK_ROW(t);
         const int bh = b * heads_q + h;
         const int rows = min(BR, sq.seqlen_q - r0);

@@ -245,7 +245,10 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_kv_storage *K
     FCL_FWD_KEY_STATE;
     if (c0 < key_end) FCL_FWD_PREFETCH_K(k_rows, c0, sq.seqlen_k - c0);
     FCL_FWD_Q_ARRIVED();
-    FCL_TILE_LOOP(c0 < key_end) {
+    /* whole tiles first, then those on the mask's edge (FCL_FOR_RUNS, common.cl) */
+    const int whole_end = min(key_end, fcl_whole_keys_end(mask, p0, p1, c0, BC));
+    FCL_FOR_RUNS
+    FCL_TILE_LOOP(c0 < (FCL_LAST_RUN ? key_end : whole_end)) {
         const int cols = min(BC, sq.seqlen_k - c0);
         const int next = fcl_next_key_tile(blocks, BC, p0, p1, c0 + BC, key_end, sq.seqlen_k);
         const int cover = fcl_tile_cover(blocks, p0, p1, c0, c0 + cols);

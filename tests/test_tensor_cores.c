@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "internal.h"
+#include "build_bits.h"
 #include "test_support.h"
 
 #define ctx fa_ctx
@@ -359,6 +360,34 @@ static void test_lengths_and_layout(void **state)
     }
 }
 
+/* A call at head_dim 64 with no edge tile (no mask, seqlen_k a multiple of
+ * 256: every key tile whole) builds the mma.sync kernels with the edge
+ * tests compiled away (FCL_BUILD_WHOLE_TILES, common.cl's FCL_WHOLE_KEYS),
+ * as it does the wgmma piece's (test_wgmma); at 128 it keeps them (measured
+ * slower so).  Forward and backward against float64. */
+static void test_whole_tiles(void **state)
+{
+    (void)state;
+    fa_case c = base_case(7950);
+    c.seqlen_k = 256;
+    fcl_attention_desc d;
+    fcl_attention_desc_init(&d, c.batch, c.heads_q, c.heads_kv, c.seqlen_q, c.seqlen_k,
+                            c.head_dim, c.dtype, c.layout);
+    unsigned bits[3];
+    fa_build_bits(ctx, &d, bits);
+    for (int k = 0; k < 3; ++k) {
+        assert_int_equal(bits[k] & FCL_BUILD_WGMMA, 0);
+        assert_int_equal((bits[k] & FCL_BUILD_WHOLE_TILES) != 0,
+                         (bits[k] & FCL_BUILD_TILE_MMA) != 0);
+    }
+    check_both(&c);
+    fcl_attention_desc_init(&d, c.batch, c.heads_q, c.heads_kv, c.seqlen_q, c.seqlen_k, 128,
+                            c.dtype, c.layout);
+    fa_build_bits(ctx, &d, bits);
+    for (int k = 0; k < 3; ++k)
+        assert_int_equal(bits[k] & FCL_BUILD_WHOLE_TILES, 0);
+}
+
 /* Plain attention takes the row max over raw q.k and puts the scale into
  * the exponent, negating Q for a negative scale; softcap scales first.
  * Each case runs on kernels another test builds too (each emulated build
@@ -608,6 +637,7 @@ int main(void)
         cmocka_unit_test_teardown(test_dkdv_columns_split, clear_forced_tiles),
         cmocka_unit_test_teardown(test_value_head_dim, clear_forced_tiles),
         cmocka_unit_test_teardown(test_lengths_and_layout, clear_forced_tiles),
+        cmocka_unit_test_teardown(test_whole_tiles, clear_forced_tiles),
         cmocka_unit_test_teardown(test_scales, clear_forced_tiles),
         cmocka_unit_test_teardown(test_variants, clear_forced_tiles),
         cmocka_unit_test_teardown(test_sinks, clear_forced_tiles),

@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "internal.h"
+#include "build_bits.h"
 #include "nonfinite_support.h"
 #include "test_filters.h"
 #include "test_support.h"
@@ -1005,20 +1006,17 @@ static void test_whole_tiles(void **state)
                                 FCL_LAYOUT_BSHD);
         d.causal = cases[i].causal;
         d.window_left = cases[i].window_left;
-        const unsigned features = fcl_variants_features(&d);
-        const fcl_build f = fcl_forward_build(ctx, &d, features, 0);
-        const fcl_backward_builds bb = fcl_backward_builds_of(ctx, &d, features);
-        const fcl_build *builds[3] = {&f, &bb.dq, &bb.dkdv[0]};
+        unsigned bits[3];
+        fa_build_bits(ctx, &d, bits);
         for (int k = 0; k < 3; ++k) {
-            const unsigned bits = builds[k]->features;
             /* the forward's tile for many keys keeps its tests */
-            const bool long_fwd = k == 0 && (bits & FCL_BUILD_WG_LONG);
-            assert_int_equal((bits & FCL_BUILD_WHOLE_TILES) != 0,
-                             (bits & FCL_BUILD_WGMMA) != 0 && cases[i].whole && !long_fwd);
+            const bool long_fwd = k == 0 && (bits[k] & FCL_BUILD_WG_LONG);
+            assert_int_equal((bits[k] & FCL_BUILD_WHOLE_TILES) != 0,
+                             (bits[k] & FCL_BUILD_TILE_MMA) != 0 && cases[i].whole && !long_fwd);
         }
-        assert_true((f.features & FCL_BUILD_WGMMA) || wgmma_refused);
-        if (f.features & FCL_BUILD_WGMMA) /* 2048 keys: the forward's tile for many keys */
-            assert_int_equal((f.features & FCL_BUILD_WG_LONG) != 0, cases[i].seqlen_k == 2048);
+        assert_true((bits[0] & FCL_BUILD_WGMMA) || wgmma_refused);
+        if (bits[0] & FCL_BUILD_WGMMA) /* 2048 keys: the forward's tile for many keys */
+            assert_int_equal((bits[0] & FCL_BUILD_WG_LONG) != 0, cases[i].seqlen_k == 2048);
     }
     for (int j = 0; j < 2; ++j) {
         fa_case c = base_case(9940 + (uint64_t)j);
@@ -1039,6 +1037,40 @@ static void test_whole_tiles(void **state)
                   {NF_K, 0, 93, 100, NAN}, {NF_V, 0, 255, 127, NAN}},
                  9950};
     assert_true(nf_check(ctx, &n));
+}
+
+/* The loops' two runs (common.cl, FCL_FOR_RUNS): the whole tiles apart
+ * from the edge tiles, whose masking and guards only the edge run holds.
+ * Each case puts the boundary between the runs elsewhere: a causal
+ * diagonal right of the main one (more keys than queries) and left of it
+ * (rows that see no key), a right window alone, a left window (no run of
+ * whole tiles: every tile in the edge run), and GQA, whose dK/dV loop over
+ * two heads' blocks keeps them all in the edge run unless all are whole
+ * (without a mask: every key block but the last, which reaches past
+ * seqlen_k).  Forward and backward against float64, at both head dims. */
+static void test_split_runs(void **state)
+{
+    (void)state;
+    const struct {
+        size_t seqlen_q, seqlen_k, heads_q;
+        int causal;
+        long left, right;
+    } cases[] = {{300, 520, 2, 1, -1, -1}, {520, 300, 2, 1, -1, -1}, {300, 300, 2, 0, -1, 37},
+                 {300, 300, 2, 0, 150, 0},  {300, 300, 4, 1, -1, -1}, {200, 300, 4, 0, -1, -1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        fa_variants v = fa_no_variants();
+        v.window_left = cases[i].left;
+        v.window_right = cases[i].right;
+        fa_case c = base_case(9990 + (uint64_t)i);
+        c.seqlen_q = cases[i].seqlen_q;
+        c.seqlen_k = cases[i].seqlen_k;
+        c.heads_q = cases[i].heads_q;
+        c.head_dim = i % 2 ? 128 : 64;
+        c.causal = cases[i].causal;
+        c.var = &v;
+        check(&c);
+        check_backward(&c);
+    }
 }
 
 /* The fused dQ forms (FLASHCL_BACKWARD_DQ, README.md) on the wgmma piece:
@@ -1305,6 +1337,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_backward_variants, backward_on, backward_off),
         cmocka_unit_test_setup_teardown(test_backward_nonfinite, backward_on, backward_off),
         cmocka_unit_test_setup_teardown(test_whole_tiles, backward_on, backward_off),
+        cmocka_unit_test_setup_teardown(test_split_runs, backward_on, backward_off),
         cmocka_unit_test_setup_teardown(test_backward_fused_dq, backward_on, backward_fused_off),
         cmocka_unit_test_setup_teardown(test_backward_tma, backward_on, backward_tma_off),
     };

@@ -118,7 +118,8 @@ unsigned fcl_variants_features(const fcl_attention_desc *desc);
  * fcl_forward_build and fcl_backward_builds_of, which ask here. */
 unsigned fcl_variants_wgmma_tile(const fcl_attention_desc *desc, fcl_kernel_kind kind,
                                  bool fused_dq);
-/* FCL_BUILD_WHOLE_TILES where a wgmma kernel of `kind` (FCL_BUILD_WGMMA in
+/* FCL_BUILD_WHOLE_TILES where a tensor-core kernel of `kind` (wgmma, or
+ * mma.sync at head_dim 64: FCL_BUILD_WGMMA or FCL_BUILD_TILE_MMA in
  * `features`, the call's build bits) has no edge tile: no mask (not causal,
  * no window), no packed sequences, block mask or KV cache, and seqlen_k a
  * multiple of FCL_WHOLE_TILE_KEYS; but not the forward's tile for many keys

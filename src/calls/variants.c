@@ -148,7 +148,11 @@ unsigned fcl_variants_whole_tiles(const fcl_attention_desc *d, fcl_kernel_kind k
     /* the forward's tile for many keys read 0.98-0.99x so (NOTES.md, run
      * 65): it keeps its tests */
     const bool many_keys_forward = kind == FCL_KERNEL_FORWARD && (features & FCL_BUILD_WG_LONG);
-    return (features & FCL_BUILD_WGMMA) && variants_unmasked(d) && !(features & per_sequence) &&
+    /* mma.sync's kernels at head_dim 64 only: at 128 its backward read
+     * 0.89-0.90x so (run 66) */
+    const bool piece = (features & FCL_BUILD_WGMMA) ||
+                       ((features & FCL_BUILD_TILE_MMA) && d->head_dim == 64);
+    return piece && variants_unmasked(d) && !(features & per_sequence) &&
                    !many_keys_forward && d->seqlen_k % FCL_WHOLE_TILE_KEYS == 0
                ? FCL_BUILD_WHOLE_TILES
                : 0;

@@ -55,10 +55,11 @@ enum {
     /* with FCL_BUILD_WG_TMA, dK/dV under GQA: a pair of tensor maps for
      * each query head of a K/V head (cl/tile_nv_wgmma.cl, FCL_WG_TMA 2) */
     FCL_BUILD_WG_TMA_HEADS = 0x40000,
-    /* with FCL_BUILD_WGMMA: the call has no edge tile (no mask, no window,
-     * no block mask, no packed sequences or KV cache, seqlen_k a multiple of
-     * FCL_WHOLE_TILE_KEYS), so the kernels' edge tests compile as false
-     * (cl/common.cl, FCL_WHOLE_KEYS); fcl_variants_whole_tiles decides */
+    /* with FCL_BUILD_WGMMA, or FCL_BUILD_TILE_MMA at head_dim 64: the call
+     * has no edge tile (no mask, no window, no block mask, no packed
+     * sequences or KV cache, seqlen_k a multiple of FCL_WHOLE_TILE_KEYS), so
+     * the kernels' edge tests compile as false (cl/common.cl,
+     * FCL_WHOLE_KEYS); fcl_variants_whole_tiles decides */
     FCL_BUILD_WHOLE_TILES = 0x80000
 };
 /* The keys of which seqlen_k is a multiple for FCL_BUILD_WHOLE_TILES: every
