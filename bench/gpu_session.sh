@@ -273,7 +273,8 @@ for step in $steps; do
       # FLASHCL_WGMMA and FLASHCL_WGMMA_BACKWARD (1: the wgmma pieces, 0:
       # mma.sync): the forward (and the backward
       # with AB_BACKWARD=1) of AB_DTYPE at AB_DIMS, N 1k-16k (AB_SEQLENS; AB_CAUSAL: the
-      # causal values, default flashcl-bench's), device spans
+      # causal values, default flashcl-bench's; AB_QPERKV: query heads a K/V
+      # head, default 1), device spans
       for w in ${AB_WGMMA:-1 0}; do
         for r in ${AB_ROUNDS:-1 2}; do
           for side in base new; do
@@ -284,6 +285,7 @@ for step in $steps; do
               --dtype "${AB_DTYPE:-fp16}" --head-dims "${AB_DIMS:-64,128}" \
               --seqlens "${AB_SEQLENS:-1024,4096,16384}" --no-naive --reps 5 --profile \
               ${AB_BACKWARD:+--backward} ${AB_CAUSAL:+--causal "$AB_CAUSAL"} \
+              ${AB_QPERKV:+--q-per-kv "$AB_QPERKV"} \
               --out "$OUT/ab_w${w}_${side}_$r.csv" 2>&1 \
               | grep -v '^\[' >> "$OUT/ab.txt"
           done

@@ -808,14 +808,15 @@ inline bool fcl_score_visible(const fcl_mask m, const fcl_blocks bl, int cover, 
  * with `cond` bounded by FCL_LAST_RUN, and the compiler builds the body
  * twice (the loop over the two runs is unrolled): once for the run of whole
  * tiles, inside the mask, where FCL_EDGE_TILE is false at compile time, and
- * once for the run that holds the edge tiles.  The tiles' order is
- * unchanged.  The whole tiles are one run at the loop's start for the loops
- * over key tiles (forward, dQ: the keys before the causal diagonal;
- * fcl_whole_keys_end) and at its end for dK/dV's loop over query blocks
- * (the rows after it; fcl_whole_rows_begin); FCL_EDGE_RUN is the run of
- * edge tiles.  Where a loop has no such run (a left window, a block mask,
- * GQA's several heads in dK/dV's loop) every tile goes to the edge run and
- * is tested as before.  Without the split, one run and the test per tile. */
+ * once for the run that holds the edge tiles.  The whole tiles are one run
+ * at the loop's start for the loops over key tiles (forward, dQ: the keys
+ * before the causal diagonal; fcl_whole_keys_end), in their order, and at
+ * its end for dK/dV's loop over query blocks (the rows after it;
+ * fcl_whole_rows_begin; under GQA each head's edge blocks, then each head's
+ * whole ones: flash_bwd.cl); FCL_EDGE_RUN is the run of edge tiles.  Where
+ * a loop has no such run (a left window, a block mask) every tile goes to
+ * the edge run and is tested as before.  Without the split, one run and
+ * the test per tile. */
 #ifndef FCL_SPLIT_EDGES
 #define FCL_SPLIT_EDGES (FCL_WGMMA || (FCL_TILE_MMA && D_PAD == 64))
 #endif

@@ -448,17 +448,36 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
         for (int n = 0; n < DN; ++n) dk[iv][n] = dv[iv][n] = 0.0f;
 
     /* The Q blocks to visit, of every query head sharing this K/V head, as
-     * one sequence t = 0 .. total-1 (head-major), each requested a block
-     * ahead: a piece with background copies loads the next Q and dO blocks
-     * while this one is multiplied.  LSE and delta of a block go to one of
-     * two __local buffers when it is requested. */
+     * one sequence t = 0 .. total-1, each requested a block ahead: a piece
+     * with background copies loads the next Q and dO blocks while this one
+     * is multiplied.  LSE and delta of a block go to one of two __local
+     * buffers when it is requested.  With the loop's two runs (FCL_FOR_RUNS,
+     * common.cl) the first visits the blocks on the mask's edge, the second
+     * the whole ones: of each head (head-major in each run), the blocks
+     * before the first row that sees every key of the tile (`edge_blocks`),
+     * then the others.  Under GQA the fused dQ keeps the head-major order
+     * of all blocks (its ordered adds wait for each block's earlier key
+     * blocks, which visit in that order), every block in the edge run; so
+     * does one run. */
     const int row_begin = fcl_row_begin(mask, c0);
     const int row_end = cols > 0 ? fcl_row_end(mask, c0 + cols, sq.seqlen_q) : 0;
     const int rb0 = row_begin / BR;
     const int blocks_per_head = max(0, (row_end + BR - 1) / BR - rb0);
     const int total = q_per_kv * blocks_per_head;
-#define FCL_Q_BLOCK_HEAD(t) (hk * q_per_kv + (t) / blocks_per_head)
-#define FCL_Q_BLOCK_ROW(t) ((rb0 + (t) % blocks_per_head) * BR)
+    const int whole_pos = fcl_whole_rows_begin(mask, c0, c0 + BC);
+    const bool regroup = FCL_EDGE_RUNS == 2 && (q_per_kv == 1 || !FCL_FUSED_DQ);
+    const int edge_blocks =
+        !regroup || whole_pos == INT_MAX
+            ? blocks_per_head
+            : clamp((int)(((long)whole_pos * FCL_PACK + BR - 1) / BR) - rb0, 0, blocks_per_head);
+    const int edge_end = q_per_kv * edge_blocks;
+    const int whole_blocks = blocks_per_head - edge_blocks;
+#define FCL_Q_BLOCK_HEAD(t)                                                                  \
+    (hk * q_per_kv + ((t) < edge_end ? (t) / max(edge_blocks, 1)                             \
+                                     : ((t) - edge_end) / max(whole_blocks, 1)))
+#define FCL_Q_BLOCK_ROW(t)                                                                   \
+    ((rb0 + ((t) < edge_end ? (t) % max(edge_blocks, 1)                                     \
+                            : edge_blocks + ((t) - edge_end) % max(whole_blocks, 1))) * BR)
 #define FCL_SKIP_EMPTY_Q_BLOCKS(t)                                                          \
     while ((t) < total &&                                                                  \
            fcl_tile_cover(fcl_variant_state_make(FCL_VARIANT_ARGS(b, FCL_Q_BLOCK_HEAD(t))).blocks, \
@@ -517,16 +536,7 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
         FCL_REQUEST_Q_BLOCK(t);
         FCL_STORE_Q_BLOCK_STATS();
     }
-    /* the blocks on the mask's edge first, then the whole ones (FCL_FOR_RUNS,
-     * common.cl): of one head, the blocks from the first row that sees
-     * every key of the tile; with several heads, every block is in the first
-     * run unless all are whole */
-    const int whole_pos = fcl_whole_rows_begin(mask, c0, c0 + BC);
-    const int whole_t =
-        whole_pos == INT_MAX
-            ? blocks_per_head
-            : clamp((int)(((long)whole_pos * FCL_PACK + BR - 1) / BR) - rb0, 0, blocks_per_head);
-    const int edge_end = q_per_kv == 1 || whole_t == 0 ? whole_t : total;
+    /* the blocks on the mask's edge, then the whole ones (see above) */
     FCL_FOR_RUNS
     FCL_TILE_LOOP(t < (FCL_LAST_RUN ? total : edge_end)) {
         const int h = FCL_Q_BLOCK_HEAD(t), r0 = FCL_Q_BLOCK_ROW(t);

@@ -1044,10 +1044,11 @@ static void test_whole_tiles(void **state)
  * Each case puts the boundary between the runs elsewhere: a causal
  * diagonal right of the main one (more keys than queries) and left of it
  * (rows that see no key), a right window alone, a left window (no run of
- * whole tiles: every tile in the edge run), and GQA, whose dK/dV loop over
- * two heads' blocks keeps them all in the edge run unless all are whole
- * (without a mask: every key block but the last, which reaches past
- * seqlen_k).  Forward and backward against float64, at both head dims. */
+ * whole tiles: every tile in the edge run), and GQA, whose dK/dV loop
+ * visits each of two heads' edge blocks, then each one's whole blocks
+ * (causal), or every block in one run (without a mask: every key block's
+ * blocks whole but the last key block's, which reaches past seqlen_k).
+ * Forward and backward against float64, at both head dims. */
 static void test_split_runs(void **state)
 {
     (void)state;
