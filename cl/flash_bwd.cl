@@ -465,7 +465,11 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
     const int blocks_per_head = max(0, (row_end + BR - 1) / BR - rb0);
     const int total = q_per_kv * blocks_per_head;
     const int whole_pos = fcl_whole_rows_begin(mask, c0, c0 + BC);
-    const bool regroup = FCL_EDGE_RUNS == 2 && (q_per_kv == 1 || !FCL_FUSED_DQ);
+#if FCL_FUSED_DQ
+    const bool regroup = FCL_EDGE_RUNS == 2 && q_per_kv == 1;
+#else
+    const bool regroup = FCL_EDGE_RUNS == 2;
+#endif
     const int edge_blocks =
         !regroup || whole_pos == INT_MAX
             ? blocks_per_head
