@@ -73,6 +73,45 @@
 #define FCL_ACC_ROW(i) FCL_ROW(i)
 #endif
 
+/* dQ, dK and dV a column pair at a time (one 4-byte store) where the piece's
+ * accumulators hold pairs (FCL_OCOL_PAIRS, tile_nv_mma.cl), the storage is
+ * 16-bit, the columns are even in number and the rows' first elements even;
+ * else an element at a time.  The statement that follows stores `col` of
+ * value `v` (n: the accumulator's column index) or, paired, `col` and
+ * `col` + 1 of values v and v2. */
+#ifndef FCL_OCOL_PAIRS
+#define FCL_OCOL_PAIRS 0
+#endif
+#define FCL_BWD_PAIRS (FCL_OCOL_PAIRS && FCL_DTYPE != 0)
+#if FCL_BWD_PAIRS
+#define FCL_BWD_STORE_ROW(T, at, ncols, paired, X, i, factor)                           \
+    do {                                                                             \
+        if (paired) {                                                                \
+            FCL_UNROLL                                                               \
+            for (int n_ = 0; n_ < DN; n_ += 2)                                       \
+                if (FCL_OCOL(n_) < (ncols))                                          \
+                    fcl_store_pair(T, (at) + FCL_OCOL(n_), FCL_S(X, i, n_) * (factor), \
+                                   FCL_S(X, i, n_ + 1) * (factor));                  \
+        } else {                                                                     \
+            FCL_UNROLL                                                               \
+            for (int n_ = 0; n_ < DN; ++n_)                                          \
+                if (FCL_OCOL(n_) < (ncols))                                          \
+                    fcl_store(T, (at) + FCL_OCOL(n_), FCL_S(X, i, n_) * (factor));   \
+        }                                                                            \
+    } while (0)
+#define FCL_BWD_PAIRED(base, ss, ncols) ((ncols) % 2 == 0 && (((base) | (ss)) & 1) == 0)
+#else
+#define FCL_BWD_STORE_ROW(T, at, ncols, paired, X, i, factor)                           \
+    do {                                                                             \
+        (void)(paired);                                                              \
+        FCL_UNROLL                                                                   \
+        for (int n_ = 0; n_ < DN; ++n_)                                              \
+            if (FCL_OCOL(n_) < (ncols))                                              \
+                fcl_store(T, (at) + FCL_OCOL(n_), FCL_S(X, i, n_) * (factor));       \
+    } while (0)
+#define FCL_BWD_PAIRED(base, ss, ncols) false
+#endif
+
 /* P and dS of one visible score, from its raw q.k (s) and dO.v (dp), with
  * LSE in the piece's exponent units: .x = P as dV sees it (dropped), .y = dS. */
 inline float2 fcl_backward_score(float s, float dp, float lse_units, float delta,
@@ -290,16 +329,12 @@ void fcl_backward_dq(__global const fcl_storage *Q, __global const fcl_storage *
     FCL_BWD_COPIES_DONE();
 
     const long dq_base = dq_off + fcl_batch_offset(b, dq_sb) + h * dq_sh + sq.q_row0 * dq_ss;
+    const bool dq_paired = FCL_BWD_PAIRED(dq_base, dq_ss, head_dim);
     FCL_UNROLL
     for (int i = 0; i < RM; ++i) {
         const int row = r0 + FCL_ROW(i);
         if (row >= sq.seqlen_q) continue;
-        FCL_UNROLL
-        for (int n = 0; n < DN; ++n) {
-            const int col = FCL_OCOL(n);
-            if (col < head_dim)
-                fcl_store(dQ, dq_base + (long)row * dq_ss + col, FCL_S(acc, i, n) * scale);
-        }
+        FCL_BWD_STORE_ROW(dQ, dq_base + (long)row * dq_ss, head_dim, dq_paired, acc, i, scale);
     }
 }
 
@@ -652,18 +687,16 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
 
     const long dk_base = dk_off + fcl_batch_offset(b, dk_sb) + hk * dk_sh + sq.k_row0 * dk_ss;
     const long dv_base = dv_off + fcl_batch_offset(b, dv_sb) + hk * dv_sh + sq.k_row0 * dv_ss;
+    const bool dk_paired = FCL_BWD_PAIRED(dk_base, dk_ss, head_dim);
+    const bool dv_paired = FCL_BWD_PAIRED(dv_base, dv_ss, head_dim_v);
     FCL_UNROLL
     for (int i = 0; i < FCL_ACC_RM; ++i) {
         const int key = c0 + FCL_ACC_ROW(i);
         if (key >= sq.seqlen_k) continue;
-        FCL_UNROLL
-        for (int n = 0; n < DN; ++n) {
-            const int col = FCL_OCOL(n);
-            if (FCL_WANT_DK && col < head_dim)
-                fcl_store(dK, dk_base + (long)key * dk_ss + col, FCL_S(dk, i, n) * scale);
-            if (FCL_WANT_DV && col < head_dim_v)
-                fcl_store(dV, dv_base + (long)key * dv_ss + col, FCL_S(dv, i, n));
-        }
+        if (FCL_WANT_DK)
+            FCL_BWD_STORE_ROW(dK, dk_base + (long)key * dk_ss, head_dim, dk_paired, dk, i, scale);
+        if (FCL_WANT_DV)
+            FCL_BWD_STORE_ROW(dV, dv_base + (long)key * dv_ss, head_dim_v, dv_paired, dv, i, 1.0f);
     }
 }
 

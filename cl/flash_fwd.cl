@@ -102,6 +102,13 @@
 #ifndef FCL_FWD_STAGE_O
 #define FCL_FWD_STAGE_O 0
 #endif
+/* Otherwise a piece whose accumulators hold column pairs (FCL_OCOL_PAIRS,
+ * fcl_store_pair) writes O a pair at a time where the pairs' element
+ * indices are even and O has the 16-bit storage type. */
+#ifndef FCL_OCOL_PAIRS
+#define FCL_OCOL_PAIRS 0
+#endif
+#define FCL_FWD_O_PAIRS (FCL_OCOL_PAIRS && FCL_OUT_DTYPE == FCL_DTYPE && !FCL_IS_FP8 && FCL_DTYPE != 0)
 
 /* the output accumulators' rows: the score tile's, unless the piece says (common.cl) */
 #ifndef FCL_ACC_RM
@@ -389,6 +396,10 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_kv_storage *K
     if (staged)
         barrier(CLK_LOCAL_MEM_FENCE);
 #endif
+#if FCL_FWD_O_PAIRS
+    const bool paired = num_splits <= 1 && head_dim_v % 2 == 0 &&
+                        ((o_rows.base | o_ss | (FCL_PACK > 1 ? o_sh : 0)) & 1) == 0;
+#endif
     FCL_FWD_MARK(25);
     FCL_UNROLL
     for (int i = 0; i < RM; ++i) {
@@ -425,6 +436,18 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_kv_storage *K
             FCL_UNROLL
             for (int n = 0; n < DN; ++n)
                 FCL_FWD_O_STAGE(FCL_ROW(i), FCL_OCOL(n), FCL_S(acc, i, n) * factor);
+        } else
+#endif
+#if FCL_FWD_O_PAIRS
+        if (paired) {
+            /* (head_dim_v even: a pair's first column below it has both) */
+            FCL_UNROLL
+            for (int n = 0; n < DN; n += 2) {
+                const int col = FCL_OCOL(n);
+                if (col < head_dim_v)
+                    fcl_store_pair(O, o_row + col, FCL_S(acc, i, n) * factor,
+                                   FCL_S(acc, i, n + 1) * factor);
+            }
         } else
 #endif
         {

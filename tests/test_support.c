@@ -528,7 +528,8 @@ void fa_describe(const fa_case *c, char *buf, size_t n)
              c->batch, c->heads_q, c->heads_kv, c->seqlen_q, c->seqlen_k, c->head_dim,
              fa_head_dim_v(c),
              fcl_dtype_name(c->dtype), c->causal ? " causal" : "", (double)c->scale,
-             c->layout == FCL_LAYOUT_BSHD ? "bshd" : "bhsd", c->padded ? " padded" : "",
+             c->layout == FCL_LAYOUT_BSHD ? "bshd" : "bhsd",
+             c->padded == 1 ? " padded" : c->padded ? " outputs padded" : "",
              (unsigned long long)c->seed);
     const fa_variants *v = c->var;
     if (v == NULL)
@@ -595,13 +596,22 @@ typedef struct case_state {
     fcl_attention_aux aux;         /* device copies */
 } case_state;
 
-/* The layout of a tensor of case c with D columns. */
-static fcl_layout case_layout(const fa_case *c, size_t heads, size_t seqlen, size_t D)
+/* The layout of a tensor of case c with D columns: `pad` 1 with gaps and
+ * an odd offset, 2 with even gaps, 0 contiguous. */
+static fcl_layout case_layout(const fa_case *c, int pad, size_t heads, size_t seqlen, size_t D)
 {
+    if (pad == 2) {
+        fcl_layout l = fcl_layout_contiguous(FCL_LAYOUT_BSHD, heads, seqlen, D);
+        l.stride_head = D + 2;
+        l.stride_seq = heads * l.stride_head + 4;
+        l.stride_batch = c->var && c->var->seqlens_q ? 0 : seqlen * l.stride_seq + 6;
+        l.offset = 2;
+        return l;
+    }
     if (c->var && c->var->seqlens_q) { /* packed: (total, heads, dim) */
         fcl_layout l = fcl_layout_contiguous(FCL_LAYOUT_BSHD, heads, seqlen, D);
         l.stride_batch = 0;
-        if (c->padded) {
+        if (pad) {
             l.stride_head = D + 3;
             l.stride_seq = heads * l.stride_head + 5;
             l.offset = 11;
@@ -609,7 +619,7 @@ static fcl_layout case_layout(const fa_case *c, size_t heads, size_t seqlen, siz
         return l;
     }
     fcl_layout l = fcl_layout_contiguous(c->layout, heads, seqlen, D);
-    if (!c->padded)
+    if (!pad)
         return l;
     if (c->layout == FCL_LAYOUT_BSHD) {
         l.stride_head = D + 3;
@@ -695,10 +705,17 @@ static void case_init(fcl_context *ctx, const fa_case *c, case_state *st)
     d->softmax_scale = c->scale;
     d->causal = c->causal;
     d->head_dim_v = fa_head_dim_v(c);
-    d->q = d->dq = case_layout(c, c->heads_q, c->seqlen_q, c->head_dim);
-    d->o = d->dout = case_layout(c, c->heads_q, c->seqlen_q, fa_head_dim_v(c));
-    d->k = d->dk = case_layout(c, c->heads_kv, c->seqlen_k, c->head_dim);
-    d->v = d->dv = case_layout(c, c->heads_kv, c->seqlen_k, fa_head_dim_v(c));
+    const int in_pad = c->padded == 1;
+    const int out_pad = c->padded == FA_OUTPUTS_EVEN ? 2 : c->padded != 0;
+    const size_t Dv = fa_head_dim_v(c);
+    d->q = case_layout(c, in_pad, c->heads_q, c->seqlen_q, c->head_dim);
+    d->dout = case_layout(c, in_pad, c->heads_q, c->seqlen_q, Dv);
+    d->k = case_layout(c, in_pad, c->heads_kv, c->seqlen_k, c->head_dim);
+    d->v = case_layout(c, in_pad, c->heads_kv, c->seqlen_k, Dv);
+    d->dq = case_layout(c, out_pad, c->heads_q, c->seqlen_q, c->head_dim);
+    d->o = case_layout(c, out_pad, c->heads_q, c->seqlen_q, Dv);
+    d->dk = case_layout(c, out_pad, c->heads_kv, c->seqlen_k, c->head_dim);
+    d->dv = case_layout(c, out_pad, c->heads_kv, c->seqlen_k, Dv);
     d->lse_offset = c->padded ? 3 : 0;
     st->prob = (ref_problem){c->batch, c->heads_q, c->heads_kv, c->seqlen_q, c->seqlen_k,
                              c->head_dim, c->scale != 0 ? (double)c->scale : 1.0 / sqrt((double)c->head_dim),

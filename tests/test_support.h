@@ -148,11 +148,16 @@ typedef struct fa_case {
     int causal;
     float scale;             /* 0: default */
     fcl_layout_kind layout;
-    int padded;              /* strides with gaps and a non-zero offset */
+    int padded;              /* strides with gaps and a non-zero offset (or FA_OUTPUTS_*) */
     double input_scale[3];   /* multiply q, k, v (0 means 1) */
     uint64_t seed;
     const fa_variants *var;  /* NULL: plain attention */
 } fa_case;
+/* fa_case.padded beyond 0 and 1: only O, dQ, dK and dV in other strides
+ * (the inputs contiguous), with padded's gaps and odd offset, or with even
+ * gaps (offset and strides even, no multiple of 8) */
+#define FA_OUTPUTS_ODD 2
+#define FA_OUTPUTS_EVEN 3
 
 /* The columns of V, O, dO and dV of case c. */
 size_t fa_head_dim_v(const fa_case *c);

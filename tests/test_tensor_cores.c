@@ -360,6 +360,35 @@ static void test_lengths_and_layout(void **state)
     }
 }
 
+/* The outputs' own layouts (O, dQ, dK, dV; the inputs' stay aligned, so
+ * the tensor-core pieces run): the kernels write a lane's column pair as one
+ * store where a row's first element is even (fcl_store_pair), an element at
+ * a time elsewhere.  Even gaps (every row paired, O not staged at head_dim
+ * 64); BHSD's odd gaps, whose heads alternate between the two; BSHD's odd
+ * row stride (no row paired).  The kernels test_head_dims builds. */
+static void test_output_layouts(void **state)
+{
+    (void)state;
+    const struct {
+        size_t d;
+        fcl_dtype dtype;
+        fcl_layout_kind layout;
+        int pad;
+    } cases[3] = {{64, FCL_DTYPE_FP16, FCL_LAYOUT_BSHD, FA_OUTPUTS_EVEN},
+                  {128, FCL_DTYPE_BF16, FCL_LAYOUT_BHSD, FA_OUTPUTS_ODD},
+                  {128, FCL_DTYPE_BF16, FCL_LAYOUT_BSHD, FA_OUTPUTS_ODD}};
+    for (int i = 0; i < 3; ++i) {
+        fa_case c = base_case(7960 + (uint64_t)i);
+        c.head_dim = cases[i].d;
+        c.dtype = cases[i].dtype;
+        c.layout = cases[i].layout;
+        c.padded = cases[i].pad;
+        c.causal = 1;
+        assert_tensor_core_plans(c.head_dim, c.dtype);
+        check_both(&c);
+    }
+}
+
 /* A call at head_dim 64 with no edge tile (no mask, seqlen_k a multiple of
  * 256: every key tile whole) builds the mma.sync kernels with the edge
  * tests compiled away (FCL_BUILD_WHOLE_TILES, common.cl's FCL_WHOLE_KEYS),
@@ -638,6 +667,7 @@ int main(void)
         cmocka_unit_test_teardown(test_value_head_dim, clear_forced_tiles),
         cmocka_unit_test_teardown(test_lengths_and_layout, clear_forced_tiles),
         cmocka_unit_test_teardown(test_whole_tiles, clear_forced_tiles),
+        cmocka_unit_test_teardown(test_output_layouts, clear_forced_tiles),
         cmocka_unit_test_teardown(test_scales, clear_forced_tiles),
         cmocka_unit_test_teardown(test_variants, clear_forced_tiles),
         cmocka_unit_test_teardown(test_sinks, clear_forced_tiles),
