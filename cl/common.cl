@@ -244,6 +244,35 @@ inline void fcl_store_o(__global fcl_ostorage *p, long i, float v) { p[i] = fcl_
 #error "FCL_OUT_DTYPE must be 0 (fp32), 1 (fp16) or 2 (bf16)"
 #endif
 
+/* ---- an output row from the accumulators ------------------------------
+ * FCL_STORE_ACC_ROW(T, STORE, at, ncols, X, i, factor): row i of the
+ * accumulators X (a lane's column n is FCL_OCOL(n), n below DN) times
+ * `factor` into T, column c at element `at` + c for the columns below
+ * ncols, a value at a time by STORE(T, element, value).
+ * FCL_STORE_ACC_PAIRS(T, at, ncols, X, i, factor): the same, a column
+ * pair at a time by fcl_store_pair, which a tile piece defines where a
+ * lane's accumulators n, n + 1 (n even) are adjacent columns with
+ * FCL_OCOL(n) even (tile_nv_mma.cl): only for 16-bit T of the storage
+ * type, where FCL_PAIRS_FIT(ncols, offsets): an even count of columns and
+ * every row start even (`offsets`: the OR of the first row's element
+ * offset and the strides between rows). */
+#define FCL_STORE_ACC_ROW(T, STORE, at, ncols, X, i, factor)          \
+    do {                                                             \
+        FCL_UNROLL                                                   \
+        for (int n_ = 0; n_ < DN; ++n_)                              \
+            if (FCL_OCOL(n_) < (ncols))                              \
+                STORE(T, (at) + FCL_OCOL(n_), FCL_S(X, i, n_) * (factor)); \
+    } while (0)
+#define FCL_STORE_ACC_PAIRS(T, at, ncols, X, i, factor)                        \
+    do {                                                                      \
+        FCL_UNROLL                                                            \
+        for (int n_ = 0; n_ < DN; n_ += 2)                                    \
+            if (FCL_OCOL(n_) < (ncols))                                       \
+                fcl_store_pair(T, (at) + FCL_OCOL(n_), FCL_S(X, i, n_) * (factor), \
+                               FCL_S(X, i, n_ + 1) * (factor));               \
+    } while (0)
+#define FCL_PAIRS_FIT(ncols, offsets) ((ncols) % 2 == 0 && ((offsets) & 1) == 0)
+
 /* The forward's K and V: fcl_kv_storage, the storage type, except in the
  * FP8 forward on the wgmma piece's tensor memory accelerator path, which
  * copies bytes as they are: there the host first widens K's and V's bytes

@@ -73,41 +73,26 @@
 #define FCL_ACC_ROW(i) FCL_ROW(i)
 #endif
 
-/* dQ, dK and dV a column pair at a time (one 4-byte store) where the piece's
- * accumulators hold pairs (FCL_OCOL_PAIRS, tile_nv_mma.cl), the storage is
- * 16-bit, the columns are even in number and the rows' first elements even;
- * else an element at a time.  The statement that follows stores `col` of
- * value `v` (n: the accumulator's column index) or, paired, `col` and
- * `col` + 1 of values v and v2. */
-#ifndef FCL_OCOL_PAIRS
-#define FCL_OCOL_PAIRS 0
-#endif
-#define FCL_BWD_PAIRS (FCL_OCOL_PAIRS && FCL_DTYPE != 0)
-#if FCL_BWD_PAIRS
-#define FCL_BWD_STORE_ROW(T, at, ncols, paired, X, i, factor)                           \
-    do {                                                                             \
-        if (paired) {                                                                \
-            FCL_UNROLL                                                               \
-            for (int n_ = 0; n_ < DN; n_ += 2)                                       \
-                if (FCL_OCOL(n_) < (ncols))                                          \
-                    fcl_store_pair(T, (at) + FCL_OCOL(n_), FCL_S(X, i, n_) * (factor), \
-                                   FCL_S(X, i, n_ + 1) * (factor));                  \
-        } else {                                                                     \
-            FCL_UNROLL                                                               \
-            for (int n_ = 0; n_ < DN; ++n_)                                          \
-                if (FCL_OCOL(n_) < (ncols))                                          \
-                    fcl_store(T, (at) + FCL_OCOL(n_), FCL_S(X, i, n_) * (factor));   \
-        }                                                                            \
+/* FCL_BWD_STORE_ROW(T, at, ncols, paired, X, i, factor): row i of the
+ * accumulators X times `factor` into T from element `at` (common.cl,
+ * FCL_STORE_ACC_ROW), a column pair a store where `paired` (16-bit
+ * storage on a piece that defines fcl_store_pair; FCL_BWD_PAIRED(base, ss,
+ * ncols): the rows' first elements and the count of columns even), else
+ * a value at a time. */
+#if defined(fcl_store_pair) && FCL_DTYPE != 0
+#define FCL_BWD_STORE_ROW(T, at, ncols, paired, X, i, factor)        \
+    do {                                                          \
+        if (paired)                                               \
+            FCL_STORE_ACC_PAIRS(T, at, ncols, X, i, factor);      \
+        else                                                      \
+            FCL_STORE_ACC_ROW(T, fcl_store, at, ncols, X, i, factor); \
     } while (0)
-#define FCL_BWD_PAIRED(base, ss, ncols) ((ncols) % 2 == 0 && (((base) | (ss)) & 1) == 0)
+#define FCL_BWD_PAIRED(base, ss, ncols) FCL_PAIRS_FIT(ncols, (base) | (ss))
 #else
-#define FCL_BWD_STORE_ROW(T, at, ncols, paired, X, i, factor)                           \
-    do {                                                                             \
-        (void)(paired);                                                              \
-        FCL_UNROLL                                                                   \
-        for (int n_ = 0; n_ < DN; ++n_)                                              \
-            if (FCL_OCOL(n_) < (ncols))                                              \
-                fcl_store(T, (at) + FCL_OCOL(n_), FCL_S(X, i, n_) * (factor));       \
+#define FCL_BWD_STORE_ROW(T, at, ncols, paired, X, i, factor)       \
+    do {                                                         \
+        (void)(paired);                                          \
+        FCL_STORE_ACC_ROW(T, fcl_store, at, ncols, X, i, factor); \
     } while (0)
 #define FCL_BWD_PAIRED(base, ss, ncols) false
 #endif

@@ -102,13 +102,14 @@
 #ifndef FCL_FWD_STAGE_O
 #define FCL_FWD_STAGE_O 0
 #endif
-/* Otherwise a piece whose accumulators hold column pairs (FCL_OCOL_PAIRS,
- * fcl_store_pair) writes O a pair at a time where the pairs' element
- * indices are even and O has the 16-bit storage type. */
-#ifndef FCL_OCOL_PAIRS
-#define FCL_OCOL_PAIRS 0
+/* Otherwise a piece that stores accumulators' column pairs (common.cl,
+ * FCL_STORE_ACC_PAIRS) writes O a pair at a time where O has the 16-bit
+ * storage type and FCL_PAIRS_FIT. */
+#if defined(fcl_store_pair) && FCL_OUT_DTYPE == FCL_DTYPE && !FCL_IS_FP8 && FCL_DTYPE != 0
+#define FCL_FWD_O_PAIRS 1
+#else
+#define FCL_FWD_O_PAIRS 0
 #endif
-#define FCL_FWD_O_PAIRS (FCL_OCOL_PAIRS && FCL_OUT_DTYPE == FCL_DTYPE && !FCL_IS_FP8 && FCL_DTYPE != 0)
 
 /* the output accumulators' rows: the score tile's, unless the piece says (common.cl) */
 #ifndef FCL_ACC_RM
@@ -397,8 +398,8 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_kv_storage *K
         barrier(CLK_LOCAL_MEM_FENCE);
 #endif
 #if FCL_FWD_O_PAIRS
-    const bool paired = num_splits <= 1 && head_dim_v % 2 == 0 &&
-                        ((o_rows.base | o_ss | (FCL_PACK > 1 ? o_sh : 0)) & 1) == 0;
+    const bool paired = num_splits <= 1 &&
+                        FCL_PAIRS_FIT(head_dim_v, o_rows.base | o_ss | (FCL_PACK > 1 ? o_sh : 0));
 #endif
     FCL_FWD_MARK(25);
     FCL_UNROLL
@@ -440,27 +441,19 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_kv_storage *K
 #endif
 #if FCL_FWD_O_PAIRS
         if (paired) {
-            /* (head_dim_v even: a pair's first column below it has both) */
-            FCL_UNROLL
-            for (int n = 0; n < DN; n += 2) {
-                const int col = FCL_OCOL(n);
-                if (col < head_dim_v)
-                    fcl_store_pair(O, o_row + col, FCL_S(acc, i, n) * factor,
-                                   FCL_S(acc, i, n + 1) * factor);
-            }
+            FCL_STORE_ACC_PAIRS(O, o_row, head_dim_v, acc, i, factor);
         } else
 #endif
-        {
+        if (num_splits > 1) {
             FCL_UNROLL
             for (int n = 0; n < DN; ++n) {
                 const int col = FCL_OCOL(n);
-                if (col >= head_dim_v) continue;
-                const float o = FCL_S(acc, i, n) * factor;
-                if (num_splits > 1)
-                    part_o[((long)blk.split * part_rows + at) * head_dim_v + col] = o;
-                else
-                    fcl_store_o(O, o_row + col, o);
+                if (col < head_dim_v)
+                    part_o[((long)blk.split * part_rows + at) * head_dim_v + col] =
+                        FCL_S(acc, i, n) * factor;
             }
+        } else {
+            FCL_STORE_ACC_ROW(O, fcl_store_o, o_row, head_dim_v, acc, i, factor);
         }
         if (FCL_FIRST_IN_ROW) {
             if (num_splits > 1)

@@ -119,11 +119,12 @@ inline float fcl_exp2_fma(float x)
  * FCL_OCOL(n), FCL_OCOL(n) + 1 with FCL_OCOL(n) even, here and in every
  * layout below (their column offsets are multiples of 8): a kernel's end
  * may write the pair as one 4-byte store of the storage type's bits,
- * fcl_store_pair, at an even element index i (16-bit storage only).  Pairs
+ * fcl_store_pair, at an even element index i (16-bit storage only; that
+ * it is defined is what tells the kernels so: common.cl,
+ * FCL_STORE_ACC_PAIRS).  Pairs
  * instead of 2-byte stores: the mma.sync forward at head_dim 128 and 256
  * 1.09-1.16x at N 1024, the backwards (mma.sync and wgmma) 1.07-1.15x
  * there (H200, NOTES.md run 67). */
-#define FCL_OCOL_PAIRS 1
 #define fcl_store_pair(p, i, v0, v1) (*(__global uint *)((p) + (i)) = fcl_pack2((v0), (v1)))
 
 /* c = x[i0..i0+1][j0..j0+1] as one accumulator fragment; c += a b. */

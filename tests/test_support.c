@@ -596,11 +596,15 @@ typedef struct case_state {
     fcl_attention_aux aux;         /* device copies */
 } case_state;
 
-/* The layout of a tensor of case c with D columns: `pad` 1 with gaps and
- * an odd offset, 2 with even gaps, 0 contiguous. */
-static fcl_layout case_layout(const fa_case *c, int pad, size_t heads, size_t seqlen, size_t D)
+/* The strides of one tensor of a case: contiguous, with gaps and an odd
+ * offset, or with even gaps and offset (none a multiple of 8). */
+typedef enum { GAPS_NONE, GAPS_ODD, GAPS_EVEN } case_gaps;
+
+/* The layout of a tensor of case c with D columns and gaps `pad`. */
+static fcl_layout case_layout(const fa_case *c, case_gaps pad, size_t heads, size_t seqlen,
+                              size_t D)
 {
-    if (pad == 2) {
+    if (pad == GAPS_EVEN) {
         fcl_layout l = fcl_layout_contiguous(FCL_LAYOUT_BSHD, heads, seqlen, D);
         l.stride_head = D + 2;
         l.stride_seq = heads * l.stride_head + 4;
@@ -611,7 +615,7 @@ static fcl_layout case_layout(const fa_case *c, int pad, size_t heads, size_t se
     if (c->var && c->var->seqlens_q) { /* packed: (total, heads, dim) */
         fcl_layout l = fcl_layout_contiguous(FCL_LAYOUT_BSHD, heads, seqlen, D);
         l.stride_batch = 0;
-        if (pad) {
+        if (pad == GAPS_ODD) {
             l.stride_head = D + 3;
             l.stride_seq = heads * l.stride_head + 5;
             l.offset = 11;
@@ -619,7 +623,7 @@ static fcl_layout case_layout(const fa_case *c, int pad, size_t heads, size_t se
         return l;
     }
     fcl_layout l = fcl_layout_contiguous(c->layout, heads, seqlen, D);
-    if (!pad)
+    if (pad == GAPS_NONE)
         return l;
     if (c->layout == FCL_LAYOUT_BSHD) {
         l.stride_head = D + 3;
@@ -705,8 +709,10 @@ static void case_init(fcl_context *ctx, const fa_case *c, case_state *st)
     d->softmax_scale = c->scale;
     d->causal = c->causal;
     d->head_dim_v = fa_head_dim_v(c);
-    const int in_pad = c->padded == 1;
-    const int out_pad = c->padded == FA_OUTPUTS_EVEN ? 2 : c->padded != 0;
+    const case_gaps in_pad = c->padded == 1 ? GAPS_ODD : GAPS_NONE;
+    const case_gaps out_pad = c->padded == FA_OUTPUTS_EVEN ? GAPS_EVEN
+                              : c->padded != 0             ? GAPS_ODD
+                                                           : GAPS_NONE;
     const size_t Dv = fa_head_dim_v(c);
     d->q = case_layout(c, in_pad, c->heads_q, c->seqlen_q, c->head_dim);
     d->dout = case_layout(c, in_pad, c->heads_q, c->seqlen_q, Dv);
