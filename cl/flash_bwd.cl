@@ -5,7 +5,7 @@
  *     dV = P^T dO,   dP = dO V^T,   dS = P * (dP - delta),
  *     dQ = scale * dS K,   dK = scale * dS^T Q.
  * Three kernels, none with atomics, so results are bitwise reproducible:
- *   fcl_backward_delta  one work-item per query row: delta
+ *   fcl_backward_delta  one work-item (CPUs) or 32 (GPUs) per query row: delta
  *                       (and with attention sinks fcl_backward_sink_grad,
  *                       one work-group per query head: the sinks' gradient)
  *   fcl_backward_dq     one work-group per (Q block, head, batch), streaming
@@ -136,21 +136,48 @@ inline float2 fcl_backward_score(float s, float dp, float lse_units, float delta
 
 #if defined(FCL_KERNEL_DQ)
 
-__kernel void fcl_backward_delta(__global const fcl_storage *O, __global const fcl_storage *dO,
-                                 __global float *delta, long o_off, long o_sb, long o_sh,
-                                 long o_ss, long do_off, long do_sb, long do_sh, long do_ss,
-                                 int seqlen_q, int head_dim_v, int heads_q, long total_rows)
+/* delta = rowsum(dO * O), `lanes` work-items a row (a power of two up to
+ * FCL_DELTA_WG; the host's choice: one on CPUs, 32 on GPUs).  Lane t of a
+ * row reads its columns t, t + lanes, ...: on a GPU a row's work-items
+ * read neighbouring elements together, where one work-item a row would
+ * make every load of a warp touch 32 rows' cache lines.  The lanes' sums
+ * meet in a tree of fixed shape, so the order is the same on every run.
+ * A work-group takes FCL_DELTA_WG / lanes rows, then the same rows of the
+ * next stretch of get_num_groups(0) groups' rows, as long as there are
+ * rows (batch * heads_q * seqlen_q rows may pass 2^31: long indices). */
+#define FCL_DELTA_WG 128
+__kernel __attribute__((reqd_work_group_size(FCL_DELTA_WG, 1, 1)))
+void fcl_backward_delta(__global const fcl_storage *O, __global const fcl_storage *dO,
+                        __global float *delta, long o_off, long o_sb, long o_sh, long o_ss,
+                        long do_off, long do_sb, long do_sh, long do_ss, int seqlen_q,
+                        int head_dim_v, int heads_q, long total_rows, int lanes)
 {
-    /* batch * heads_q * seqlen_q rows may pass 2^31 (a long index) */
-    const long gid = (long)get_global_id(0);
-    if (gid >= total_rows) return;
-    const int row = (int)(gid % seqlen_q), bh = (int)(gid / seqlen_q);
-    const int h = bh % heads_q, b = bh / heads_q;
-    const long o = o_off + b * o_sb + h * o_sh + (long)row * o_ss;
-    const long g = do_off + b * do_sb + h * do_sh + (long)row * do_ss;
-    float sum = 0.0f;
-    for (int k = 0; k < head_dim_v; ++k) sum = mad(fcl_load(O, o + k), fcl_load(dO, g + k), sum);
-    delta[gid] = sum;
+    __local float part[FCL_DELTA_WG];
+    const int lid = (int)get_local_id(0), lane = lid & (lanes - 1);
+    const long rows_wg = FCL_DELTA_WG / lanes, stretch = rows_wg * (long)get_num_groups(0);
+    for (long gid = (long)get_group_id(0) * rows_wg + lid / lanes;
+         gid - lid / lanes < total_rows; gid += stretch) {
+        float sum = 0.0f;
+        if (gid < total_rows) {
+            const int row = (int)(gid % seqlen_q), bh = (int)(gid / seqlen_q);
+            const int h = bh % heads_q, b = bh / heads_q;
+            const long o = o_off + b * o_sb + h * o_sh + (long)row * o_ss;
+            const long g = do_off + b * do_sb + h * do_sh + (long)row * do_ss;
+            for (int k = lane; k < head_dim_v; k += lanes)
+                sum = mad(fcl_load(O, o + k), fcl_load(dO, g + k), sum);
+        }
+        part[lid] = sum;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int s = lanes / 2; s > 0; s /= 2) {
+            if (lane < s)
+                part[lid] += part[lid + s];
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        /* (lane 0 reads its own entry, which no work-item writes before it
+         * does in the next stretch) */
+        if (lane == 0 && gid < total_rows)
+            delta[gid] = part[lid];
+    }
 }
 
 /* The gradient of attention sinks: dsinks_h = -sum over the rows of head h

@@ -114,17 +114,27 @@ static fcl_status set_dkdv_args(const fcl_resolved *r, cl_kernel kernel, const v
 }
 
 /* delta lives in the dQ kernel's program (it is always needed with it).
- * One work-item per query row; packed sequences are one batch entry of
- * total_q rows, which makes delta (heads_q, total_q) like their LSE. */
+ * `lanes` work-items per query row (flash_bwd.cl): one on a CPU, where a
+ * row's work-item reads it whole; 32 on other devices, whose neighbouring
+ * work-items read a row's neighbouring elements together.  Work-groups
+ * stride over the rows past DELTA_GROUPS of them.  Packed sequences are
+ * one batch entry of total_q rows, which makes delta (heads_q, total_q)
+ * like their LSE. */
 static fcl_status enqueue_delta(fcl_context *ctx, fcl_resolved *dq, const backward_call *c,
                                 cl_uint num_wait, const cl_event *wait_list, cl_event *done)
 {
+    enum { DELTA_WG = 128, DELTA_GROUPS = 1 << 16 }; /* flash_bwd.cl's FCL_DELTA_WG */
     const fcl_attention_desc *d = c->desc;
     cl_kernel kernel = NULL;
     FCL_TRY(fcl_resolved_kernel(dq, FCL_HELPER_DELTA, &kernel));
     cl_int err = CL_SUCCESS;
     const size_t batch = d->varlen ? 1 : d->batch;
     const size_t rows = batch * d->heads_q * (size_t)c->var->lse_rows;
+    const int lanes = ctx->caps.is_cpu ? 1 : 32;
+    const size_t rows_wg = DELTA_WG / (size_t)lanes;
+    size_t groups = (rows + rows_wg - 1) / rows_wg;
+    if (groups > DELTA_GROUPS)
+        groups = DELTA_GROUPS;
     fcl_args a = {kernel, 0, CL_SUCCESS};
     fcl_arg_mem(&a, c->o);
     fcl_arg_mem(&a, c->dout);
@@ -135,10 +145,12 @@ static fcl_status enqueue_delta(fcl_context *ctx, fcl_resolved *dq, const backwa
     fcl_arg_int(&a, (int)fcl_head_dim_v(d)); /* O's and dO's columns */
     fcl_arg_int(&a, (int)d->heads_q);
     fcl_arg_long(&a, (int64_t)rows);
+    fcl_arg_int(&a, lanes);
     err = a.err;
+    const size_t local = DELTA_WG, global = groups * local;
     if (err == CL_SUCCESS)
-        err = clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &rows, NULL, num_wait, wait_list,
-                                     done);
+        err = clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &global, &local, num_wait,
+                                     wait_list, done);
     return err;
 }
 
