@@ -136,6 +136,20 @@ inline float2 fcl_backward_score(float s, float dp, float lse_units, float delta
 
 #if defined(FCL_KERNEL_DQ)
 
+/* Each run of n entries of `part` (n a power of two dividing the group's
+ * size; work-item lid wrote entry lid) summed into the run's first entry
+ * by a tree of fixed shape, the same order on every run.  Every work-item
+ * of the group calls it. */
+inline void fcl_tree_sums(__local float *part, int lid, int n)
+{
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = n / 2; s > 0; s /= 2) {
+        if ((lid & (n - 1)) < s)
+            part[lid] += part[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+
 /* delta = rowsum(dO * O), `lanes` work-items a row (a power of two up to
  * FCL_DELTA_WG; the host's choice: one on CPUs, 32 on GPUs).  Lane t of a
  * row reads its columns t, t + lanes, ...: on a GPU a row's work-items
@@ -167,12 +181,7 @@ void fcl_backward_delta(__global const fcl_storage *O, __global const fcl_storag
                 sum = mad(fcl_load(O, o + k), fcl_load(dO, g + k), sum);
         }
         part[lid] = sum;
-        barrier(CLK_LOCAL_MEM_FENCE);
-        for (int s = lanes / 2; s > 0; s /= 2) {
-            if (lane < s)
-                part[lid] += part[lid + s];
-            barrier(CLK_LOCAL_MEM_FENCE);
-        }
+        fcl_tree_sums(part, lid, lanes);
         /* (lane 0 reads its own entry, which no work-item writes before it
          * does in the next stretch) */
         if (lane == 0 && gid < total_rows)
@@ -206,12 +215,7 @@ void fcl_backward_sink_grad(__global const float *LSE, long lse_off, __global co
             sum += exp(sink - LSE[lse_off + base + r]) * delta[base + r];
     }
     part[lid] = sum;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = FCL_SINK_GRAD_WG / 2; s > 0; s /= 2) {
-        if (lid < s)
-            part[lid] += part[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    fcl_tree_sums(part, lid, FCL_SINK_GRAD_WG);
     if (lid == 0)
         dsinks[h] = -part[0];
 }
