@@ -340,6 +340,25 @@ inline long fcl_row_offset(const fcl_rows t, bool keys, int r)
     return t.base + (long)r * t.ss;
 }
 
+/* Whether row r + dr of `t` lies a fixed number of elements,
+ * fcl_rows_step(t, keys, dr), after row r for every r: key rows unless
+ * paged, query rows where dr is a multiple of FCL_PACK (packed heads: the
+ * same head, dr / FCL_PACK positions on).  dr is a constant of the caller. */
+inline bool fcl_rows_linear(const fcl_rows t, bool keys, int dr)
+{
+#if FCL_PAGE_SIZE > 0
+    if (keys)
+        return t.pages == 0;
+#else
+    (void)t;
+#endif
+    return keys ? true : dr % FCL_PACK == 0;
+}
+inline long fcl_rows_step(const fcl_rows t, bool keys, int dr)
+{
+    return (long)(keys ? dr : dr / FCL_PACK) * t.ss;
+}
+
 /* The rows of a tile that starts at row `first`.  Key tiles start at
  * multiples of BC: when a page holds whole tiles, the tile is strided and
  * its page is looked up once, not per row. */

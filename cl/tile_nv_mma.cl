@@ -397,8 +397,28 @@ FCL_LOAD_INLINE void fcl_load_rows_h(__local ushort *dst, int nrows,
  * elements (FCL_TILE_COPY_ROW / _COL) as COPY(e, r, c, at, valid), `at`
  * the 8 elements of row r from column 8 c (src itself where !valid: zero
  * rows from nvalid on, zero columns from `width` on), then one cp.async
- * group. */
-#define FCL_COPY_ROWS_ASYNC(nrows, src, src_rows, keys, nvalid, width, lid, COPY)             \
+ * group.  Where WG is a multiple of FCL_COPY_SPAN (the copies that
+ * cover a block of rows whole: one row, or on the wgmma layout 8 rows) a
+ * work-item's column stays the same from step to step and its row moves
+ * on by FCL_COPY_STEP_ROWS; the stepped form (FCL_COPY_STEPPED) then moves
+ * `at` on by the rows' fixed step where they have one (fcl_rows_linear):
+ * one add a copy in place of the row's 64-bit offset and its selects. */
+#if FCL_WGMMA
+#define FCL_COPY_SPAN (8 * (D_PAD / 8))
+#else
+#define FCL_COPY_SPAN (D_PAD / 8)
+#endif
+#define FCL_COPY_STEP_ROWS (WG / (D_PAD / 8))
+/* The stepped form where it measured faster (H200, fp16, NOTES.md run 68):
+ * the mma.sync forward 1.01-1.07x, its backward at head_dim 64 1.04-1.10x;
+ * the wgmma pieces 0.98-1.03x; not the mma.sync backward above head_dim 64,
+ * where it measured 0.95-0.97x. */
+#if FCL_WGMMA || defined(FCL_KERNEL_FORWARD) || D_PAD <= 64
+#define FCL_COPY_STEPPED (WG % FCL_COPY_SPAN == 0)
+#else
+#define FCL_COPY_STEPPED 0
+#endif
+#define FCL_COPY_ROWS_ASYNC_ANY(nrows, src, src_rows, keys, nvalid, width, lid, COPY)         \
     do {                                                                                     \
         const int chunks_ = D_PAD / 8;                                                       \
         FCL_FOR_TILE_CHUNKS(e_, (nrows) * chunks_, lid) {                                    \
@@ -407,8 +427,35 @@ FCL_LOAD_INLINE void fcl_load_rows_h(__local ushort *dst, int nrows,
             COPY(e_, r_, c_,                                                                 \
                  (src) + (valid_ ? fcl_row_offset(src_rows, keys, r_) + c_ * 8 : 0), valid_); \
         }                                                                                    \
+    } while (0)
+#if FCL_COPY_STEPPED
+#define FCL_COPY_ROWS_ASYNC(nrows, src, src_rows, keys, nvalid, width, lid, COPY)             \
+    do {                                                                                     \
+        const int chunks_ = D_PAD / 8;                                                       \
+        if (fcl_rows_linear(src_rows, keys, FCL_COPY_STEP_ROWS)) {                           \
+            const int c_ = FCL_TILE_COPY_COL(lid, chunks_);                                  \
+            const bool col_ = c_ * 8 < (width);                                              \
+            const long stride_ = fcl_rows_step(src_rows, keys, FCL_COPY_STEP_ROWS);          \
+            int r_ = FCL_TILE_COPY_ROW(lid, chunks_);                                        \
+            long at_ = fcl_row_offset(src_rows, keys, r_) + c_ * 8;                          \
+            FCL_FOR_TILE_CHUNKS(e_, (nrows) * chunks_, lid) {                                \
+                const bool valid_ = r_ < (nvalid) && col_;                                   \
+                COPY(e_, r_, c_, (src) + (valid_ ? at_ : 0), valid_);                        \
+                r_ += FCL_COPY_STEP_ROWS;                                                    \
+                at_ += stride_;                                                              \
+            }                                                                                \
+        } else {                                                                             \
+            FCL_COPY_ROWS_ASYNC_ANY(nrows, src, src_rows, keys, nvalid, width, lid, COPY);   \
+        }                                                                                    \
         fcl_cp_async_commit();                                                               \
     } while (0)
+#else
+#define FCL_COPY_ROWS_ASYNC(nrows, src, src_rows, keys, nvalid, width, lid, COPY)           \
+    do {                                                                                   \
+        FCL_COPY_ROWS_ASYNC_ANY(nrows, src, src_rows, keys, nvalid, width, lid, COPY);     \
+        fcl_cp_async_commit();                                                             \
+    } while (0)
+#endif
 
 /* The same as fcl_load_rows_h through cp.async, as one group: the copy
  * proceeds while the warps compute; FCL_TILES_ARRIVED() makes it visible. */
