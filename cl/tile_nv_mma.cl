@@ -410,10 +410,11 @@ FCL_LOAD_INLINE void fcl_load_rows_h(__local ushort *dst, int nrows,
 #endif
 #define FCL_COPY_STEP_ROWS (WG / (D_PAD / 8))
 /* The stepped form where it measured faster (H200, fp16, NOTES.md run 68):
- * the mma.sync forward 1.01-1.07x, its backward at head_dim 64 1.04-1.10x;
- * the wgmma pieces 0.98-1.03x; not the mma.sync backward above head_dim 64,
- * where it measured 0.95-0.97x. */
-#if FCL_WGMMA || defined(FCL_KERNEL_FORWARD) || D_PAD <= 64
+ * the mma.sync forward 1.01-1.07x, its backward at head_dim 64 1.04-1.10x.
+ * Not the mma.sync backward above head_dim 64 (0.95-0.97x), nor the wgmma
+ * pieces, whose streamed tiles mostly come by the accelerator (0.98-1.03x,
+ * no gain). */
+#if !FCL_WGMMA && (defined(FCL_KERNEL_FORWARD) || D_PAD <= 64)
 #define FCL_COPY_STEPPED (WG % FCL_COPY_SPAN == 0)
 #else
 #define FCL_COPY_STEPPED 0
