@@ -151,24 +151,25 @@ inline void fcl_tree_sums(__local float *part, int lid, int n)
 }
 
 /* delta = rowsum(dO * O), `lanes` work-items a row (a power of two up to
- * FCL_DELTA_WG; the host's choice: one on CPUs, 32 on GPUs).  Lane t of a
+ * the group's size; the host's choice: one on CPUs, 32 on GPUs), in groups
+ * of a power of two up to FCL_DELTA_WG work-items.  Lane t of a
  * row reads its columns t, t + lanes, ...: on a GPU a row's work-items
  * read neighbouring elements together, where one work-item a row would
  * make every load of a warp touch 32 rows' cache lines.  The lanes' sums
  * meet in a tree of fixed shape, so the order is the same on every run.
- * A work-group takes FCL_DELTA_WG / lanes rows, then the same rows of the
+ * A work-group takes its size / lanes rows, then the same rows of the
  * next stretch of get_num_groups(0) groups' rows, as long as there are
  * rows (batch * heads_q * seqlen_q rows may pass 2^31: long indices). */
 #define FCL_DELTA_WG 128
-__kernel __attribute__((reqd_work_group_size(FCL_DELTA_WG, 1, 1)))
-void fcl_backward_delta(__global const fcl_storage *O, __global const fcl_storage *dO,
+__kernel void fcl_backward_delta(__global const fcl_storage *O, __global const fcl_storage *dO,
                         __global float *delta, long o_off, long o_sb, long o_sh, long o_ss,
                         long do_off, long do_sb, long do_sh, long do_ss, int seqlen_q,
                         int head_dim_v, int heads_q, long total_rows, int lanes)
 {
     __local float part[FCL_DELTA_WG];
     const int lid = (int)get_local_id(0), lane = lid & (lanes - 1);
-    const long rows_wg = FCL_DELTA_WG / lanes, stretch = rows_wg * (long)get_num_groups(0);
+    const long rows_wg = (long)get_local_size(0) / lanes;
+    const long stretch = rows_wg * (long)get_num_groups(0);
     for (long gid = (long)get_group_id(0) * rows_wg + lid / lanes;
          gid - lid / lanes < total_rows; gid += stretch) {
         float sum = 0.0f;

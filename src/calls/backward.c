@@ -116,8 +116,9 @@ static fcl_status set_dkdv_args(const fcl_resolved *r, cl_kernel kernel, const v
 /* delta lives in the dQ kernel's program (it is always needed with it).
  * `lanes` work-items per query row (flash_bwd.cl): one on a CPU, where a
  * row's work-item reads it whole; 32 on other devices, whose neighbouring
- * work-items read a row's neighbouring elements together.  Work-groups
- * stride over the rows past DELTA_GROUPS of them.  Packed sequences are
+ * work-items read a row's neighbouring elements together.  Groups of
+ * DELTA_WG work-items, or the largest power of two the built kernel takes;
+ * they stride over the rows past DELTA_GROUPS of them.  Packed sequences are
  * one batch entry of total_q rows, which makes delta (heads_q, total_q)
  * like their LSE. */
 static fcl_status enqueue_delta(fcl_context *ctx, fcl_resolved *dq, const backward_call *c,
@@ -130,8 +131,13 @@ static fcl_status enqueue_delta(fcl_context *ctx, fcl_resolved *dq, const backwa
     cl_int err = CL_SUCCESS;
     const size_t batch = d->varlen ? 1 : d->batch;
     const size_t rows = batch * d->heads_q * (size_t)c->var->lse_rows;
-    const int lanes = ctx->caps.is_cpu ? 1 : 32;
-    const size_t rows_wg = DELTA_WG / (size_t)lanes;
+    size_t local = DELTA_WG, kernel_max = 0;
+    FCL_TRY(clGetKernelWorkGroupInfo(kernel, ctx->device, CL_KERNEL_WORK_GROUP_SIZE,
+                                     sizeof kernel_max, &kernel_max, NULL));
+    while (local > kernel_max && local > 1)
+        local /= 2;
+    const int lanes = ctx->caps.is_cpu ? 1 : (int)(local < 32 ? local : 32);
+    const size_t rows_wg = local / (size_t)lanes;
     size_t groups = (rows + rows_wg - 1) / rows_wg;
     if (groups > DELTA_GROUPS)
         groups = DELTA_GROUPS;
@@ -147,7 +153,7 @@ static fcl_status enqueue_delta(fcl_context *ctx, fcl_resolved *dq, const backwa
     fcl_arg_long(&a, (int64_t)rows);
     fcl_arg_int(&a, lanes);
     err = a.err;
-    const size_t local = DELTA_WG, global = groups * local;
+    const size_t global = groups * local;
     if (err == CL_SUCCESS)
         err = clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &global, &local, num_wait,
                                      wait_list, done);
