@@ -272,6 +272,22 @@ inline void fcl_store_o(__global fcl_ostorage *p, long i, float v) { p[i] = fcl_
                                FCL_S(X, i, n_ + 1) * (factor));               \
     } while (0)
 #define FCL_PAIRS_FIT(ncols, offsets) ((ncols) % 2 == 0 && ((offsets) & 1) == 0)
+/* FCL_STAGE_ACC_PAIRS(STAGE, r, X, i, factor): the same row into row r of
+ * a piece's __local tile, a column pair at a time by STAGE(r, column,
+ * value, next column's value), every column below D_PAD with no test a
+ * column (flash_fwd.cl's staged O: a test and branch a column cost 3500
+ * cycles a work-group), for the piece's 16-byte stores of whole rows later
+ * (tile_nv_mma.cl, "outputs through a tile"), where FCL_STAGED_FIT: a
+ * count of columns in whole 8-value pieces and every row start 16-byte
+ * aligned (`offsets` as above). */
+#define FCL_STAGE_ACC_PAIRS(STAGE, r, X, i, factor)                           \
+    do {                                                                     \
+        FCL_UNROLL                                                           \
+        for (int n_ = 0; n_ < DN; n_ += 2)                                   \
+            STAGE(r, FCL_OCOL(n_), FCL_S(X, i, n_) * (factor),               \
+                  FCL_S(X, i, n_ + 1) * (factor));                           \
+    } while (0)
+#define FCL_STAGED_FIT(ncols, offsets) ((ncols) % 8 == 0 && ((offsets) & 7) == 0)
 
 /* The forward's K and V: fcl_kv_storage, the storage type, except in the
  * FP8 forward on the wgmma piece's tensor memory accelerator path, which

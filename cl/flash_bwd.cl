@@ -97,6 +97,23 @@
 #define FCL_BWD_PAIRED(base, ss, ncols) false
 #endif
 
+/* A piece may write dK and dV through __local (FCL_DKDV_STAGE), as the
+ * forward writes O (flash_fwd.cl, FCL_FWD_STAGE_O): once every work-item
+ * is past the loop and the copies into K's and V's tiles have landed (a
+ * barrier after FCL_BWD_COPIES_DONE), each work-item puts its
+ * accumulators' rows, every column of D_PAD, dK (scaled) into K's tile
+ * with FCL_DKDV_DK_STAGE(tile row, even column, its value, the next
+ * column's) and dV into V's with FCL_DKDV_DV_STAGE, and after a barrier
+ * FCL_DKDV_DK_STORE / FCL_DKDV_DV_STORE(output, first row's element, row
+ * stride, rows, columns) store the tiles' first `columns` of their first
+ * `rows` rows in 16-byte pieces.  Decided for each output where
+ * FCL_STAGED_FIT (every row's start 16-byte aligned, its columns whole
+ * 8-value pieces); otherwise it is written a row at a time
+ * (FCL_BWD_STORE_ROW). */
+#ifndef FCL_DKDV_STAGE
+#define FCL_DKDV_STAGE 0
+#endif
+
 /* P and dS of one visible score, from its raw q.k (s) and dO.v (dp), with
  * LSE in the piece's exponent units: .x = P as dV sees it (dropped), .y = dS. */
 inline float2 fcl_backward_score(float s, float dp, float lse_units, float delta,
@@ -706,15 +723,45 @@ void fcl_backward_dkdv(__global const fcl_storage *Q, __global const fcl_storage
     const long dv_base = dv_off + fcl_batch_offset(b, dv_sb) + hk * dv_sh + sq.k_row0 * dv_ss;
     const bool dk_paired = FCL_BWD_PAIRED(dk_base, dk_ss, head_dim);
     const bool dv_paired = FCL_BWD_PAIRED(dv_base, dv_ss, head_dim_v);
+#if FCL_DKDV_STAGE
+    const bool dk_staged = FCL_WANT_DK ? FCL_STAGED_FIT(head_dim, dk_base | dk_ss) : false;
+    const bool dv_staged = FCL_WANT_DV ? FCL_STAGED_FIT(head_dim_v, dv_base | dv_ss) : false;
+    /* every work-item past the loop, whose products read K and V last,
+     * and its copies into them landed (FCL_BWD_COPIES_DONE) */
+    if (dk_staged || dv_staged)
+        barrier(CLK_LOCAL_MEM_FENCE);
+#else
+    const bool dk_staged = false, dv_staged = false;
+#endif
+    /* the outputs written a row at a time */
+    const bool dk_rows = FCL_WANT_DK ? !dk_staged : false;
+    const bool dv_rows = FCL_WANT_DV ? !dv_staged : false;
     FCL_UNROLL
     for (int i = 0; i < FCL_ACC_RM; ++i) {
+#if FCL_DKDV_STAGE
+        /* every row of the tile, keys past the block's too: the stores
+         * below take the first cols */
+        if (dk_staged)
+            FCL_STAGE_ACC_PAIRS(FCL_DKDV_DK_STAGE, FCL_ACC_ROW(i), dk, i, scale);
+        if (dv_staged)
+            FCL_STAGE_ACC_PAIRS(FCL_DKDV_DV_STAGE, FCL_ACC_ROW(i), dv, i, 1.0f);
+#endif
         const int key = c0 + FCL_ACC_ROW(i);
         if (key >= sq.seqlen_k) continue;
-        if (FCL_WANT_DK)
+        if (dk_rows)
             FCL_BWD_STORE_ROW(dK, dk_base + (long)key * dk_ss, head_dim, dk_paired, dk, i, scale);
-        if (FCL_WANT_DV)
+        if (dv_rows)
             FCL_BWD_STORE_ROW(dV, dv_base + (long)key * dv_ss, head_dim_v, dv_paired, dv, i, 1.0f);
     }
+#if FCL_DKDV_STAGE
+    if (dk_staged || dv_staged) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (dk_staged)
+            FCL_DKDV_DK_STORE(dK, dk_base + (long)c0 * dk_ss, dk_ss, cols, head_dim);
+        if (dv_staged)
+            FCL_DKDV_DV_STORE(dV, dv_base + (long)c0 * dv_ss, dv_ss, cols, head_dim_v);
+    }
+#endif
 }
 
 #if FCL_FUSED_DQ

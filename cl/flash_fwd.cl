@@ -393,7 +393,7 @@ void fcl_forward(__global const fcl_storage *Q, __global const fcl_kv_storage *K
                                        sq.q_row0 * o_ss, o_ss);
     o_rows.sh = o_sh;
 #if FCL_FWD_STAGE_O && FCL_PACK == 1
-    const bool staged = num_splits <= 1 && ((o_rows.base | o_ss) & 7) == 0 && head_dim_v % 8 == 0;
+    const bool staged = num_splits <= 1 && FCL_STAGED_FIT(head_dim_v, o_rows.base | o_ss);
     if (staged)
         barrier(CLK_LOCAL_MEM_FENCE);
 #endif

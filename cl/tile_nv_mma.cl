@@ -544,6 +544,47 @@ FCL_LOAD_INLINE void fcl_unstage_fp8(__local ushort *dst, int nrows, __local con
 }
 #endif
 
+/* ---- outputs through a tile ---------------------------------------------
+ * A kernel's end may write a 16-bit output through a __local tile it is
+ * done with (the forward's O through Q's tile, dK and dV through K's and
+ * V's: FCL_FWD_STAGE_O, FCL_DKDV_STAGE below): each work-item puts its
+ * accumulators' values, every column of D_PAD, into the tile in its layout
+ * (the forward by fcl_stage_o: value v at element `at`, rounded as
+ * fcl_store_o rounds; dK/dV a column pair at a time, below), and after a
+ * barrier fcl_store_staged_o copies rows [0, nrows) and columns [0, width)
+ * (a multiple of 8) of the tile of trows rows to o, row r from element
+ * base + r * ss (16-byte aligned), 16 bytes a store.  A warp's writes, 8
+ * rows x 4 values or pairs an instruction, fall in 32 banks (padded rows
+ * and the 128-byte swizzle alike), and 8 consecutive work-items read a
+ * row's 8 chunks of 16 bytes.  The accumulator layout's
+ * own stores, 2 bytes each, a warp's instruction touching 8 rows 8 bytes
+ * apiece, took about 6 us of a forward work-group's end on the H100
+ * (NOTES.md, run 39). */
+#if FCL_OUT_DTYPE == 1 || FCL_OUT_DTYPE == 2
+#define FCL_STAGED_OUT 1
+inline void fcl_stage_o(__local ushort *t, int at, float v)
+{
+#if FCL_OUT_DTYPE == 1
+    vstore_half_rte(v, (size_t)at, (__local half *)t);
+#else
+    t[at] = fcl_bf16_bits(v);
+#endif
+}
+inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t, int trows,
+                               long base, long ss, int nrows, int width, int lid)
+{
+    const int chunks = D_PAD / 8;
+    FCL_FOR_TILE_CHUNKS(e, trows * chunks, lid) {
+        const int r = e / chunks, c = e % chunks;
+        if (r < nrows && c * 8 < width)
+            *(__global uint4 *)(o + base + (long)r * ss + c * 8) =
+                *(__local const uint4 *)(t + FCL_H_AT_IN(trows, r, c * 8));
+    }
+}
+#else
+#define FCL_STAGED_OUT 0
+#endif
+
 /* ---- the forward's pieces (see flash_fwd.cl) ----------------------------
  * K and V have one buffer each, loaded as in FlashAttention-2: V of this
  * tile streams in during Q K^T and the softmax, K of the next tile during
@@ -832,44 +873,19 @@ inline void fcl_load_key_tile_paged_async(__local ushort *dst, __global const fc
                 FCL_FWD_NCOL, BC)
 #endif
 #endif
-/* O through Q's tile (flash_fwd.cl's FCL_FWD_STAGE_O), in its layout, when
- * a warp holds whole rows of O (FCL_WD 1) of a 16-bit type: a warp's
- * four-byte writes of 8 rows x 4 column pairs fall in 32 banks (padded
- * rows and the 128-byte swizzle alike), and 8 consecutive work-items read
- * a row's 8 chunks of 16 bytes.  The accumulator layout's own stores, 2
- * bytes each, a warp's instruction touching 8 rows 8 bytes apiece, took
- * about 6 us of a work-group's end on the H100 (NOTES.md, run 39).  On
- * the mma.sync piece only up to head_dim 64: at 64 it measured 1.01-1.13x
- * there, at 128 0.90-0.95x from N 4096 (its loop, not its end, got
- * slower; NOTES.md run 39). */
+/* O through Q's tile (flash_fwd.cl's FCL_FWD_STAGE_O; "outputs through a
+ * tile", above) when a warp holds whole rows of O (FCL_WD 1) of a 16-bit
+ * type.  On the mma.sync piece only up to head_dim 64: at 64 it measured
+ * 1.01-1.13x on the H100, at 128 0.90-0.95x from N 4096 (its loop, not its
+ * end, got slower; NOTES.md run 39). */
 #ifndef FCL_MMA_STAGE_O_MAX_D /* a measurement build may set another */
 #define FCL_MMA_STAGE_O_MAX_D 64
 #endif
-#if FCL_WD == 1 && (FCL_OUT_DTYPE == 1 || FCL_OUT_DTYPE == 2) &&                         \
-    (FCL_WGMMA || D_PAD <= FCL_MMA_STAGE_O_MAX_D)
+#if FCL_WD == 1 && FCL_STAGED_OUT && (FCL_WGMMA || D_PAD <= FCL_MMA_STAGE_O_MAX_D)
 #define FCL_FWD_STAGE_O 1
-inline void fcl_stage_o(__local ushort *t, int at, float v)
-{
-#if FCL_OUT_DTYPE == 1
-    vstore_half_rte(v, (size_t)at, (__local half *)t);
-#else
-    t[at] = fcl_bf16_bits(v);
-#endif
-}
-inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t, long base,
-                               long ss, int nrows, int width, int lid)
-{
-    const int chunks = D_PAD / 8;
-    FCL_FOR_TILE_CHUNKS(e, BR * chunks, lid) {
-        const int r = e / chunks, c = e % chunks;
-        if (r < nrows && c * 8 < width)
-            *(__global uint4 *)(o + base + (long)r * ss + c * 8) =
-                *(__local const uint4 *)(t + FCL_H_AT_IN(BR, r, c * 8));
-    }
-}
 #define FCL_FWD_O_STAGE(r, c, v) fcl_stage_o(Qh, FCL_H_AT_IN(BR, r, c), v)
 #define FCL_FWD_O_STORE(o, base, ss, nrows, width) \
-    fcl_store_staged_o(o, Qh, base, ss, nrows, width, lid)
+    fcl_store_staged_o(o, Qh, BR, base, ss, nrows, width, lid)
 #endif
 
 /* The operand of P V, V (common.cl, "non-finite operands"); with a shared
@@ -1029,6 +1045,31 @@ inline void fcl_store_staged_o(__global fcl_ostorage *o, __local const ushort *t
     FCL_DKDV_LOCALS_SPLIT                                   \
     FCL_BWD_STREAM_LOCALS                                   \
     FCL_WARP_SCRATCH
+
+/* dK through K's tile and dV through V's (flash_bwd.cl's FCL_DKDV_STAGE;
+ * "outputs through a tile", above), on both pieces, either layout of the
+ * accumulators (FCL_WD 1 or split: the work-items' accumulators cover the
+ * tiles' BC x D_PAD as they cover the outputs).  A column pair goes in as
+ * one 4-byte word of fcl_pack2, the rounding of fcl_store_pair (the
+ * backward's outputs are of the storage type), so the outputs are bitwise
+ * those of the pairs' stores.  A word a pair also keeps the kernel's end
+ * small: a value at a time (fcl_stage_o), fp16's rounding (libclc's
+ * vstore_half_rte) makes it too large for clang's NVPTX build
+ * (tools/wgmma_ptx_check.sh) to unroll in some plans at head_dim 128 and
+ * 256 ("loop not unrolled").  The tiles are stationary, read only by the
+ * loop's products (the fused dQ's too), and have BC rows of D_PAD
+ * columns, V's as well. */
+#if FCL_STAGED_OUT
+#define FCL_DKDV_STAGE 1
+#define FCL_DKDV_STAGE_PAIR(T, r, c, v0, v1) \
+    (*(__local uint *)((T) + FCL_H_AT_IN(BC, r, c)) = fcl_pack2((v0), (v1)))
+#define FCL_DKDV_DK_STAGE(r, c, v0, v1) FCL_DKDV_STAGE_PAIR(Kh, r, c, v0, v1)
+#define FCL_DKDV_DV_STAGE(r, c, v0, v1) FCL_DKDV_STAGE_PAIR(Vh, r, c, v0, v1)
+#define FCL_DKDV_DK_STORE(o, base, ss, nrows, width) \
+    fcl_store_staged_o(o, Kh, BC, base, ss, nrows, width, lid)
+#define FCL_DKDV_DV_STORE(o, base, ss, nrows, width) \
+    fcl_store_staged_o(o, Vh, BC, base, ss, nrows, width, lid)
+#endif
 
 /* As dQ's (above): visible after the first block's FCL_TILES_ARRIVED, or
  * FCL_DKDV_KV_ARRIVED before the fused dQ's scan. */
