@@ -1306,11 +1306,12 @@ static int backward_fused_off(void **state)
     return unsetenv("FLASHCL_BACKWARD_DQ") == 0 ? backward_off(state) : -1;
 }
 
-/* "forward", "fp8" or "backward" runs that part alone (ctest runs them as
- * test_wgmma, test_wgmma_fp8 and test_wgmma_backward, each within ctest's
- * time limit on a two-core machine whose PoCL has compiled none of their
- * kernels yet: the forward's two parts together took over 1500 s there);
- * no argument runs all three. */
+/* "forward", "fp8", "fp8_products" or "backward" runs that part alone
+ * (ctest runs them as test_wgmma, test_wgmma_fp8, test_wgmma_fp8_products
+ * and test_wgmma_backward, each within ctest's time limit on a two-core
+ * machine whose PoCL has compiled none of their kernels yet: the FP8 cases
+ * together ran past 1500 s there, each FP8 products case a program of its
+ * own); no argument runs all four. */
 int main(int argc, char **argv)
 {
     const char *part = argc > 1 ? argv[1] : "";
@@ -1323,14 +1324,16 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_variants, clear_forced_tile),
         cmocka_unit_test_teardown(test_nonfinite_v, clear_forced_tile),
         cmocka_unit_test_teardown(test_loads, clear_forced_tile),
+        cmocka_unit_test_teardown(test_ring_switches, clear_build_options),
+        cmocka_unit_test(test_shrink),
     };
     const struct CMUnitTest fp8[] = {
         cmocka_unit_test_teardown(test_fp8, clear_forced_tile),
         cmocka_unit_test_teardown(test_fp8_out_of_order_queue, clear_forced_tile),
+    };
+    const struct CMUnitTest fp8_products[] = {
         cmocka_unit_test_teardown(test_fp8_products, clear_forced_tile),
         cmocka_unit_test_teardown(test_fp8_products_nonfinite, clear_forced_tile),
-        cmocka_unit_test_teardown(test_ring_switches, clear_build_options),
-        cmocka_unit_test(test_shrink),
     };
     const struct CMUnitTest backward[] = {
         cmocka_unit_test(test_backward_shrink),
@@ -1352,6 +1355,9 @@ int main(int argc, char **argv)
                                               fa_group_teardown);
     if (all || strcmp(part, "fp8") == 0)
         failed += cmocka_run_group_tests_name("test_wgmma fp8", fp8, setup, fa_group_teardown);
+    if (all || strcmp(part, "fp8_products") == 0)
+        failed += cmocka_run_group_tests_name("test_wgmma fp8_products", fp8_products, setup,
+                                              fa_group_teardown);
     if (all || strcmp(part, "backward") == 0)
         failed += cmocka_run_group_tests_name("test_wgmma backward", backward, setup,
                                               fa_group_teardown);
