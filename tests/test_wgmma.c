@@ -1311,7 +1311,7 @@ static int backward_fused_off(void **state)
  * and test_wgmma_backward, each within ctest's time limit on a two-core
  * machine whose PoCL has compiled none of their kernels yet: the FP8 cases
  * together ran past 1500 s there, each FP8 products case a program of its
- * own); no argument runs all four. */
+ * own); no argument runs all four, any other fails. */
 int main(int argc, char **argv)
 {
     const char *part = argc > 1 ? argv[1] : "";
@@ -1348,8 +1348,14 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_backward_fused_dq, backward_on, backward_fused_off),
         cmocka_unit_test_setup_teardown(test_backward_tma, backward_on, backward_tma_off),
     };
-    int failed = 0;
     const bool all = part[0] == '\0';
+    if (!all && strcmp(part, "forward") != 0 && strcmp(part, "fp8") != 0 &&
+        strcmp(part, "fp8_products") != 0 && strcmp(part, "backward") != 0) {
+        fprintf(stderr, "test_wgmma: no part named \"%s\" (forward, fp8, fp8_products, "
+                        "backward)\n", part);
+        return 1;
+    }
+    int failed = 0;
     if (all || strcmp(part, "forward") == 0)
         failed += cmocka_run_group_tests_name("test_wgmma forward", forward, setup,
                                               fa_group_teardown);
