@@ -32,6 +32,17 @@
  *    O on chip the outputs normalised and written to the staging tile
  *    O stores  the barrier and the staged tile's stores issued
  *    end       what is left (the LSE's stores)
+ * and, at level 3 on the global timer, the work-groups on the machine: each
+ * one's start (slot 0), end (slot 30) and multiprocessor (slot 31) give
+ * the call's span (first start to last end) and, summed over the
+ * multiprocessors seen, how much of multiprocessors x span went to
+ *   busy       at least one work-group resident (of it, the work-groups'
+ *              prologues and epilogues as above, the rest their tiles)
+ *   gaps       between one work-group's end and the next one's start on
+ *              the same multiprocessor (none resident)
+ *   head/tail  before a multiprocessor's first work-group and after its
+ *              last (the last wave's idle end)
+ * with each work-group's length and how many were resident at once.
  * Level 1 leaves the kernel's schedule as the default build's (ptxas puts
  * the wait for P V before the softmax); level 2 adds the stamp before that
  * wait, which holds it after the softmax, as -DFCL_WG_PV_FENCE=1 (--fence)
@@ -93,6 +104,74 @@ static void print_row(const char *name, samples *s, const char *unit)
     qsort(s->v, s->n, sizeof *s->v, bench_cmp_double);
     printf("  %-10s %10.3f %10.3f %10.3f  %s  (%zu samples)\n", name, quantile(s, 0.5),
            quantile(s, 0.1), quantile(s, 0.9), unit, s->n);
+}
+
+/* One work-group of the call on the global timer (level 3): its first
+ * stamp, its last, its multiprocessor, and its prologue and epilogue (us,
+ * the first warpgroup's). */
+typedef struct wg_span {
+    uint64_t start, end;
+    unsigned sm;
+    double pro, epi;
+} wg_span;
+
+static int by_sm_then_start(const void *a, const void *b)
+{
+    const wg_span *x = a, *y = b;
+    if (x->sm != y->sm)
+        return x->sm < y->sm ? -1 : 1;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* The work-groups on the machine (the header's list), in us and as shares
+ * of multiprocessors x span. */
+static void print_machine(wg_span *w, size_t n)
+{
+    if (n == 0)
+        return;
+    uint64_t first = w[0].start, last = w[0].end;
+    double sum_len = 0.0, sum_fixed = 0.0;
+    samples len = {0}, gap = {0};
+    for (size_t i = 0; i < n; ++i) {
+        first = w[i].start < first ? w[i].start : first;
+        last = w[i].end > last ? w[i].end : last;
+        sum_len += (double)(w[i].end - w[i].start) / 1e3;
+        sum_fixed += w[i].pro + w[i].epi;
+        push(&len, (double)(w[i].end - w[i].start) / 1e3);
+    }
+    qsort(w, n, sizeof *w, by_sm_then_start);
+    double busy = 0.0, gaps = 0.0, head = 0.0, tail = 0.0;
+    size_t sms = 0;
+    for (size_t i = 0; i < n;) {
+        /* one multiprocessor's work-groups, by start: the union of their spans */
+        size_t j = i;
+        uint64_t lo = w[i].start, hi = w[i].end;
+        head += (double)(w[i].start - first) / 1e3;
+        for (++j; j < n && w[j].sm == w[i].sm; ++j) {
+            if (w[j].start > hi) {
+                busy += (double)(hi - lo) / 1e3;
+                gaps += (double)(w[j].start - hi) / 1e3;
+                push(&gap, (double)(w[j].start - hi) / 1e3);
+                lo = w[j].start;
+            }
+            hi = w[j].end > hi ? w[j].end : hi;
+        }
+        busy += (double)(hi - lo) / 1e3;
+        tail += (double)(last - hi) / 1e3;
+        ++sms;
+        i = j;
+    }
+    const double span = (double)(last - first) / 1e3, all = span * (double)sms;
+    printf("  the work-groups on the machine: %zu on %zu multiprocessors, span %.1f us\n", n, sms,
+           span);
+    printf("    busy %.3f (prologues and epilogues %.3f, tiles %.3f), gaps %.3f, head %.3f, "
+           "tail %.3f of multiprocessors x span\n",
+           busy / all, busy / all * sum_fixed / sum_len, busy / all * (1.0 - sum_fixed / sum_len),
+           gaps / all, head / all, tail / all);
+    printf("    %.2f work-groups resident at once while busy\n", sum_len / busy);
+    print_row("wg length", &len, "us");
+    print_row("wg gap", &gap, "us");
+    free(len.v), free(gap.v);
 }
 
 int main(int argc, char **argv)
@@ -181,6 +260,8 @@ int main(int argc, char **argv)
     static const char *const epi_name[6] = {" last V", " last PV", " sums", " O on chip",
                                             " O stores", " end"};
     size_t groups = 0, untimed = 0, bad = 0;
+    wg_span *spans = malloc(B * H * blocks_per_seq * sizeof *spans);
+    size_t nspans = 0;
     for (size_t bh = 0; bh < B * H; ++bh)
         for (size_t blk = 0; blk < blocks_per_seq; ++blk) {
             const size_t row0 = bh * N + blk * br, nrows = N - blk * br < br ? N - blk * br : br;
@@ -200,6 +281,16 @@ int main(int argc, char **argv)
                 continue;
             }
 #define US(a, b) ((double)((b) - (a)) / unit_div)
+            if (level >= 3 && !cycles && spans && s[0][1] > s[0][0] && s[0][30] > s[0][22] &&
+                s[0][22] > s[0][1]) {
+                wg_span w = {s[0][0], s[0][30], (unsigned)s[0][31], US(s[0][0], s[0][1]),
+                             US(s[0][22], s[0][30])};
+                for (int g = 1; g < wgs; ++g) {
+                    w.start = s[g][0] && s[g][0] < w.start ? s[g][0] : w.start;
+                    w.end = s[g][30] > w.end ? s[g][30] : w.end;
+                }
+                spans[nspans++] = w;
+            }
             for (int g = 0; g < wgs; ++g) {
                 if (level >= 3 && s[g][1] > s[g][0] && s[g][30] > s[g][22] && s[g][22] > 0) {
                     push(&pro, US(s[g][0], s[g][1]));
@@ -263,6 +354,9 @@ int main(int argc, char **argv)
             print_row(epi_name[e], &epart[e], unit);
     }
     print_row("offset", &off, "of a tile");
+    if (level >= 3 && !cycles)
+        print_machine(spans, nspans);
+    free(spans);
     free(tile.v), free(qk.v), free(smx.v), free(pv.v), free(off.v), free(host);
     free(arrival.v), free(to_issue.v), free(rescale.v), free(top.v), free(pro.v), free(epi.v);
     for (int e = 0; e < 6; ++e)

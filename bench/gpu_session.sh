@@ -142,6 +142,21 @@ for step in $steps; do
             | tee -a "$OUT/stamps.txt"
         done
       done ;;
+    stamps-machine)
+      # the wgmma forward's work-groups on the machine (flashcl-stamps
+      # --level 3 on the global timer: each work-group's prologue, tiles and
+      # epilogue, and the gaps, head and tail of each multiprocessor) at
+      # issue 27's shapes (B N = 16384, H d = 2048), fp16, STAMP_DIMS (128
+      # 64) x N 1k / 4k / 16k non-causal and 1k / 4k causal
+      for d in ${STAMP_DIMS:-128 64}; do
+        for nc in 1024:0 4096:0 16384:0 1024:1 4096:1; do
+          n=${nc%:*}
+          # shellcheck disable=SC2046
+          timeout 120 "$B/bench/flashcl-stamps" --level 3 --head-dim "$d" --seqlen "$n" \
+            --batch $((16384 / n)) --heads $((2048 / d)) $([ "${nc#*:}" = 1 ] && echo --causal) \
+            2>&1 | tee -a "$OUT/stamps_machine.txt"
+        done
+      done ;;
     tests|tests-fast|tests-tc|tests-cpu)
       # tests-cpu: the same programs on the machine's CPU device (PoCL).
       # TEST_JOBS (default 1) runs that many test programs at once: on the
