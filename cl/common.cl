@@ -524,10 +524,19 @@ inline fcl_seq fcl_sequence(int b, int seqlen_q, int seqlen_k, __global const in
     return s;
 }
 
-/* The forward on the GPU pieces visits heads in groups of FCL_HEAD_GROUP
- * (below); 0 is one group of every head.  A measurement build may set it. */
+/* The GPU pieces visit heads in groups of FCL_HEAD_GROUP (below); 0 is one
+ * group of every head.  The wgmma pieces, forward and backward, take 8: with
+ * 64 heads in flight (N 4096, B 4 x 16 heads at d 128) the K and V rows the
+ * running work-groups read (2 MB a head) outgrew the H200's L2 and the
+ * forward's tile took 2.21 us against 1.98 with 8; side by side 1.00-1.08x
+ * on the forward and 1.00-1.15x on the backward, no row slower.  The
+ * mma.sync forward keeps 64 and its backward one group: there 8 lost
+ * 5-6% on causal N 1024 forwards (NOTES.md, run 71).  A measurement build
+ * may set it. */
 #ifndef FCL_HEAD_GROUP
-#if defined(FCL_KERNEL_FORWARD) && !FCL_TILE_CPU
+#if FCL_WGMMA
+#define FCL_HEAD_GROUP 8
+#elif defined(FCL_KERNEL_FORWARD) && !FCL_TILE_CPU
 #define FCL_HEAD_GROUP 64
 #else
 #define FCL_HEAD_GROUP 0
@@ -544,10 +553,11 @@ inline fcl_seq fcl_sequence(int b, int seqlen_q, int seqlen_k, __global const in
  * work-groups read together few: with every head in one group and many
  * heads (B 16 x 32 heads at N 1024, d 64), the running work-groups each read
  * another head's K/V and the forward ran 7-11% slower than with groups of
- * 64 heads on the H100; the backward gained nothing from groups, and a
- * group of one head (ranks fastest) lost 4-10% on long causal forwards
- * (NOTES.md, run 36).  Ranks still ascend with g within a head, which the
- * fused dQ's ordering needs (flash_bwd.cl).  The CPU piece:
+ * 64 heads on the H100; the mma.sync backward gained nothing from groups,
+ * and a group of one head (ranks fastest) lost 4-10% on long causal
+ * forwards (NOTES.md, run 36); the wgmma pieces' groups of 8 are above.
+ * Ranks still ascend with g within a head, which the fused dQ's ordering
+ * needs (flash_bwd.cl).  The CPU piece:
  * PoCL's pthread driver hands each thread a contiguous run of groups, the
  * first runs the longest (a thread takes ceil(remaining / threads)), so
  * there the first thread got only the heaviest blocks and the causal

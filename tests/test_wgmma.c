@@ -407,6 +407,30 @@ static void test_loads(void **state)
     }
 }
 
+/* The wgmma pieces visit heads in groups of 8 (common.cl, FCL_HEAD_GROUP):
+ * a call of two batch entries of 10 query heads over 5 K/V heads has 20
+ * (batch, query head) pairs, so two whole groups and a partial third; causal,
+ * so each group starts from its heaviest blocks.  Every block must still be
+ * visited once. */
+static fa_case head_groups_case(uint64_t seed)
+{
+    fa_case c = base_case(seed);
+    c.batch = 2;
+    c.heads_q = 10;
+    c.heads_kv = 5;
+    c.seqlen_q = 200;
+    c.seqlen_k = 190;
+    c.causal = 1;
+    return c;
+}
+
+static void test_head_groups(void **state)
+{
+    (void)state;
+    fa_case c = head_groups_case(9960);
+    check(&c);
+}
+
 /* The accelerator path's measurement switches (tile_nv_wgmma.cl; NOTES.md,
  * run 49), built in through the build options: three K and V buffers
  * with copies requested two tiles ahead (FCL_WG_STAGES=3) and the
@@ -943,6 +967,15 @@ static void test_backward_tile_boundaries(void **state)
 
 /* The loop's variants reach the backward's registers as on mma.sync: a
  * sliding window with softcap, and dropout. */
+/* The backward's kernels in groups of 8 heads too (dK/dV: 10 (batch, K/V
+ * head) pairs, dQ: 20; head_groups_case). */
+static void test_backward_head_groups(void **state)
+{
+    (void)state;
+    fa_case c = head_groups_case(9961);
+    check_backward(&c);
+}
+
 static void test_backward_variants(void **state)
 {
     (void)state;
@@ -1324,6 +1357,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_variants, clear_forced_tile),
         cmocka_unit_test_teardown(test_nonfinite_v, clear_forced_tile),
         cmocka_unit_test_teardown(test_loads, clear_forced_tile),
+        cmocka_unit_test(test_head_groups),
         cmocka_unit_test_teardown(test_ring_switches, clear_build_options),
         cmocka_unit_test(test_shrink),
     };
@@ -1342,6 +1376,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_backward_forced_tiles, backward_on, backward_off),
         cmocka_unit_test_setup_teardown(test_backward_tile_boundaries, backward_on, backward_off),
         cmocka_unit_test_setup_teardown(test_backward_variants, backward_on, backward_off),
+        cmocka_unit_test_setup_teardown(test_backward_head_groups, backward_on, backward_off),
         cmocka_unit_test_setup_teardown(test_backward_nonfinite, backward_on, backward_off),
         cmocka_unit_test_setup_teardown(test_whole_tiles, backward_on, backward_off),
         cmocka_unit_test_setup_teardown(test_split_runs, backward_on, backward_off),
