@@ -965,8 +965,6 @@ static void test_backward_tile_boundaries(void **state)
             }
 }
 
-/* The loop's variants reach the backward's registers as on mma.sync: a
- * sliding window with softcap, and dropout. */
 /* The backward's kernels in groups of 8 heads too (dK/dV: 10 (batch, K/V
  * head) pairs, dQ: 20; head_groups_case). */
 static void test_backward_head_groups(void **state)
@@ -976,6 +974,8 @@ static void test_backward_head_groups(void **state)
     check_backward(&c);
 }
 
+/* The loop's variants reach the backward's registers as on mma.sync: a
+ * sliding window with softcap, and dropout. */
 static void test_backward_variants(void **state)
 {
     (void)state;
