@@ -9,12 +9,17 @@ Usage: python3 bench/compare_fa2.py OURS.csv SDPA.csv OUT_PREFIX [PORTABLE.csv]
   SDPA.csv      sdpa_backends.py --csv (rows of OURS' dtype are used) or the
                 shared sdpa_anchor.py --csv (fp16 only), same machine, same run
   PORTABLE.csv  optional: flashcl-bench --portable-only --out
+OURS.csv and SDPA.csv may each be rounds, comma-separated (OURS_1.csv,OURS_2.csv,...),
+taken alternately in one call, as many of each: then every number is the
+median over the rounds, each ratio the median of the rounds' own ratios (round
+i's flashcl over round i's backend), and each round's ratios to FA2 and cuDNN
+are shown beside them.
 Writes OUT_PREFIX.md (one row per shape: TFLOP/s of each, flashcl / FA2 and
 flashcl as a share of the tensor-core ceiling) and OUT_PREFIX.png (TFLOP/s
 against N, one line per backend) when matplotlib is there.  Standard library
 only for the table.
 """
-import csv, sys
+import csv, statistics, sys
 
 from results_csv import write_table
 
@@ -51,17 +56,58 @@ def read_sdpa(path, dtype):
     return rows
 
 
+def median(values):
+    """The median of the values that were measured (None and NaN left out), or None."""
+    vals = [v for v in values if v is not None and v == v]
+    return statistics.median(vals) if vals else None
+
+
+def merge_rounds(ours_rounds, sdpa_rounds):
+    """The rounds of both files as one table of each: {key: (TFLOP/s, path,
+    standard, wall)} with each number the median over the rounds, and
+    {(d, causal, N): {backend: (forward, backward)}} likewise; and the ratios
+    {(pass, d, causal, N): {backend: [round i's flashcl / round i's backend]}}."""
+    ours, sdpa, ratios = {}, {}, {}
+    for key in ours_rounds[0]:
+        per = [r[key] for r in ours_rounds if key in r]
+        ours[key] = (median(p[0] for p in per), per[0][1], median(p[2] for p in per),
+                     median(p[3] for p in per))
+        p, d, c, n = key
+        idx = 0 if p == "fwd" else 1
+        for i, r in enumerate(ours_rounds):
+            backends = sdpa_rounds[i].get((d, c, n), {}) if i < len(sdpa_rounds) else {}
+            for name, val in backends.items():
+                if key in r and val[idx]:
+                    ratios.setdefault(key, {}).setdefault(name, []).append(r[key][0] / val[idx])
+    for key in sdpa_rounds[0]:
+        names = sdpa_rounds[0][key]
+        sdpa[key] = {name: tuple(median(r.get(key, {}).get(name, (None, None))[i]
+                                        for r in sdpa_rounds) for i in (0, 1))
+                     for name in names}
+    return ours, sdpa, ratios
+
+
 def main():
-    (ours, dtype), prefix = read_ours(sys.argv[1]), sys.argv[3]
-    sdpa = read_sdpa(sys.argv[2], dtype)
+    ours_paths, sdpa_paths, prefix = sys.argv[1].split(","), sys.argv[2].split(","), sys.argv[3]
+    if len(ours_paths) != len(sdpa_paths):
+        sys.exit("compare_fa2.py: as many rounds of OURS as of SDPA, please")
+    read = [read_ours(p) for p in ours_paths]
+    dtype = read[0][1]
+    ours, sdpa, ratios = merge_rounds([r[0] for r in read],
+                                      [read_sdpa(p, dtype) for p in sdpa_paths])
+    rounds = len(ours_paths)
     portable = read_ours(sys.argv[4])[0] if len(sys.argv) > 4 else {}
     spans = any(w != tf for tf, _, _, w in ours.values())
     lines = [f"storage {dtype}; TFLOP/s; tensor-core ceiling {MMA_CEILING_TFLOPS:.0f} (mma.sync alone)"
              + ("; flashcl: the device's span of each call (OpenCL profiling, as CUDA events time "
                 "PyTorch), its wall clock from enqueue to clFinish beside it" if spans else ""), "",
              "| pass | d | causal | N | flashcl | flashcl (wall) | path | portable | standard | FA2 | cuDNN "
-             "| mem-efficient | flashcl / FA2 | flashcl / cuDNN | % of ceiling |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| mem-efficient | flashcl / FA2 | flashcl / cuDNN | % of ceiling |"
+             + (" flashcl / FA2 (each round) | flashcl / cuDNN (each round) |" if rounds > 1 else ""),
+             "| --- " * (17 if rounds > 1 else 15) + "|"]
+    if rounds > 1:
+        lines[0] += (f"; {rounds} rounds alternated in one call: each number the median over them, "
+                     "each ratio the median of the rounds' own ratios")
     series = {}
     fmt = lambda x: "-" if x is None or x != x else f"{x:.1f}"
     for (p, d, c, n), (tf, variant, naive, wall) in sorted(ours.items()):
@@ -71,11 +117,15 @@ def main():
         cud = backends.get("cudnn", (None, None))[idx]
         mem = backends.get("memeff", (None, None))[idx]
         port = portable.get((p, d, c, n), (None, "", None))[0]
-        ratio = "-" if not fa2 else f"{tf / fa2:.2f}"
-        ratio_cudnn = "-" if not cud else f"{tf / cud:.2f}"
+        per_round = ratios.get((p, d, c, n), {})
+        r_fa2, r_cud = median(per_round.get("fa2", [])), median(per_round.get("cudnn", []))
+        ratio = "-" if r_fa2 is None else f"{r_fa2:.2f}"
+        ratio_cudnn = "-" if r_cud is None else f"{r_cud:.2f}"
+        each = " | ".join(", ".join(f"{x:.2f}" for x in per_round.get(name, [])) or "-"
+                          for name in ("fa2", "cudnn"))
         lines.append(f"| {p} | {d} | {c} | {n} | {tf:.1f} | {wall:.1f} | {variant} | {fmt(port)} | "
                      f"{fmt(naive)} | {fmt(fa2)} | {fmt(cud)} | {fmt(mem)} | {ratio} | {ratio_cudnn} | "
-                     f"{100 * tf / MMA_CEILING_TFLOPS:.0f} |")
+                     f"{100 * tf / MMA_CEILING_TFLOPS:.0f} |" + (f" {each} |" if rounds > 1 else ""))
         for name, val in (("flashcl", tf), ("portable", port), ("standard", naive), ("FA2", fa2),
                           ("cuDNN", cud), ("mem-efficient", mem)):
             if val is not None and val == val:

@@ -84,33 +84,40 @@ for step in $steps; do
       # issue 25's side-by-side: the mma.sync pieces (FLASHCL_WGMMA=0,
       # FLASHCL_WGMMA_BACKWARD=0) against PyTorch's backends (FA2, cuDNN) in
       # the same call, ISSUE25_DTYPES (fp16), ISSUE25_DIMS (64,128,256), N 1k-16k,
-      # causal off and on, forward and backward; bench/compare_fa2.py's
-      # tables with % of the mma.sync ceiling
+      # causal off and on, forward and backward, ISSUE_ROUNDS rounds (3) of
+      # both alternated; bench/compare_fa2.py's tables (medians over the
+      # rounds) with % of the mma.sync ceiling
       dims=${ISSUE25_DIMS:-64,128,256}
       for dt in ${ISSUE25_DTYPES:-fp16}; do
-        FLASHCL_WGMMA=0 FLASHCL_WGMMA_BACKWARD=0 timeout 300 "$B/bench/flashcl-bench" \
-          --dtype "$dt" --head-dims "$dims" --seqlens 1024,4096,16384 --causal 0,1 \
-          --backward --no-naive --reps 5 --profile --out "$OUT/ours_$dt.csv" 2>&1 \
-          | grep -v '^\[' > "$OUT/ours_$dt.txt"
-        timeout 250 python3 bench/sdpa_backends.py --dtypes "$dt" --head-dims "$dims" \
-          --csv "$OUT/sdpa_$dt.csv" > "$OUT/sdpa_$dt.txt" 2>&1
-        python3 bench/compare_fa2.py "$OUT/ours_$dt.csv" "$OUT/sdpa_$dt.csv" "$OUT/issue25-$dt" \
-          2>&1 | tail -40
+        for r in $(seq 1 "${ISSUE_ROUNDS:-3}"); do
+          FLASHCL_WGMMA=0 FLASHCL_WGMMA_BACKWARD=0 timeout 300 "$B/bench/flashcl-bench" \
+            --dtype "$dt" --head-dims "$dims" --seqlens 1024,4096,16384 --causal 0,1 \
+            --backward --no-naive --reps 5 --profile --out "$OUT/i25_ours_${dt}_$r.csv" 2>&1 \
+            | grep -v '^\[' >> "$OUT/i25_ours_$dt.txt"
+          timeout 250 python3 bench/sdpa_backends.py --dtypes "$dt" --head-dims "$dims" \
+            --csv "$OUT/i25_sdpa_${dt}_$r.csv" >> "$OUT/i25_sdpa_$dt.txt" 2>&1
+        done
+        python3 bench/compare_fa2.py "$(rounds_of "i25_ours_$dt")" "$(rounds_of "i25_sdpa_$dt")" \
+          "$OUT/issue25-$dt" 2>&1 | tail -40
       done ;;
     issue27)
       # issue 27's side-by-side: the default pieces on sm_90 (the wgmma
       # forward and backward) against PyTorch's backends in the same call,
       # fp16 and bf16 (ISSUE27_DTYPES), d 64 and 128, N 1k-16k, causal off
-      # and on, forward and backward; flashcl's device spans against CUDA
-      # events; bench/compare_fa2.py's tables (FP8: the fp8-products step)
+      # and on, forward and backward, ISSUE_ROUNDS rounds (3) of both
+      # alternated; flashcl's device spans against CUDA events;
+      # bench/compare_fa2.py's tables, medians over the rounds (FP8: the
+      # fp8-products step)
       for dt in ${ISSUE27_DTYPES:-fp16 bf16}; do
-        timeout 250 "$B/bench/flashcl-bench" --dtype "$dt" --head-dims 64,128 \
-          --seqlens 1024,4096,16384 --causal 0,1 --backward --no-naive --reps 5 --profile \
-          --out "$OUT/ours_$dt.csv" 2>&1 | grep -v '^\[' > "$OUT/ours_$dt.txt"
-        timeout 250 python3 bench/sdpa_backends.py --dtypes "$dt" --head-dims 64,128 \
-          --csv "$OUT/sdpa_$dt.csv" > "$OUT/sdpa_$dt.txt" 2>&1
-        python3 bench/compare_fa2.py "$OUT/ours_$dt.csv" "$OUT/sdpa_$dt.csv" "$OUT/issue27-$dt" \
-          2>&1 | tail -30
+        for r in $(seq 1 "${ISSUE_ROUNDS:-3}"); do
+          timeout 250 "$B/bench/flashcl-bench" --dtype "$dt" --head-dims 64,128 \
+            --seqlens 1024,4096,16384 --causal 0,1 --backward --no-naive --reps 5 --profile \
+            --out "$OUT/i27_ours_${dt}_$r.csv" 2>&1 | grep -v '^\[' >> "$OUT/i27_ours_$dt.txt"
+          timeout 250 python3 bench/sdpa_backends.py --dtypes "$dt" --head-dims 64,128 \
+            --csv "$OUT/i27_sdpa_${dt}_$r.csv" >> "$OUT/i27_sdpa_$dt.txt" 2>&1
+        done
+        python3 bench/compare_fa2.py "$(rounds_of "i27_ours_$dt")" "$(rounds_of "i27_sdpa_$dt")" \
+          "$OUT/issue27-$dt" 2>&1 | tail -30
       done ;;
     power)
       # sustained power and clock (NOTES.md, runs 49 and 53): nvidia-smi
