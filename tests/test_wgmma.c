@@ -1339,14 +1339,20 @@ static int backward_fused_off(void **state)
     return unsetenv("FLASHCL_BACKWARD_DQ") == 0 ? backward_off(state) : -1;
 }
 
-/* "forward", "fp8", "fp8_products", "backward" or "head_groups" runs that
- * part alone (ctest runs them as test_wgmma, test_wgmma_fp8,
- * test_wgmma_fp8_products, test_wgmma_backward and test_wgmma_head_groups,
- * each within ctest's time limit on a two-core machine whose PoCL has
- * compiled none of their kernels yet: the FP8 cases together ran past 1500
- * s there, each FP8 products case a program of its own, and the backward
- * with its head groups' case took 1498 s); no argument runs all five, any
- * other fails. */
+/* A part of main's table by name runs alone (ctest runs them as test_wgmma,
+ * test_wgmma_fp8, test_wgmma_fp8_products, test_wgmma_backward and
+ * test_wgmma_head_groups, each within ctest's time limit on a two-core
+ * machine whose PoCL has compiled none of their kernels yet: the FP8 cases
+ * together ran past 1500 s there, each FP8 products case a program of its
+ * own, and the backward with its head groups' case took 1498 s); no argument
+ * runs every part, any other fails. */
+struct wgmma_part {
+    const char *name;
+    const struct CMUnitTest *tests;
+    size_t count;
+};
+#define WGMMA_PART(name, tests) {name, tests, sizeof(tests) / sizeof((tests)[0])}
+
 int main(int argc, char **argv)
 {
     const char *part = argc > 1 ? argv[1] : "";
@@ -1387,28 +1393,33 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_head_groups),
         cmocka_unit_test_setup_teardown(test_backward_head_groups, backward_on, backward_off),
     };
-    const bool all = part[0] == '\0';
-    if (!all && strcmp(part, "forward") != 0 && strcmp(part, "fp8") != 0 &&
-        strcmp(part, "fp8_products") != 0 && strcmp(part, "backward") != 0 &&
-        strcmp(part, "head_groups") != 0) {
-        fprintf(stderr, "test_wgmma: no part named \"%s\" (forward, fp8, fp8_products, "
-                        "backward, head_groups)\n", part);
+    const struct wgmma_part parts[] = {
+        WGMMA_PART("forward", forward),
+        WGMMA_PART("fp8", fp8),
+        WGMMA_PART("fp8_products", fp8_products),
+        WGMMA_PART("backward", backward),
+        WGMMA_PART("head_groups", head_groups),
+    };
+    const size_t num_parts = sizeof(parts) / sizeof(parts[0]);
+    size_t i = 0;
+    while (part[0] != '\0' && i < num_parts && strcmp(part, parts[i].name) != 0)
+        i++;
+    if (i == num_parts) {
+        fprintf(stderr, "test_wgmma: no part named \"%s\" (", part);
+        for (i = 0; i < num_parts; i++)
+            fprintf(stderr, "%s%s", i ? ", " : "", parts[i].name);
+        fprintf(stderr, ")\n");
         return 1;
     }
     int failed = 0;
-    if (all || strcmp(part, "forward") == 0)
-        failed += cmocka_run_group_tests_name("test_wgmma forward", forward, setup,
-                                              fa_group_teardown);
-    if (all || strcmp(part, "fp8") == 0)
-        failed += cmocka_run_group_tests_name("test_wgmma fp8", fp8, setup, fa_group_teardown);
-    if (all || strcmp(part, "fp8_products") == 0)
-        failed += cmocka_run_group_tests_name("test_wgmma fp8_products", fp8_products, setup,
-                                              fa_group_teardown);
-    if (all || strcmp(part, "backward") == 0)
-        failed += cmocka_run_group_tests_name("test_wgmma backward", backward, setup,
-                                              fa_group_teardown);
-    if (all || strcmp(part, "head_groups") == 0)
-        failed += cmocka_run_group_tests_name("test_wgmma head_groups", head_groups, setup,
-                                              fa_group_teardown);
+    for (i = 0; i < num_parts; i++) {
+        if (part[0] != '\0' && strcmp(part, parts[i].name) != 0)
+            continue;
+        char name[64];
+        snprintf(name, sizeof(name), "test_wgmma %s", parts[i].name);
+        /* what cmocka_run_group_tests_name expands to, with the table's count */
+        failed += _cmocka_run_group_tests(name, parts[i].tests, parts[i].count, setup,
+                                          fa_group_teardown);
+    }
     return failed;
 }
