@@ -1401,8 +1401,9 @@ int main(int argc, char **argv)
         WGMMA_PART("head_groups", head_groups),
     };
     const size_t num_parts = sizeof(parts) / sizeof(parts[0]);
+    const bool all = part[0] == '\0';
     size_t i = 0;
-    while (part[0] != '\0' && i < num_parts && strcmp(part, parts[i].name) != 0)
+    while (!all && i < num_parts && strcmp(part, parts[i].name) != 0)
         i++;
     if (i == num_parts) {
         fprintf(stderr, "test_wgmma: no part named \"%s\" (", part);
@@ -1411,10 +1412,10 @@ int main(int argc, char **argv)
         fprintf(stderr, ")\n");
         return 1;
     }
+    /* every part, or the one found */
+    const size_t end = all ? num_parts : i + 1;
     int failed = 0;
-    for (i = 0; i < num_parts; i++) {
-        if (part[0] != '\0' && strcmp(part, parts[i].name) != 0)
-            continue;
+    for (; i < end; i++) {
         char name[64];
         snprintf(name, sizeof(name), "test_wgmma %s", parts[i].name);
         /* what cmocka_run_group_tests_name expands to, with the table's count */
