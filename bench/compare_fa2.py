@@ -63,20 +63,19 @@ def median(values):
 
 
 def merge_rounds(ours_rounds, sdpa_rounds):
-    """The rounds of both files as one table of each: {key: (TFLOP/s, path,
+    """The rounds of both files (as many of each) as one table of each: {key: (TFLOP/s, path,
     standard, wall)} with each number the median over the rounds, and
     {(d, causal, N): {backend: (forward, backward)}} likewise; and the ratios
     {(pass, d, causal, N): {backend: [round i's flashcl / round i's backend]}}."""
     ours, sdpa, ratios = {}, {}, {}
     for key in ours_rounds[0]:
         per = [r[key] for r in ours_rounds if key in r]
-        ours[key] = (median(p[0] for p in per), per[0][1], median(p[2] for p in per),
-                     median(p[3] for p in per))
+        ours[key] = (median(row[0] for row in per), per[0][1], median(row[2] for row in per),
+                     median(row[3] for row in per))
         p, d, c, n = key
         idx = 0 if p == "fwd" else 1
-        for i, r in enumerate(ours_rounds):
-            backends = sdpa_rounds[i].get((d, c, n), {}) if i < len(sdpa_rounds) else {}
-            for name, val in backends.items():
+        for r, s in zip(ours_rounds, sdpa_rounds):  # round i with round i
+            for name, val in s.get((d, c, n), {}).items():
                 if key in r and val[idx]:
                     ratios.setdefault(key, {}).setdefault(name, []).append(r[key][0] / val[idx])
     for key in sdpa_rounds[0]:

@@ -36,6 +36,24 @@ fp8_rounds() {
   done
 }
 rounds_of() { ls "$OUT"/$1_*.csv 2>/dev/null | sort | paste -sd, -; }
+# issue 25's and 27's side by side: ISSUE_ROUNDS rounds (3) of flashcl-bench's
+# forward and backward (dtype $2, head dims $3, N 1k-16k, causal off and on,
+# device spans, limit $4 s, under the environment $6...) alternated with
+# sdpa_backends.py's, into $OUT/$1_{ours,sdpa}_$2_R.csv; compare_fa2.py's
+# table of medians over the rounds in $OUT/$5-$2.md
+side_by_side_rounds() {
+  local tag=$1 dt=$2 dims=$3 limit=$4 table=$5 r
+  shift 5
+  for r in $(seq 1 "${ISSUE_ROUNDS:-3}"); do
+    env "$@" timeout "$limit" "$B/bench/flashcl-bench" --dtype "$dt" --head-dims "$dims" \
+      --seqlens 1024,4096,16384 --causal 0,1 --backward --no-naive --reps 5 --profile \
+      --out "$OUT/${tag}_ours_${dt}_$r.csv" 2>&1 | grep -v '^\[' >> "$OUT/${tag}_ours_$dt.txt"
+    timeout 250 python3 bench/sdpa_backends.py --dtypes "$dt" --head-dims "$dims" \
+      --csv "$OUT/${tag}_sdpa_${dt}_$r.csv" >> "$OUT/${tag}_sdpa_$dt.txt" 2>&1
+  done
+  python3 bench/compare_fa2.py "$(rounds_of "${tag}_ours_$dt")" "$(rounds_of "${tag}_sdpa_$dt")" \
+    "$OUT/$table-$dt" 2>&1 | tail -40
+}
 steps=${*:-info tests bench}
 # issue 4's side-by-side benchmark as one step
 steps=${steps//final-all/final-fp16 final-bf16 final-sdpa}
@@ -87,18 +105,9 @@ for step in $steps; do
       # causal off and on, forward and backward, ISSUE_ROUNDS rounds (3) of
       # both alternated; bench/compare_fa2.py's tables (medians over the
       # rounds) with % of the mma.sync ceiling
-      dims=${ISSUE25_DIMS:-64,128,256}
       for dt in ${ISSUE25_DTYPES:-fp16}; do
-        for r in $(seq 1 "${ISSUE_ROUNDS:-3}"); do
-          FLASHCL_WGMMA=0 FLASHCL_WGMMA_BACKWARD=0 timeout 300 "$B/bench/flashcl-bench" \
-            --dtype "$dt" --head-dims "$dims" --seqlens 1024,4096,16384 --causal 0,1 \
-            --backward --no-naive --reps 5 --profile --out "$OUT/i25_ours_${dt}_$r.csv" 2>&1 \
-            | grep -v '^\[' >> "$OUT/i25_ours_$dt.txt"
-          timeout 250 python3 bench/sdpa_backends.py --dtypes "$dt" --head-dims "$dims" \
-            --csv "$OUT/i25_sdpa_${dt}_$r.csv" >> "$OUT/i25_sdpa_$dt.txt" 2>&1
-        done
-        python3 bench/compare_fa2.py "$(rounds_of "i25_ours_$dt")" "$(rounds_of "i25_sdpa_$dt")" \
-          "$OUT/issue25-$dt" 2>&1 | tail -40
+        side_by_side_rounds i25 "$dt" "${ISSUE25_DIMS:-64,128,256}" 300 issue25 \
+          FLASHCL_WGMMA=0 FLASHCL_WGMMA_BACKWARD=0
       done ;;
     issue27)
       # issue 27's side-by-side: the default pieces on sm_90 (the wgmma
@@ -109,15 +118,7 @@ for step in $steps; do
       # bench/compare_fa2.py's tables, medians over the rounds (FP8: the
       # fp8-products step)
       for dt in ${ISSUE27_DTYPES:-fp16 bf16}; do
-        for r in $(seq 1 "${ISSUE_ROUNDS:-3}"); do
-          timeout 250 "$B/bench/flashcl-bench" --dtype "$dt" --head-dims 64,128 \
-            --seqlens 1024,4096,16384 --causal 0,1 --backward --no-naive --reps 5 --profile \
-            --out "$OUT/i27_ours_${dt}_$r.csv" 2>&1 | grep -v '^\[' >> "$OUT/i27_ours_$dt.txt"
-          timeout 250 python3 bench/sdpa_backends.py --dtypes "$dt" --head-dims 64,128 \
-            --csv "$OUT/i27_sdpa_${dt}_$r.csv" >> "$OUT/i27_sdpa_$dt.txt" 2>&1
-        done
-        python3 bench/compare_fa2.py "$(rounds_of "i27_ours_$dt")" "$(rounds_of "i27_sdpa_$dt")" \
-          "$OUT/issue27-$dt" 2>&1 | tail -30
+        side_by_side_rounds i27 "$dt" 64,128 250 issue27
       done ;;
     power)
       # sustained power and clock (NOTES.md, runs 49 and 53): nvidia-smi
