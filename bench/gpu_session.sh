@@ -175,7 +175,7 @@ for step in $steps; do
       dev=""
       [ "$step" = tests-cpu ] && \
         dev=$(cpu_device)
-      all="test_forward test_backward test_variants test_sinks test_tensor_cores test_kvcache test_profiles test_plan test_api test_errors test_cache test_fp8 test_threads test_nonfinite test_wgmma"
+      all="test_forward test_backward test_variants test_sinks test_tensor_cores test_kvcache test_mla test_profiles test_plan test_api test_errors test_cache test_fp8 test_threads test_nonfinite test_ptx_rewrite test_wgmma"
       [ "$step" = tests-fast ] && all="test_forward test_variants test_plan test_api test_errors"
       [ "$step" = tests-tc ] && all="test_tensor_cores test_backward test_forward"
       [ -n "${TESTS:-}" ] && all=$TESTS
@@ -191,6 +191,10 @@ for step in $steps; do
       wait
       for t in $all; do cat "$OUT/$t.summary"; done
       cat "$OUT"/test_*.log > "$OUT/${step}.log"; rm -f "$OUT"/test_*.log "$OUT"/test_*.summary ;;
+    check)
+      # flashcl-check, the users' own check of their device, on the GPU
+      ( time timeout "${TEST_TIMEOUT:-300}" "$B/tools/flashcl-check" ) > "$OUT/check.log" 2>&1
+      echo "flashcl-check: rc=$?" | tee -a "$OUT/check.log"; tail -25 "$OUT/check.log" ;;
     fast)
       for dt in fp16 bf16; do
         timeout 280 "$B/bench/flashcl-bench" --dtype $dt --head-dims 64,128,256 --seqlens 1024,4096,16384 \
