@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""cache_ptx_report.py - what ptxas makes of the PTX NVIDIA's driver built.
+
+flashcl keeps each program it builds on a GPU in its disk cache
+(src/programs/disk_cache.c): on NVIDIA the entry's binary is the PTX the
+driver's OpenCL compiler wrote (after the library's sm_90a rewrite, where
+the plan takes it).  Clang's offline PTX (tools/wgmma_ptx_check.sh) is
+another compiler's: for the same forward it read 203 registers where the
+driver's PTX reads 106 (NOTES.md, run 73).  This tool reads a cache folder
+brought back from the GPU machine (FLASHCL_CACHE_DIR=$OUT/cache on a run
+there, bench/gpu_session.sh's `driver-ptx` step), writes each entry's PTX
+beside it (NAME.ptx) and prints, per entry and kernel, the tile options of
+its build and ptxas's registers and spill bytes for the entry's target
+(sm_90a, sm_80, ...).  With --sass and nvdisasm (NVDISASM, or on the path;
+PyPI's nvidia-cuda-nvdisasm has it) also the spill instructions (STL, LDL)
+in the SASS.
+
+Usage: tools/cache_ptx_report.py CACHE_DIR [--sass] [--ptxas PATH]
+Exit status 1 when an entry cannot be read or ptxas refuses one.
+"""
+import argparse
+import glob
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+
+# an entry: "FCLK" | format (u32) | key length (u32) | binary length (u64) |
+# checksum (u64) | key | binary (disk_cache.c)
+HEADER = struct.Struct("<4sIIQQ")
+# the build options worth a column: the tile and what selects the kernel
+OPTIONS = ("FCL_KERNEL_FORWARD", "FCL_KERNEL_BACKWARD", "FCL_DKDV_PART", "FCL_DTYPE", "D_PAD",
+           "BR", "BC", "FCL_WGMMA", "FCL_WG_TMA", "FCL_WHOLE_KEYS", "FCL_FEATURES")
+
+
+def read_entry(path):
+    """The entry's key (text) and binary, or raises ValueError."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < HEADER.size:
+        raise ValueError("shorter than the header")
+    magic, _fmt, key_len, bin_len, _sum = HEADER.unpack_from(data)
+    if magic != b"FCLK" or HEADER.size + key_len + bin_len > len(data):
+        raise ValueError("not a whole flashcl cache entry")
+    key = data[HEADER.size:HEADER.size + key_len].decode("utf-8", "replace")
+    binary = data[HEADER.size + key_len:HEADER.size + key_len + bin_len]
+    return key, binary.rstrip(b"\0")
+
+
+def tile_of(key):
+    """The build options of OPTIONS found in the key, as NAME=VALUE."""
+    found = []
+    for name in OPTIONS:
+        m = re.search(r"-D%s=(\S+)" % name, key)
+        if m:
+            found.append("%s=%s" % (name.replace("FCL_", ""), m.group(1)))
+    return " ".join(found)
+
+
+def ptxas_report(ptxas, ptx_path, target, cubin):
+    """{kernel: (registers, spill stores, spill loads)} and ptxas's output."""
+    run = subprocess.run([ptxas, "-arch=" + target, "-v", "-o", cubin, ptx_path],
+                         capture_output=True, text=True)
+    out = run.stdout + run.stderr
+    if run.returncode != 0:
+        return None, out
+    kernels, current = {}, None
+    for line in out.splitlines():
+        m = re.search(r"Compiling entry function '([^']+)'", line)
+        if m:
+            current = m.group(1)
+            kernels[current] = [0, 0, 0]
+            continue
+        if current is None:
+            continue
+        m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m:
+            kernels[current][1:] = [int(m.group(1)), int(m.group(2))]
+        m = re.search(r"Used (\d+) registers", line)
+        if m:
+            kernels[current][0] = int(m.group(1))
+    return kernels, out
+
+
+def sass_spills(nvdisasm, cubin):
+    """Counts of STL and LDL instructions in the cubin's SASS."""
+    run = subprocess.run([nvdisasm, "-c", cubin], capture_output=True, text=True)
+    if run.returncode != 0:
+        return None
+    return (len(re.findall(r"\bSTL\b", run.stdout)), len(re.findall(r"\bLDL\b", run.stdout)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("cache_dir")
+    ap.add_argument("--sass", action="store_true", help="count STL/LDL with nvdisasm")
+    ap.add_argument("--ptxas", default=os.environ.get("PTXAS", "/usr/local/cuda/bin/ptxas"))
+    args = ap.parse_args()
+    nvdisasm = os.environ.get("NVDISASM") or shutil.which("nvdisasm")
+    if args.sass and not nvdisasm:
+        print("--sass: no nvdisasm (set NVDISASM)", file=sys.stderr)
+        return 1
+    entries = sorted(glob.glob(os.path.join(args.cache_dir, "flashcl-*.bin")))
+    if not entries:
+        print("no cache entries in %s" % args.cache_dir, file=sys.stderr)
+        return 1
+    failed = 0
+    print("| entry | build | kernel | registers | spill stores / loads (bytes)%s |"
+          % (" | STL / LDL" if args.sass else ""))
+    print("| --- | --- | --- | --- | ---%s |" % (" | ---" if args.sass else ""))
+    for path in entries:
+        name = os.path.basename(path)[:-4]
+        try:
+            key, binary = read_entry(path)
+        except (OSError, ValueError) as e:
+            print("%s: %s" % (path, e), file=sys.stderr)
+            failed = 1
+            continue
+        m = re.search(rb"^\.target\s+(sm_\w+)", binary, re.M)
+        if not m:
+            print("%s: not PTX (another vendor's binary?)" % path, file=sys.stderr)
+            continue
+        ptx = path[:-4] + ".ptx"
+        with open(ptx, "wb") as f:
+            f.write(binary)
+        cubin = path[:-4] + ".cubin"
+        kernels, out = ptxas_report(args.ptxas, ptx, m.group(1).decode(), cubin)
+        if kernels is None:
+            print("%s: ptxas refused it:\n%s" % (path, out), file=sys.stderr)
+            failed = 1
+            continue
+        sass = sass_spills(nvdisasm, cubin) if args.sass else None
+        for kernel, (regs, st, ld) in sorted(kernels.items()):
+            extra = ""
+            if args.sass:
+                extra = " | %s" % ("%d / %d" % sass if sass else "?")
+            print("| %s | %s | %s | %d | %d / %d%s |" % (name, tile_of(key), kernel, regs, st, ld,
+                                                          extra))
+    return failed
+
+
+if __name__ == "__main__":
+    sys.exit(main())
