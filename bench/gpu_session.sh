@@ -192,16 +192,18 @@ for step in $steps; do
       for t in $all; do cat "$OUT/$t.summary"; done
       cat "$OUT"/test_*.log > "$OUT/${step}.log"; rm -f "$OUT"/test_*.log "$OUT"/test_*.summary ;;
     driver-ptx)
-      # the programs flashcl-bench builds at PTX_DIMS (64,128), N 1k and 4k,
-      # causal off and on (FLASHCL_WGMMA, FLASHCL_WGMMA_BACKWARD and the rest
-      # from the environment), kept in a disk cache of their own, brought back
-      # as driver_ptx.tgz for tools/cache_ptx_report.py: the driver's own PTX
-      rm -rf "$OUT/driver_ptx"
-      FLASHCL_CACHE_DIR=$OUT/driver_ptx timeout 200 "$B/bench/flashcl-bench" --dtype "${PTX_DTYPE:-fp16}" \
-        --head-dims "${PTX_DIMS:-64,128}" --seqlens 1024,4096 --causal 0,1 --no-naive --reps 1 \
-        ${PTX_BACKWARD:+--backward} > "$OUT/driver_ptx.txt" 2>&1
-      echo "driver-ptx: rc=$?, $(ls "$OUT/driver_ptx" | grep -c '\.bin$') programs"
-      tar czf "$OUT/driver_ptx.tgz" -C "$OUT" driver_ptx && rm -rf "$OUT/driver_ptx" ;;
+      # the programs flashcl-bench builds at PTX_DIMS (64,128), PTX_SEQLENS (1k and 4k),
+      # causal off and on (the backward's too with PTX_BACKWARD=1;
+      # FLASHCL_WGMMA and the rest from the environment), kept in a disk
+      # cache of their own, brought back as driver_ptx${PTX_TAG}.tgz for
+      # tools/cache_ptx_report.py: the driver's own PTX
+      d=driver_ptx${PTX_TAG:-}
+      rm -rf "${OUT:?}/$d"
+      FLASHCL_CACHE_DIR=$OUT/$d timeout 200 "$B/bench/flashcl-bench" --dtype "${PTX_DTYPE:-fp16}" \
+        --head-dims "${PTX_DIMS:-64,128}" --seqlens "${PTX_SEQLENS:-1024,4096}" --causal 0,1 --no-naive --reps 1 \
+        ${PTX_BACKWARD:+--backward} > "$OUT/$d.txt" 2>&1
+      echo "driver-ptx: rc=$?, $(ls "$OUT/$d" | grep -c '\.bin$') programs"
+      tar czf "$OUT/$d.tgz" -C "$OUT" "$d" && rm -rf "${OUT:?}/$d" ;;
     check)
       # flashcl-check, the users' own check of their device, on the GPU
       ( time timeout "${TEST_TIMEOUT:-300}" "$B/tools/flashcl-check" ) > "$OUT/check.log" 2>&1

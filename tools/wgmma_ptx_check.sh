@@ -11,7 +11,12 @@
 # knows no sm_90, so it emits sm_80 PTX of version 7.5, which is relabelled
 # sm_90 / 8.3 first (8.3: tensormap.replace; NVIDIA's compiler labels its
 # output sm_90 / 9.0): what counts in the end is that compiler on the GPU
-# (bench/gpu_session.sh).  Each plan is checked with K and V by the tensor
+# (bench/gpu_session.sh).  Its register counts are clang's, not the
+# driver's (the forward's 64 x 64 tile: 203 here, 106 in the driver's PTX,
+# NOTES.md run 73): for those, bring the driver's PTX back from the GPU
+# (gpu_session.sh's driver-ptx step) and read it with
+# tools/cache_ptx_report.py.  What this check says is whether the rewrite
+# and ptxas accept the PTX.  Each plan is checked with K and V by the tensor
 # memory accelerator (as on an H100 whose driver encodes tensor maps) and,
 # as NAME-cpasync, by cp.async (the backward: cp.async mode only; FP8
 # storage's forward in both, its K and V widened to fp16 first on the
