@@ -7,13 +7,13 @@ driver's OpenCL compiler wrote (after the library's sm_90a rewrite, where
 the plan takes it).  Clang's offline PTX (tools/wgmma_ptx_check.sh) is
 another compiler's: for the same forward it read 203 registers where the
 driver's PTX reads 106 (NOTES.md, run 73).  This tool reads a cache folder
-brought back from the GPU machine (FLASHCL_CACHE_DIR=$OUT/cache on a run
-there, bench/gpu_session.sh's `driver-ptx` step), writes each entry's PTX
+brought back from the GPU machine (FLASHCL_CACHE_DIR pointed into $OUT on a
+run there: bench/gpu_session.sh's `driver-ptx` step), writes each entry's PTX
 beside it (NAME.ptx) and prints, per entry and kernel, the tile options of
 its build and ptxas's registers and spill bytes for the entry's target
 (sm_90a, sm_80, ...).  With --sass and nvdisasm (NVDISASM, or on the path;
-PyPI's nvidia-cuda-nvdisasm has it) also the spill instructions (STL, LDL)
-in the SASS.
+PyPI's nvidia-cuda-nvdisasm has it) also each kernel's spill instructions
+(STL, LDL) in the SASS.
 
 Usage: tools/cache_ptx_report.py CACHE_DIR [--sass] [--ptxas PATH]
 Exit status 1 when an entry cannot be read or ptxas refuses one.
@@ -30,9 +30,11 @@ import sys
 # an entry: "FCLK" | format (u32) | key length (u32) | binary length (u64) |
 # checksum (u64) | key | binary (disk_cache.c)
 HEADER = struct.Struct("<4sIIQQ")
-# the build options worth a column: the tile and what selects the kernel
-OPTIONS = ("FCL_KERNEL_FORWARD", "FCL_KERNEL_BACKWARD", "FCL_DKDV_PART", "FCL_DTYPE", "D_PAD",
-           "BR", "BC", "FCL_WGMMA", "FCL_WG_TMA", "FCL_WHOLE_KEYS", "FCL_FEATURES")
+# the build options worth a column: the program's kernel (kernel_options.c's
+# macros), the tile and what selects the piece
+OPTIONS = ("FCL_KERNEL_FORWARD", "FCL_KERNEL_DKDV", "FCL_KERNEL_DQ", "FCL_DKDV_PART",
+           "FCL_DTYPE", "D_PAD", "BR", "BC", "FCL_WGMMA", "FCL_WG_TMA", "FCL_WHOLE_KEYS",
+           "FCL_FEATURES")
 
 
 def read_entry(path):
@@ -92,11 +94,17 @@ def ptxas_report(ptxas, ptx_path, target, cubin):
 
 
 def sass_spills(nvdisasm, cubin):
-    """Counts of STL and LDL instructions in the cubin's SASS."""
+    """{kernel: (STL, LDL)}: each kernel's spill instructions in the cubin's
+    SASS (nvdisasm puts each kernel in a section .text.NAME), or None."""
     run = subprocess.run([nvdisasm, "-c", cubin], capture_output=True, text=True)
     if run.returncode != 0:
         return None
-    return (len(re.findall(r"\bSTL\b", run.stdout)), len(re.findall(r"\bLDL\b", run.stdout)))
+    counts = {}
+    sections = re.findall(r"^\.text\.(\w+):\n(.*?)(?=^\s*//-+ \.text\.|\Z)", run.stdout,
+                          re.M | re.S)
+    for kernel, body in sections:
+        counts[kernel] = (len(re.findall(r"\bSTL\b", body)), len(re.findall(r"\bLDL\b", body)))
+    return counts
 
 
 def main():
@@ -133,6 +141,8 @@ def main():
         with open(ptx, "wb") as f:
             f.write(binary)
         cubin = path[:-4] + ".cubin"
+        if os.path.exists(cubin):
+            os.remove(cubin)  # a refused program writes none: no earlier run's SASS
         kernels, out = ptxas_report(args.ptxas, ptx, m.group(1).decode(), cubin)
         if kernels is None:
             print("%s: ptxas refused it:\n%s" % (path, out), file=sys.stderr)
@@ -142,7 +152,7 @@ def main():
         for kernel, (regs, st, ld) in sorted(kernels.items()):
             extra = ""
             if args.sass:
-                extra = " | %s" % ("%d / %d" % sass if sass else "?")
+                extra = " | %s" % ("%d / %d" % sass[kernel] if sass and kernel in sass else "?")
             print("| %s | %s | %s | %d | %d / %d%s |" % (name, tile_of(key), kernel, regs, st, ld,
                                                           extra))
     return failed
